@@ -69,7 +69,7 @@ def bench(session: nox.Session) -> None:
 
 @nox.session
 def demonstration(session: nox.Session) -> None:
-    """genenv against frozen mode on the embedded model (about an hour on 2 cores); results in benchmarks/results/."""
+    """genenv against frozen mode on the embedded model (about 80 minutes on 2 cores); results in benchmarks/results/."""
     install(session)
     session.run("python", "benchmarks/demonstration.py", "--domain", "arith", "--epochs", "4", "--modes", "genenv",
                 "frozen", "genenv-open")
