@@ -20,7 +20,7 @@ from typing import Any
 from genenv_cli.checkpoints import AGENT_STAGE, agent_model_for
 from genenv_cli.config import Config
 from genenv_cli.contract import StagePlan, StageResult, Staging, execute
-from genenv_cli.pools import check_frame, frame, write_parquet
+from genenv_cli.pools import check_frame
 from genenv_cli.rundir import RunDir
 from genenv_cli.ui import UI
 
@@ -105,11 +105,9 @@ def _update(run_dir: RunDir, cfg: Config, epoch: int, out: Staging, ui: UI) -> N
 
     from genenv_cli.training.common import (
         all_mean,
-        finish_distributed,
         load_policy,
         merged_logs,
-        parameter_digest,
-        save_checkpoint,
+        publish_update,
         train_with_progress,
         training_arguments,
         world,
@@ -152,15 +150,9 @@ def _update(run_dir: RunDir, cfg: Config, epoch: int, out: Staging, ui: UI) -> N
                               "ratio_mean": s["ratio_mean"], "grad_norm": lg.get("grad_norm"),
                               "learning_rate": lg.get("learning_rate"), "tokens": s["tokens"]})
             policy.model = trainer.model
-    digest = parameter_digest(policy.model)
-    ui.info(f"rank {rank} trainable-parameter digest {digest}")
     loss_mean = all_mean(sum(s["loss"] for s in steps) / len(steps)) if steps else None
-    if out.is_main:
-        save_checkpoint(policy, out.path("agent"), role="agent", epoch=epoch,
-                        extra={"trained_from": tag, "parameter_digest": digest})
-        write_parquet(records, out.path("agent_update"), "agent_update")
-        write_parquet(frame(steps, "agent_update_steps"), out.path("agent_update_steps"), "agent_update_steps")
-    finish_distributed()
+    digest = publish_update(policy, out, role="agent", epoch=epoch, trained_from=tag, records=records, steps=steps,
+                            ui=ui)
     on_policy = records.filter(~pl.col("replay"))["reward"]
     out.counts.update({"samples_used": len(rows), "groups_used": groups_used,
                        "groups_skipped": sum(skipped_by_reason.values()), "skipped_by_reason": skipped_by_reason,

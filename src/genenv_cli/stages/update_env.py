@@ -20,7 +20,7 @@ from genenv_cli.checkpoints import ENV_STAGE, env_model_for, env_trained
 from genenv_cli.config import Config
 from genenv_cli.contract import StagePlan, StageResult, Staging, execute
 from genenv_cli.curriculum import normalized_weights
-from genenv_cli.pools import check_frame, frame, write_parquet
+from genenv_cli.pools import check_frame
 from genenv_cli.rundir import RunDir
 from genenv_cli.ui import UI
 
@@ -90,11 +90,9 @@ def _update(run_dir: RunDir, cfg: Config, epoch: int, out: Staging, ui: UI) -> N
     import tempfile
 
     from genenv_cli.training.common import (
-        finish_distributed,
         load_policy,
         merged_logs,
-        parameter_digest,
-        save_checkpoint,
+        publish_update,
         train_with_progress,
         training_arguments,
         world,
@@ -109,7 +107,7 @@ def _update(run_dir: RunDir, cfg: Config, epoch: int, out: Staging, ui: UI) -> N
         check_frame(pl.scan_parquet(p).head(0).collect(), "env_sft", str(p))
     used, records = select_pairs(paths, cfg.curriculum.lam)
     name, tag, _ = env_model_for(run_dir, cfg, epoch, STAGE)
-    rank, size = world()
+    _, size = world()
     ui.info(f"update-env epoch {epoch}: {len(used)} of {records.height} generations from epochs "
             f"{window_epochs(epoch, u.window)} pass the filter; training {tag}")
     policy = load_policy(name, tag, base_name=cfg.env.model, train=u, need_reference=True, device=cfg.run.device,
@@ -144,14 +142,8 @@ def _update(run_dir: RunDir, cfg: Config, epoch: int, out: Staging, ui: UI) -> N
                               "kl": stopped["kl"], "applied": False, "stopped_by_kl": True, "grad_norm": None,
                               "learning_rate": None})
             policy.model = trainer.model
-    digest = parameter_digest(policy.model)
-    ui.info(f"rank {rank} trainable-parameter digest {digest}")
-    if out.is_main:
-        save_checkpoint(policy, out.path("env"), role="env", epoch=epoch,
-                        extra={"trained_from": tag, "parameter_digest": digest})
-        write_parquet(records, out.path("env_update"), "env_update")
-        write_parquet(frame(steps, "env_update_steps"), out.path("env_update_steps"), "env_update_steps")
-    finish_distributed()
+    digest = publish_update(policy, out, role="env", epoch=epoch, trained_from=tag, records=records, steps=steps,
+                            ui=ui)
     applied = [s for s in steps if s["applied"]]
     out.counts.update({"samples_used": len(used), "pairs_seen": records.height, "steps": len(applied),
                        "world_size": size})

@@ -210,6 +210,24 @@ def save_checkpoint(policy: Policy, folder: Path, *, role: str, epoch: int, extr
                           epoch=epoch, extra=extra)
 
 
+def publish_update(policy: Policy, out: Any, *, role: str, epoch: int, trained_from: str, records: Any,
+                   steps: list[dict[str, Any]], ui: Any) -> str:
+    """The end both update stages share: log this rank's parameter digest; on the main rank save the checkpoint
+    and write `<role>_update.parquet` (per sample) and `<role>_update_steps.parquet`; then close the process
+    group. Returns the digest."""
+    from genenv_cli.pools import frame, write_parquet
+
+    digest = parameter_digest(policy.model)
+    ui.info(f"rank {world()[0]} trainable-parameter digest {digest}")
+    if out.is_main:
+        save_checkpoint(policy, out.path(role), role=role, epoch=epoch,
+                        extra={"trained_from": trained_from, "parameter_digest": digest})
+        write_parquet(records, out.path(f"{role}_update"), f"{role}_update")
+        write_parquet(frame(steps, f"{role}_update_steps"), out.path(f"{role}_update_steps"), f"{role}_update_steps")
+    finish_distributed()
+    return digest
+
+
 def copy_checkpoint(src: Path, folder: Path, *, epoch: int, note: str) -> None:
     """Carry a checkpoint over unchanged (an update with nothing to train on)."""
     import shutil
