@@ -4,8 +4,14 @@ from pathlib import Path
 
 import pytest
 
-from genenv_cli.domains import get_domain
-from genenv_cli.domains.arith import ArithError, evaluate_expression, read_answer
+from genenv_cli.domains import arith_seeds, get_domain
+from genenv_cli.domains.arith import (
+    ArithError,
+    describe_shape,
+    evaluate_expression,
+    expression_shape,
+    read_answer,
+)
 from genenv_cli.domains.base import EnvContext, Reject
 
 D = get_domain("arith")
@@ -53,6 +59,20 @@ def test_env_output_and_shapes(tmp_path):
 def test_seeds_are_consistent_and_duplicates_keep_operators():
     for s in D.seeds("train") + D.seeds("validation"):
         assert D.check_payload(s.payload) is None, s.id
-    assert len(D.seeds("validation")) == 40
+    assert len(D.seeds("validation")) >= 200  # one held-out exercise is worth less than one point
+    for s in D.seeds("train") + D.seeds("validation"):
+        assert expression_shape(s.payload["expression"]) == s.shape, s.id
     assert D.exact_key({"expression": "12 + 7", "answer": 19}) != D.exact_key({"expression": "12 * 7", "answer": 84})
     assert "Compute 3 + 4" in D.agent_messages(CTX.parent)[1]["content"]
+
+
+def test_shapes_name_the_operation_at_the_frontier():
+    assert [expression_shape(e) for e in ["3 + 4", "9 - 2", "-5 * -6", "3 - -2", "12 * 3", "1 + 2 * 3"]] == \
+        ["add-1d", "sub-1d", "mul-1d", "sub-1d", "mul-2d", "2op-1d"]
+    assert describe_shape("sub-2d") == "two-digit subtractions"
+    assert set(D.shapes) >= {s.shape for s in D.seeds("train")}
+
+
+def test_shipped_seeds_are_the_generators_output():
+    shipped = (Path(arith_seeds.__file__).parent / "data" / "arith_seeds.jsonl").read_text()
+    assert shipped == arith_seeds.render()

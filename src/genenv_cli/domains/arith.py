@@ -3,15 +3,19 @@
 The tool-call domain asks the environment for JSON it rarely writes at 135M parameters; here the environment
 writes one line, `EXERCISE: 37 * (4 + 12)`, and the domain computes the answer itself with a small
 recursive-descent parser over integers, `+`, `-`, `*` and parentheses (never `eval`). Difficulty comes from
-the number of operations and the largest operand's digits; the shape tag says both, e.g. `2op-3d`.
+the operation and the largest operand's digits; the shape tag says both: one operation is named by its kind
+(`add-1d`, `sub-2d`, `mul-1d`: a 135M agent solves about 3 in 4 one-digit sums but 1 in 3 one-digit
+differences or products, so the kind is where its frontier lies), several by their count (`2op-1d`, `3op-2d`).
 
 **Task** (`payload`): `{"expression": "37 * (4 + 12)", "answer": 592}`.
 **Agent prompt**: the instruction, one worked example (`Compute 3 + 4` -> `Answer: 7`), then the exercise.
 **Agent output format**: the answer as an integer, ideally `Answer: 592`; the number after the last
 `Answer:` is read, else the last integer in the text. **R_agent** is 1 for the exact integer, else 0;
 `partial` is `max(0, 1 - |pred - gold| / max(1, |gold|))`.
-**Seeds** (`data/arith_seeds.jsonl`): 160 exercises made for this project by a seeded random draw over the
-shapes 1–3 operations x 1–3 digits (120 train, 40 validation).
+**Seeds** (`data/arith_seeds.jsonl`, written by `python -m genenv_cli.domains.arith_seeds --write`): a seeded
+draw over the eight shapes that straddle the embedded agent's frontier, from one-digit sums (solved about 3 times
+in 4) to two-operation exercises with two-digit numbers (almost never): 16 train and 30 validation exercises per
+shape (128 and 240), so one held-out exercise is worth less than half a point.
 """
 
 from __future__ import annotations
@@ -119,8 +123,47 @@ def evaluate_expression(text: str) -> tuple[int, int, int]:
     return value, ops, digits
 
 
-def shape_of(ops: int, digits: int) -> str:
-    return f"{min(ops, MAX_OPS)}op-{min(digits, MAX_DIGITS)}d"
+KINDS = {"+": "add", "-": "sub", "*": "mul"}
+
+
+def binary_operators(tokens: list[str]) -> list[str]:
+    """The binary operators of a tokenized expression, in order: an operator is binary when it follows a number
+    or a closing parenthesis (a leading or repeated `-` is a sign)."""
+    out, prev = [], None
+    for tok in tokens:
+        if tok in KINDS and prev is not None and (prev.isdigit() or prev == ")"):
+            out.append(tok)
+        prev = tok
+    return out
+
+
+def shape_of(ops: int, digits: int, kind: str | None = None) -> str:
+    """`add-1d`, `sub-2d`, `mul-1d` for one operation (kind is its operator), `2op-1d` ... for several."""
+    d = min(digits, MAX_DIGITS)
+    if ops == 1 and kind in KINDS:
+        return f"{KINDS[kind]}-{d}d"
+    return f"{min(ops, MAX_OPS)}op-{d}d"
+
+
+_KIND_WORDS = {"add": "additions", "sub": "subtractions", "mul": "multiplications"}
+
+
+def describe_shape(shape: str) -> str:
+    """A shape in words for the environment's prompt: `sub-1d` -> `one-digit subtractions`."""
+    m = re.fullmatch(r"(add|sub|mul|\d)(?:op)?-(\d)d", shape)
+    if not m:
+        return shape
+    digits = ["", "one", "two", "three", "four"][int(m.group(2))] + "-digit"
+    if m.group(1) in _KIND_WORDS:
+        return f"{digits} {_KIND_WORDS[m.group(1)]}"
+    return f"{m.group(1)}-operation exercises with {digits} numbers"
+
+
+def expression_shape(expression: str) -> str:
+    """The shape of a valid expression (raises ArithError otherwise)."""
+    _, ops, digits = evaluate_expression(expression)
+    kinds = binary_operators(tokenize(expression))
+    return shape_of(ops, digits, kinds[0] if len(kinds) == 1 else None)
 
 
 _ANSWER = re.compile(r"answer\s*[:=]?\s*(-?\d[\d,]*)", re.IGNORECASE)
@@ -141,7 +184,8 @@ def read_answer(text: str) -> int | None:
 class ArithDomain(Domain):
     name = "arith"
     description = "Integer arithmetic exercises; difficulty from operations and digits (a domain small models can take)."
-    shapes = tuple(shape_of(o, d) for o in range(1, MAX_OPS + 1) for d in range(1, MAX_DIGITS + 1))
+    shapes = tuple([shape_of(1, d, k) for k in KINDS for d in range(1, MAX_DIGITS + 1)]
+                   + [shape_of(o, d) for o in range(2, MAX_OPS + 1) for d in range(1, MAX_DIGITS + 1)])
 
     @cached_property
     def _seeds(self) -> list[SeedTask]:
@@ -174,8 +218,12 @@ class ArithDomain(Domain):
         an exercise (4 valid of 32 against 12 of 32 this way, measured on the seed set)."""
         context = []
         if ctx.stats and ctx.stats.get("tasks"):
-            per = ", ".join(f"{k}: {v['success_rate']:.0%}" for k, v in ctx.stats.get("per_shape", {}).items())
+            per_shape = ctx.stats.get("per_shape", {})
+            per = ", ".join(f"{describe_shape(k)} {v['success_rate']:.0%}" for k, v in per_shape.items())
             context.append(f"The student solved {ctx.stats['success_rate']:.0%} of the last exercises ({per}).")
+            aim = [describe_shape(k) for k, v in per_shape.items() if 0.25 <= v["success_rate"] <= 0.75]
+            if aim:
+                context.append(f"It solves about half of these: {', '.join(aim)}.")
         if ctx.parent_p is not None:
             if ctx.parent_p > 0.6:
                 context.append("The example was too easy for the student: use bigger numbers or one more operation.")
@@ -204,8 +252,10 @@ class ArithDomain(Domain):
             raise Reject(f"invalid: more than {MAX_OPS} operations")
         if digits > MAX_DIGITS:
             raise Reject(f"invalid: a number with more than {MAX_DIGITS} digits")
-        payload = {"expression": " ".join(tokenize(expr)).replace("( ", "(").replace(" )", ")"), "answer": value}
-        return payload, shape_of(ops, digits)
+        tokens = tokenize(expr)
+        payload = {"expression": " ".join(tokens).replace("( ", "(").replace(" )", ")"), "answer": value}
+        kinds = binary_operators(tokens)
+        return payload, shape_of(ops, digits, kinds[0] if len(kinds) == 1 else None)
 
     def check_payload(self, payload: Any) -> str | None:
         if not isinstance(payload, dict) or not isinstance(payload.get("expression"), str):
