@@ -18,7 +18,7 @@ from genenv_cli.report import build_report
 from genenv_cli.rundir import RunDir
 
 CHART_IDS = ["success-rate", "p-task", "band-share", "env-reward", "valid-generation", "lengths",
-             "agent-reward", "env-kl", "evals"]
+             "agent-reward", "informative", "env-kl", "evals"]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 # epoch -> metrics.json; epoch 2 has nulls (its update stages have not run)
@@ -26,15 +26,21 @@ METRICS = {
     1: {"tasks": 8, "env_tasks": 6, "seed_tasks": 2, "valid_generation_rate": 0.75, "success_rate": 0.125,
         "batch_p_mean": 0.15, "band_share": 0.0, "env_r_mean": 0.7, "env_batches_kept": 1,
         "mean_prompt_tokens": 200.0, "mean_completion_tokens": 40.0, "agent_train_reward": 0.2,
-        "agent_loss": 0.01, "agent_kl": 0.001, "env_loss": 1.5, "env_kl": 0.2, "env_kl_stopped": False},
+        "agent_loss": 0.01, "agent_kl": 0.001, "env_loss": 1.5, "env_kl": 0.2, "env_kl_stopped": False,
+        "env_batches": 2, "env_batch_band_share": 0.0, "informative_share": 0.5,
+        "env_shape_mix": {"single": 1.0}, "shape_success": {"single": {"p": 0.125, "tasks": 8, "informative": 0.5}}},
     2: {"tasks": 8, "env_tasks": 6, "seed_tasks": 2, "valid_generation_rate": 0.5, "success_rate": 0.4375,
         "batch_p_mean": 0.45, "band_share": 0.375, "env_r_mean": None, "env_batches_kept": None,
         "mean_prompt_tokens": 210.0, "mean_completion_tokens": 50.0, "agent_train_reward": None,
-        "agent_loss": None, "agent_kl": None, "env_loss": None, "env_kl": None, "env_kl_stopped": None},
+        "agent_loss": None, "agent_kl": None, "env_loss": None, "env_kl": None, "env_kl_stopped": None,
+        "env_batches": 2, "env_batch_band_share": 0.5, "informative_share": 0.75, "env_shape_mix": None,
+        "shape_success": None},
     3: {"tasks": 8, "env_tasks": 6, "seed_tasks": 2, "valid_generation_rate": 0.875, "success_rate": 0.5,
         "batch_p_mean": 0.5, "band_share": 0.625, "env_r_mean": 0.98, "env_batches_kept": 3,
         "mean_prompt_tokens": 230.0, "mean_completion_tokens": 60.0, "agent_train_reward": 0.45,
-        "agent_loss": 0.02, "agent_kl": 0.003, "env_loss": 1.2, "env_kl": 0.6, "env_kl_stopped": True},
+        "agent_loss": 0.02, "agent_kl": 0.003, "env_loss": 1.2, "env_kl": 0.6, "env_kl_stopped": True,
+        "env_batches": 2, "env_batch_band_share": 1.0, "informative_share": 0.75,
+        "env_shape_mix": {"single": 1.0}, "shape_success": {"single": {"p": 0.5, "tasks": 8, "informative": 0.75}}},
 }
 # epoch -> successes of each of 8 tasks out of K = 8 (band [0.4, 0.6]: 4/8 = 0.5 in band; 3/8, 5/8 not)
 SUCCESSES = {
@@ -58,7 +64,7 @@ def _task_stats(epoch: int, successes: list[int], k: int = 8):
         rows.append({"task_id": f"e{epoch:04d}-t{i}", "batch_id": f"b{i // 4}", "source": "seed" if i < 2 else "env",
                      "shape": "single", "attempts": k, "successes": s, "p_task": p, "mean_reward": p,
                      "p_batch": 0.5, "r_env": 1.0, "filtered": False, "in_band": 0.4 <= p <= 0.6,
-                     "prompt_tokens": 200})
+                     "informative": 0 < s < k, "prompt_tokens": 200})
     return frame(rows, "task_stats")
 
 
@@ -130,6 +136,8 @@ def test_report_has_every_chart_and_its_numbers(report):
     assert _row(lengths, "completion tokens") == ["40.0", "50.0", "60.0"]
     assert re.findall(r"<td[^>]*>([^<]*)</td>", lengths)[-3:] == ["+0%", "+25%", "+50%"]
     assert _row(_section(page, "agent-reward"), "train reward") == ["0.200", "-", "0.450"]
+    assert _row(_section(page, "informative"), "informative groups") == ["50.0%", "75.0%", "75.0%"]
+    assert _row(_section(page, "informative"), "env batches in band") == ["0.0%", "50.0%", "100.0%"]
     kl = _section(page, "env-kl")
     assert _row(kl, "KL") == ["0.2", "-", "0.6"]
     assert _row(kl, "stopped by kl_max") == ["no", "-", "yes"]

@@ -46,6 +46,45 @@ def normalized_weights(r_envs: Sequence[float], *, lam: float) -> list[float]:
     return [w / total for w in raw]
 
 
+def informative_expr(reward: str = "reward") -> Any:
+    """Per-group aggregation (use in `group_by(...).agg`): True when the group's rewards are not all equal and it
+    has at least two members, i.e. GRPO gets a non-zero advantage from it. For a success rate p over K samples
+    this happens with probability 1 - p^K - (1-p)^K, largest at p = 1/2: the paper's p(1-p) argument, counted."""
+    import polars as pl
+
+    return ((pl.col(reward).max() > pl.col(reward).min()) & (pl.len() >= 2)).alias("informative")
+
+
+def epoch_statistics(task_stats: Any, *, band: tuple[float, float]) -> dict[str, Any]:
+    """The curriculum's per-epoch numbers from task_stats (a polars frame with source, shape, batch_id, attempts,
+    successes, p_batch and informative): the informative-group share, the share of environment batches in the
+    band, the environment's shape mix and the agent's success per shape.
+
+    Shares are None when there is nothing to count (no task, no environment batch)."""
+    import polars as pl
+
+    def share(num: int, den: int) -> float | None:
+        return round(num / den, 4) if den else None
+
+    groups = task_stats.filter(pl.col("attempts") >= 2)
+    env = task_stats.filter(pl.col("source") == "env")
+    env_batches = env.unique("batch_id")
+    mix = env.group_by("shape").agg(pl.len().alias("n")).sort("shape")
+    per_shape = (task_stats.group_by("shape")
+                 .agg(pl.col("successes").sum().alias("s"), pl.col("attempts").sum().alias("a"), pl.len().alias("n"),
+                      pl.col("informative").sum().alias("i"))
+                 .sort("shape"))
+    return {
+        "informative_share": share(int(groups["informative"].sum()), groups.height),
+        "env_batch_band_share": share(int(env_batches["p_batch"].is_between(band[0], band[1]).sum()),
+                                      env_batches.height),
+        "env_shape_mix": {r["shape"]: round(r["n"] / env.height, 4) for r in mix.iter_rows(named=True)},
+        "shape_success": {r["shape"]: {"p": share(r["s"], r["a"]), "tasks": r["n"],
+                                       "informative": share(r["i"], r["n"])}
+                          for r in per_shape.iter_rows(named=True)},
+    }
+
+
 def agent_statistics(task_stats: Any, *, alpha: float, band: tuple[float, float], examples: int) -> dict[str, Any]:
     """What the environment is told about the agent after an epoch (from task_stats.parquet, a polars frame):
     success overall and per shape, and task ids near p = alpha, too easy (p = 1) and too hard (p = 0)."""

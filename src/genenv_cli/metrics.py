@@ -12,6 +12,8 @@ from typing import Any
 
 from genenv_cli.rundir import RunDir, write_json_atomic
 
+# keys whose value is a mapping (by shape), not a number
+MAPPINGS = {"env_shape_mix", "shape_success"}
 # key: (stage whose manifest has it, "counts" | "metrics", key there)
 SOURCES: dict[str, tuple[str, str, str]] = {
     "tasks": ("generate-tasks", "counts", "tasks"),
@@ -23,6 +25,11 @@ SOURCES: dict[str, tuple[str, str, str]] = {
     "band_share": ("score", "metrics", "band_share"),
     "env_r_mean": ("score", "metrics", "env_r_mean"),
     "env_batches_kept": ("score", "metrics", "env_batches_kept"),
+    "env_batches": ("score", "metrics", "env_batches"),
+    "env_batch_band_share": ("score", "metrics", "env_batch_band_share"),
+    "informative_share": ("score", "metrics", "informative_share"),
+    "env_shape_mix": ("score", "metrics", "env_shape_mix"),
+    "shape_success": ("score", "metrics", "shape_success"),
     "mean_prompt_tokens": ("score", "metrics", "mean_prompt_tokens"),
     "mean_completion_tokens": ("score", "metrics", "mean_completion_tokens"),
     "agent_train_reward": ("update-agent", "metrics", "train_reward"),
@@ -43,6 +50,11 @@ DOCS: dict[str, str] = {
     "band_share": "share of tasks whose p_task is in [band_low, band_high]",
     "env_r_mean": "mean R_env over environment batches",
     "env_batches_kept": "environment batches that passed the difficulty filter",
+    "env_batches": "environment task batches scored",
+    "env_batch_band_share": "share of environment batches whose p_batch is in [band_low, band_high]",
+    "informative_share": "share of GRPO groups (tasks with K >= 2 rollouts) whose rewards are not all equal",
+    "env_shape_mix": "mapping: shape -> share of the environment's tasks of that shape",
+    "shape_success": "mapping: shape -> {p: pooled success, tasks, informative: share of informative groups}",
     "mean_prompt_tokens": "mean agent prompt length in tokens (task length)",
     "mean_completion_tokens": "mean agent completion length in tokens",
     "agent_train_reward": "mean reward of the epoch's on-policy traces (the agent's training reward)",

@@ -118,6 +118,7 @@ SCHEMAS: dict[str, FileSchema] = {s.key: s for s in [
        ("r_env", "float", "exp(-beta (p_batch - alpha)^2), the same for every task of the batch."),
        ("filtered", "bool", "|p_batch - alpha| > k_min: left out of the environment's training set."),
        ("in_band", "bool", "band_low <= p_task <= band_high."),
+       ("informative", "bool", "The task's rewards are not all equal (K >= 2): its GRPO group has a non-zero advantage."),
        ("prompt_tokens", "int", "Length of the agent prompt in tokens (task length).")),
     _s("agent_train", "pools/agent_train/epoch=NNNN.parquet", "parquet", "score",
        "D_train: the epoch's agent traces with everything GRPO needs. `valid` traces are the ones replayed later.",

@@ -36,7 +36,7 @@ from typing import Any
 
 from genenv_cli.config import Config
 from genenv_cli.errors import InputError
-from genenv_cli.metrics import DOCS, SOURCES
+from genenv_cli.metrics import DOCS, MAPPINGS, SOURCES
 from genenv_cli.rundir import RunDir, write_text_atomic
 
 # PAPER.md, "Curriculum dynamics": agent success on generated tasks and agent response length, epochs 1-6
@@ -52,13 +52,14 @@ CHARTS: list[tuple[str, str]] = [
     ("valid-generation", "Valid-generation rate"),
     ("lengths", "Task length and agent response length"),
     ("agent-reward", "Agent training reward"),
+    ("informative", "Informative GRPO groups and environment batches in the band"),
     ("env-kl", "Environment KL to its initial model"),
     ("evals", "Evaluation scores by benchmark"),
 ]
 HEADINGS = dict(CHARTS)
 
 _BOOL_KEYS = {"env_kl_stopped"}
-_NUMBER_KEYS = ["alpha", "band_low", "band_high", *[k for k in SOURCES if k not in _BOOL_KEYS]]
+_NUMBER_KEYS = ["alpha", "band_low", "band_high", *[k for k in SOURCES if k not in _BOOL_KEYS | MAPPINGS]]
 
 
 # ---------------------------------------------------------------- reading the run
@@ -93,6 +94,11 @@ def read_metrics(run: RunDir, epoch: int) -> dict[str, Any] | None:
     if stopped is not None and not isinstance(stopped, bool):
         raise InputError(f"{path}: `env_kl_stopped` must be true, false or null, got {json.dumps(stopped)[:80]}.")
     out["env_kl_stopped"] = stopped
+    for key in MAPPINGS:
+        value = data.get(key)
+        if value is not None and not isinstance(value, dict):
+            raise InputError(f"{path}: `{key}` must be an object keyed by shape or null, got {json.dumps(value)[:80]}.")
+        out[key] = value
     return out
 
 
@@ -355,7 +361,7 @@ def build_report(run: RunDir, cfg: Config, out: Path | None = None) -> dict[str,
         if metrics[e] is None:
             notes.append(f"Epoch {e}: no metrics.json yet (each stage of the epoch rewrites it when it finishes); "
                          f"its numbers are shown as gaps.")
-    mrows = [metrics[e] or {"epoch": e, **{k: None for k in [*_NUMBER_KEYS, *_BOOL_KEYS]}} for e in epochs]
+    mrows = [metrics[e] or {"epoch": e, **{k: None for k in [*_NUMBER_KEYS, *_BOOL_KEYS, *MAPPINGS]}} for e in epochs]
     alphas = {m["alpha"] for m in mrows if m.get("alpha") is not None}
     if alphas - {c.alpha}:
         notes.append(f"Some epochs ran with alpha = {', '.join(f'{a:g}' for a in sorted(alphas))}; the lines show "
@@ -492,6 +498,22 @@ def build_report(run: RunDir, cfg: Config, out: Path | None = None) -> dict[str,
             _img(pngs["agent-reward"], "agent training reward per epoch")
             + _wide_table(epochs, [("train reward", atr, "num"), ("loss", aloss, "g"), ("KL", akl, "g")])))
 
+        # 7b. informative groups: where GRPO's signal comes from, and whether the environment hits the band
+        inf, ebb = col("informative_share"), col("env_batch_band_share")
+        numbers["informative"] = {"epoch": epochs, "informative_share": inf, "env_batch_band_share": ebb}
+        pngs["informative"] = line("informative", [
+            ch.Series("informative groups", inf, ch.BLUE),
+            ch.Series("env batches in band", ebb, ch.GREEN, "--", "s")],
+            ch.Decor(ylabel="share", percent=True, ylim=(0, 1.02)))
+        sections.append(_section(
+            "informative", "Share of GRPO groups (a task's K rollouts) whose rewards are not all equal: only these "
+            "give the agent a non-zero advantage, and for success rate p that happens with probability "
+            "1 - p^K - (1-p)^K, largest at p = ½. Beside it, the share of the environment's batches whose p_batch is "
+            f"in [{c.band_low:g}, {c.band_high:g}].",
+            _img(pngs["informative"], "informative groups per epoch")
+            + _wide_table(epochs, [("informative groups", inf, "pct"), ("env batches in band", ebb, "pct")])
+            + _shape_tables(epochs, mrows)))
+
         # 8. environment KL
         ekl, stop, eloss = col("env_kl"), col("env_kl_stopped"), col("env_loss")
         numbers["env-kl"] = {"epoch": epochs, "env_kl": ekl, "env_kl_stopped": stop, "env_loss": eloss,
@@ -552,6 +574,20 @@ def build_report(run: RunDir, cfg: Config, out: Path | None = None) -> dict[str,
     return {"html": out, "pngs": paths, "epochs": len(epochs), "numbers": numbers}
 
 
+def _shape_tables(epochs: list[int], mrows: list[dict[str, Any]]) -> str:
+    """Per shape and epoch: the environment's mix and the agent's success (from metrics.json's mappings)."""
+    mixes = [m.get("env_shape_mix") or {} for m in mrows]
+    succ = [m.get("shape_success") or {} for m in mrows]
+    shapes = sorted({k for d in mixes + succ for k in d})
+    if not shapes:
+        return ""
+    mix_rows = [(f"env tasks: {sh}", [d.get(sh) if mixes[i] else None for i, d in enumerate(mixes)], "pct")
+                for sh in shapes]
+    succ_rows = [(f"success: {sh}", [(d.get(sh) or {}).get("p") for d in succ], "num") for sh in shapes]
+    return ('<p class="what">By task shape: the share of the environment\'s tasks, and the agent\'s pooled success '
+            "on all tasks of that shape.</p>" + _wide_table(epochs, mix_rows + succ_rows))
+
+
 def _epochs_text(epochs: list[int]) -> str:
     if not epochs:
         return "none yet"
@@ -584,7 +620,7 @@ def _page(run: RunDir, cfg: Config, epochs: list[int], mrows: list[dict[str, Any
     parts += [f'<p class="note">{_esc(n)}</p>' for n in notes]
     parts += sections
     if epochs:
-        keys = ["alpha", "band_low", "band_high", *SOURCES]
+        keys = ["alpha", "band_low", "band_high", *[k for k in SOURCES if k not in MAPPINGS]]
         rows = []
         for k in keys:
             kind = "bool" if k in _BOOL_KEYS else "int" if k in ("tasks", "env_tasks", "seed_tasks",

@@ -25,6 +25,7 @@ from typing import Any
 
 from genenv_cli.config import Config
 from genenv_cli.contract import StagePlan, StageResult, Staging, execute
+from genenv_cli.curriculum import epoch_statistics, informative_expr
 from genenv_cli.domains import get_domain
 from genenv_cli.errors import InputError
 from genenv_cli.grading import grade_pairs
@@ -156,7 +157,7 @@ def _score(run_dir: RunDir, cfg: Config, epoch: int, p: StagePlan, out: Staging,
 
     per_task = scored.group_by("task_id").agg(
         pl.len().cast(pl.Int64).alias("attempts"), pl.col("success").sum().cast(pl.Int64).alias("successes"),
-        pl.col("reward").mean().alias("mean_reward"), pl.col("prompt_tokens").first())
+        pl.col("reward").mean().alias("mean_reward"), pl.col("prompt_tokens").first(), informative_expr("reward"))
     batch_of = pl.DataFrame({"task_id": [t["task_id"] for t in tasks], "batch_id": [t["batch_id"] for t in tasks]})
     per_task = per_task.join(batch_of, on="task_id").join(task_info, on="task_id")
     per_batch = per_task.group_by("batch_id").agg(
@@ -168,7 +169,7 @@ def _score(run_dir: RunDir, cfg: Config, epoch: int, p: StagePlan, out: Staging,
                            pl.col("p_task").is_between(c.band_low, c.band_high).alias("in_band"))
              .sort("task_id")
              .select("task_id", "batch_id", "source", "shape", "attempts", "successes", "p_task", "mean_reward",
-                     "p_batch", "r_env", "filtered", "in_band", "prompt_tokens"))
+                     "p_batch", "r_env", "filtered", "in_band", "informative", "prompt_tokens"))
 
     agent_train = pl.concat([
         scored.select(pl.lit(epoch, pl.Int64).alias("epoch"), "rollout_id", "task_id",
@@ -201,6 +202,7 @@ def _score(run_dir: RunDir, cfg: Config, epoch: int, p: StagePlan, out: Staging,
         "env_batches_kept": int((~env_batches["filtered"]).sum()) if env_batches.height else 0,
         "mean_prompt_tokens": round(float(stats["prompt_tokens"].mean()), 2) if stats.height else None,
         "mean_completion_tokens": round(float(scores["completion_tokens"].mean()), 2) if scores.height else None,
+        **epoch_statistics(stats, band=(c.band_low, c.band_high)),
     })
 
 
