@@ -306,6 +306,24 @@ def report(run: RunOpt = None, sets: SetOpt = None,
 
 
 @app.command()
+def compare(runs: Annotated[list[Path], typer.Argument(help="Run directories; runs equal in all but run.seed form one arm.")],
+            out: Annotated[Path, typer.Option("--out", help="HTML file to write; the PNG charts go beside it.")] = Path("compare/compare.html"),
+            as_json: Annotated[bool, typer.Option("--json", help="Print the paths, arms, flags and numbers as JSON.")] = False) -> None:
+    """Overlay several runs on one offline HTML page: arms with a 95% band across seeds (in-band share, shape mix,
+    informative groups, held-out success against rollouts consumed)."""
+    from genenv_cli.compare import build_compare
+
+    with _errors():
+        result = build_compare(runs, out)
+        if as_json:
+            typer.echo(json.dumps(result, indent=2, default=str))
+            return
+        typer.echo(f"wrote {result['html']}: {len(result['arms'])} arm(s), {sum(map(len, result['arms'].values()))} run(s)")
+        for flag in result["flags"]:
+            typer.echo(f"warning: {flag}", err=True)
+
+
+@app.command()
 def domains() -> None:
     """List the task domains (built-in and plugins)."""
     from genenv_cli.domains import DOMAINS

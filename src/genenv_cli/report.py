@@ -623,7 +623,7 @@ def _page(run: RunDir, cfg: Config, epochs: list[int], mrows: list[dict[str, Any
         keys = ["alpha", "band_low", "band_high", *[k for k in SOURCES if k not in MAPPINGS]]
         rows = []
         for k in keys:
-            kind = "bool" if k in _BOOL_KEYS else "int" if k in ("tasks", "env_tasks", "seed_tasks",
+            kind = "bool" if k in _BOOL_KEYS else "int" if k in ("tasks", "rollouts", "env_tasks", "seed_tasks", "env_batches",
                                                                   "env_batches_kept") else "g"
             vals = [m.get(k) for m in mrows]
             rows.append(f'<tr><th class="row" title="{_esc(DOCS.get(k, k))}">{_esc(k)}</th>'

@@ -247,3 +247,76 @@ def evals(groups: list[dict[str, Any]], epochs: list[int], title: str = "") -> b
     if title and n > 1:
         fig.suptitle(title, x=0.01, ha="left", fontsize=10)
     return _png(fig)
+
+
+@dataclass
+class Arm:
+    """One arm of a comparison: a mean line with a shaded interval (across seeds) at each x."""
+    label: str
+    x: list[float]
+    mean: list[Any]
+    low: list[Any]
+    high: list[Any]
+    color: str = BLUE
+
+
+@styled
+def arm_panels(items: list[tuple[str, list[Arm], Decor]], xlabel: str = "epoch", height: float = 3.0,
+               title: str = "") -> bytes:
+    """Side-by-side panels overlaying arms: each arm's mean as a line, its interval across seeds shaded."""
+    from matplotlib.ticker import PercentFormatter
+
+    fig, axes = _figure(1, len(items), height=height)
+    for ax, (sub, arms, decor) in zip(axes[0], items, strict=True):
+        if decor.band is not None:
+            ax.axhspan(*decor.band, color=GREEN, alpha=0.08, lw=0, label=f"band [{decor.band[0]:g}, {decor.band[1]:g}]")
+        any_value = False
+        for arm in arms:
+            ys = [_nan(v) for v in arm.mean]
+            lo, hi = [_nan(v) for v in arm.low], [_nan(v) for v in arm.high]
+            any_value |= any(math.isfinite(y) for y in ys)
+            ax.fill_between(arm.x, lo, hi, color=arm.color, alpha=0.18, lw=0)
+            ax.plot(arm.x, ys, color=arm.color, marker="o", markersize=4, linewidth=1.8, label=arm.label)
+        if decor.percent:
+            ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0, decimals=0))
+        if decor.ylim is not None:
+            ax.set_ylim(*decor.ylim)
+        ax.set_ylabel(decor.ylabel)
+        xs = [x for arm in arms for x in arm.x]
+        if xlabel == "epoch":
+            _int_xaxis(ax, xs)
+        else:
+            ax.set_xlabel(xlabel)
+        if not any_value:
+            _no_data(ax)
+        ax.set_title(sub, loc="left")
+        _legend_if_several(ax, loc="best")
+    if title:
+        fig.suptitle(title, x=0.01, ha="left")
+    return _png(fig)
+
+
+@styled
+def shape_mix(items: list[tuple[str, list[int], dict[str, list[float]]]], title: str = "") -> bytes:
+    """One panel per arm: the share of each shape among the environment's tasks per epoch (mean over seeds),
+    stacked, so a panel reads as the mix moving across epochs."""
+    shapes = sorted({s for _, _, mix in items for s in mix})
+    colors = {s: PALETTE[i % len(PALETTE)] for i, s in enumerate(shapes)}
+    fig, axes = _figure(1, max(len(items), 1), height=3.2)
+    for ax, (label, epochs, mix) in zip(axes[0], items, strict=False):
+        if not mix or not epochs:
+            _no_data(ax, "no environment tasks")
+        else:
+            bottom = [0.0] * len(epochs)
+            for s in shapes:
+                vals = [v or 0.0 for v in mix.get(s, [0.0] * len(epochs))]
+                ax.bar(epochs, vals, bottom=bottom, color=colors[s], label=s, width=0.7)
+                bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
+            _int_xaxis(ax, epochs)
+            ax.set_ylim(0, 1.02)
+        ax.set_title(label, loc="left")
+    if shapes:
+        axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    if title:
+        fig.suptitle(title, x=0.01, ha="left")
+    return _png(fig)

@@ -1,0 +1,94 @@
+"""`genenv compare` on three synthetic runs: two seeds of one arm and a run with other settings, which must be
+flagged and kept apart, not averaged in."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from genenv_cli.cli import app
+from genenv_cli.compare import CHARTS, mean_interval
+from genenv_cli.config import apply_overrides, config_from_dict, render_config
+
+EPOCHS = 3
+
+
+def make_run(root: Path, seed: int, overrides: list[str], band: list[float], informative: list[float],
+             heldout: list[float], mix: list[dict[str, float]]) -> Path:
+    root.mkdir(parents=True)
+    cfg = config_from_dict(apply_overrides({}, [f"run.seed={seed}", "run.domain=arith", *overrides]), "test")
+    (root / "genenv.toml").write_text(render_config(cfg))
+    for e in range(1, EPOCHS + 1):
+        d = root / "epochs" / f"{e:04d}"
+        d.mkdir(parents=True)
+        (d / "metrics.json").write_text(json.dumps({
+            "epoch": e, "alpha": 0.5, "band_low": 0.4, "band_high": 0.6, "rollouts": 256,
+            "env_batch_band_share": band[e - 1], "band_share": band[e - 1] / 2, "informative_share": informative[e - 1],
+            "env_shape_mix": mix[e - 1], "shape_success": {}}))
+    ev = root / "evals" / "heldout"
+    ev.mkdir(parents=True)
+    for e, v in enumerate(heldout):
+        tag = "embedded" if e == 0 else f"run-e{e:04d}-agent"
+        (ev / f"{tag}.json").write_text(json.dumps({
+            "bench": "heldout", "model_tag": tag, "epoch": e or None, "protocol": "official",
+            "headline": {"name": "success_rate", "value": v}, "n": 240}))
+    return root
+
+
+@pytest.fixture()
+def runs(tmp_path):
+    mix1 = [{"add-1d": 0.5, "sub-1d": 0.5}, {"add-1d": 0.25, "sub-1d": 0.75}, {"sub-1d": 1.0}]
+    a = make_run(tmp_path / "g0", 0, ["env.mode=genenv"], [0.1, 0.3, 0.5], [0.4, 0.5, 0.6], [20, 22, 24, 26], mix1)
+    b = make_run(tmp_path / "g1", 1, ["env.mode=genenv"], [0.3, 0.5, 0.7], [0.6, 0.7, 0.8], [20, 24, 26, 30], mix1)
+    c = make_run(tmp_path / "odd", 2, ["env.mode=genenv", "rollout.group_size=4"], [0.9, 0.9, 0.9],
+                 [0.1, 0.1, 0.1], [20, 90, 90, 90], mix1)
+    return a, b, c
+
+
+def test_interval_is_students_t():
+    m = mean_interval([0.2, 0.4, 0.6])
+    assert m["mean"] == pytest.approx(0.4) and m["n"] == 3
+    assert m["high"] - m["mean"] == pytest.approx(4.303 * 0.2 / 3 ** 0.5, rel=1e-4)
+    assert mean_interval([0.5]) == {"mean": 0.5, "low": None, "high": None, "n": 1}
+    assert mean_interval([None])["mean"] is None
+
+
+def test_compare_overlays_arms_and_flags_other_settings(runs, tmp_path):
+    out = tmp_path / "cmp" / "compare.html"
+    result = CliRunner().invoke(app, ["compare", *map(str, runs), "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    # the two seeds form one arm; the run with group_size 4 is its own arm and flagged, naming the setting
+    assert sorted(len(v) for v in data["arms"].values()) == [1, 2]
+    assert any("rollout.group_size" in f and "(8 vs 4)" in f for f in data["flags"])
+    page = out.read_text()
+    assert "rollout.group_size" in page and "⚠" in page
+    for cid, _ in CHARTS:
+        m = re.search(rf'<section id="{cid}">.*?</section>', page, re.S)
+        assert m, cid
+        png = re.search(r'src="data:image/png;base64,([^"]+)"', m.group(0))
+        assert png and base64.b64decode(png.group(1)).startswith(b"\x89PNG"), cid
+        assert (out.parent / f"{cid}.png").exists()
+    nums = data["numbers"]
+    arm = next(k for k, v in data["arms"].items() if len(v) == 2)
+    env_band = nums["in-band"]["env_batch_band_share"][arm]
+    assert env_band["mean"] == pytest.approx([0.2, 0.4, 0.6]) and env_band["n"] == [2, 2, 2]
+    inf = nums["informative"][arm]
+    assert inf["mean"] == pytest.approx([0.5, 0.6, 0.7])
+    assert inf["high"][0] - inf["mean"][0] == pytest.approx(12.706 * 0.1414214 / 2 ** 0.5, rel=1e-4)
+    held = nums["heldout"][arm]
+    assert held["rollouts"] == [0, 256, 512, 768]
+    assert held["mean"] == pytest.approx([0.20, 0.23, 0.25, 0.28])
+    assert nums["shape-mix"][arm]["mix"]["sub-1d"] == pytest.approx([0.5, 0.75, 1.0])
+    # the numbers are in the page's tables too
+    assert "23.0%" in page and "75.0%" in page
+
+
+def test_compare_refuses_a_folder_that_is_not_a_run(tmp_path):
+    result = CliRunner().invoke(app, ["compare", str(tmp_path), "--out", str(tmp_path / "c.html")])
+    assert result.exit_code == 2 and "genenv.toml" in result.output
