@@ -1,4 +1,5 @@
-"""Sessions: `nox -s tests` (the whole suite), `lint`, `demo` (one epoch on the embedded model),
+"""Sessions: `nox -s tests` (the whole suite), `lint`, `demo` (one epoch on the embedded model), `curriculum`
+(the multi-seed curriculum experiment),
 `bench` (speed benchmarks, issue-5 scripts in benchmarks/), `demonstration` (genenv vs frozen, several epochs).
 
 Every session installs with constraints-cpu.txt, which pins the CPU build of torch; without it pip would
@@ -74,3 +75,11 @@ def demonstration(session: nox.Session) -> None:
     session.run("python", "benchmarks/demonstration.py", "--domain", "arith", "--epochs", "4", "--modes", "genenv",
                 "frozen", "genenv-open")
     session.run("python", "benchmarks/demonstration.py", "--domain", "tool_call", "--epochs", "3")
+
+
+@nox.session
+def curriculum(session: nox.Session) -> None:
+    """The curriculum experiment: genenv, frozen, static and seeds arms x 3 seeds x 5 epochs on arith (about 3 hours
+    on 2 cores; resumable: rerun to continue). Extra arguments go to benchmarks/curriculum.py (e.g. --seeds 4 5 6)."""
+    install(session)
+    session.run("python", "benchmarks/curriculum.py", *session.posargs)

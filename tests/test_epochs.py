@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from genenv_cli.cli import app
+from genenv_cli.domains import get_domain
 from genenv_cli.pools import read_jsonl, read_parquet
 from genenv_cli.rundir import RunDir
 from genenv_cli.stages import generate_tasks, rollout, score, update_agent, update_env
@@ -168,13 +169,14 @@ def test_static_mode_reuses_one_variation_set(tmp_path, arith_model, monkeypatch
     from replay import ReplayEngine, patch_engine
 
     counter = iter(range(10_000))
-    patch_engine(monkeypatch, ReplayEngine(lambda conv, k: f"EXERCISE: {next(counter)} + 1"))
+    # four-digit operands: no generation can duplicate a seed, so every one is accepted
+    patch_engine(monkeypatch, ReplayEngine(lambda conv, k: f"EXERCISE: {1000 + next(counter)} + 1"))
     run = arith_run(tmp_path, arith_model, "env.mode=static", "generate.static_variations=2",
                     "generate.seed_share=0.5")
     cfg = run.load_config()
     generate_tasks.run(run, cfg, 1, force=True)
     static = read_jsonl(run.root / "static" / "tasks.jsonl", "tasks")
-    assert len(static) == 2 * len(cfg and __import__("genenv_cli.domains", fromlist=["x"]).get_domain("arith").seeds())
+    assert len(static) == 2 * len(get_domain("arith").seeds())
     t1 = read_jsonl(run.epoch_dir(1) / "tasks.jsonl", "tasks")
     env1 = [t for t in t1 if t["source"] == "env"]
     assert len(env1) == 3 and all(t["task_id"].startswith("e0001-static-") for t in env1)

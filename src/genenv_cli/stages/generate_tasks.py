@@ -58,7 +58,9 @@ def plan(run: RunDir, cfg: Config, epoch: int) -> StagePlan:
         p.requires.append((epoch - 1, "score"))
         for e in range(1, epoch):
             p.inputs[f"tasks_{e:04d}"] = run.epoch_dir(e) / "tasks.jsonl"
-    if cfg.env.mode == "static" and static_set_path(run).exists():
+    # the static set is written by the first epoch that needs it, so it is that epoch's output, not its input:
+    # declared as an input there, it would make the finished epoch stale the moment it exists
+    if cfg.env.mode == "static" and epoch > 1 and static_set_path(run).exists():
         p.inputs["static_set"] = static_set_path(run)
     return p
 

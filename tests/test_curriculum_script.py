@@ -1,0 +1,54 @@
+"""benchmarks/curriculum.py end to end on the tiny model: every arm, two seeds, two epochs; then a rerun that
+finds everything done (the experiment is resumable)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).parents[1] / "benchmarks" / "curriculum.py"
+SMALL = ["generate.tasks_per_epoch=8", "generate.variations=2", "generate.max_rounds=1",
+         "generate.max_new_tokens=12", "generate.static_variations=1", "rollout.group_size=3",
+         "rollout.max_new_tokens=6", "evaluate.max_new_tokens=6", "agent_update.batch_size=8",
+         "env_update.batch_size=8"]
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("curriculum_script", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(SCRIPT.parent))
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_curriculum_experiment_runs_and_resumes(tmp_path, tiny_model):
+    mod = _load()
+    argv = ["--seeds", "1", "2", "--epochs", "2", "--model", str(tiny_model), "--work", str(tmp_path / "runs"),
+            "--out", str(tmp_path / "results"), "--quiet", *[a for s in SMALL for a in ("--set", s)]]
+    record = mod.main(argv)
+    saved = json.loads((tmp_path / "results" / "curriculum-arith.json").read_text())
+    assert set(saved["arms"]) == {"genenv", "frozen", "static", "seeds"}
+    for arm, data in saved["arms"].items():
+        assert [r["epoch"] for r in data["epochs"]] == [1, 2]
+        for r in data["epochs"]:
+            assert r["seeds"] == 2 and r["heldout"]["n"] == 2, arm
+            assert r["rollouts"]["mean"] == 8 * 3, arm            # the same rollout budget in every arm
+            assert r["seconds"]["mean"] > 0
+        assert data["base_heldout"]["n"] == 2
+    assert set(saved["must_show"]) >= {"a_seeds_lift_over_base", "b_genenv_in_band_rise",
+                                       "b_genenv_minus_frozen_in_band_last_epoch",
+                                       "c_genenv_minus_frozen_heldout_last_epoch"}
+    assert saved["machine"]["cpus"] and saved["versions"]["genenv-cli"] and saved["settings"]
+    assert (tmp_path / "results" / "curriculum-arith.md").read_text().count("| genenv |") == 3
+    page = Path(record["compare"]).read_text()
+    assert "seeds" in page and "frozen" in page and "⚠" not in page  # arms differ in env.mode only
+    # rerun: every stage and evaluation is found done, the timings are kept
+    again = mod.main(argv)
+    assert again["arms"] == record["arms"]
+    assert again["seconds_this_invocation"] < record["seconds_this_invocation"]
