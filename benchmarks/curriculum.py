@@ -211,8 +211,9 @@ def _f(m: dict[str, Any] | None, pct: bool = True) -> str:
 
 
 def markdown(record: dict[str, Any]) -> str:
+    status = "" if record["complete"] else f" PARTIAL: runs done so far {record['runs_done']}."
     lines = [f"Domain `{record['domain']}`, {record['model']}; {record['epochs']} epochs; seeds "
-             f"{record['seeds']}. Cells: mean over seeds [95% interval].", "",
+             f"{record['seeds']}. Cells: mean over seeds [95% interval].{status}", "",
              "| arm | epoch | env batches in band | batches kept | informative groups | valid generations | env KL | "
              "agent train reward | held-out success |", "|---|---|---|---|---|---|---|---|---|"]
     for arm, data in record["arms"].items():
@@ -254,6 +255,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     per_run: dict[str, dict[int, dict[str, Any]]] = {}
     first: RunDir | None = None
     roots = []
+    record: dict[str, Any] = {}
+    # seeds outermost: after each seed every arm has a run, so a partial experiment is still a comparison
     for seed in args.seeds:
         for arm in args.arms:
             run = make_run(args.work / f"{args.domain}-{arm}-s{seed}", args.domain, arm, seed, args.model, args.sets)
@@ -265,10 +268,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 share_base_eval(first, run)
             rows = run_arm(run, args.epochs, ui)
             per_run.setdefault(arm, {})[seed] = {"rows": rows, "base_heldout": heldout_done(run, None) / 100.0}
+            record = write_record(out_dir, args, per_run, started)  # after every run: progress is never lost
+    cmp = build_compare(roots, out_dir / f"curriculum-{args.domain}" / "compare.html")
+    record["compare"] = cmp["html"]
+    print(markdown(record))
+    return record
+
+
+def write_record(out_dir: Path, args: argparse.Namespace, per_run: dict[str, dict[int, dict[str, Any]]],
+                 started: float) -> dict[str, Any]:
+    done = {arm: sorted(by_seed) for arm, by_seed in per_run.items()}
     record = {
         "benchmark": "curriculum", "date": time.strftime("%Y-%m-%d"), "commit": git_commit(), "domain": args.domain,
         "model": args.model if args.model != "embedded" else "embedded (SmolLM2-135M-Instruct), LoRA r=16",
-        "epochs": args.epochs, "seeds": args.seeds, "arms_settings": {a: ARMS[a] for a in args.arms},
+        "epochs": args.epochs, "seeds": args.seeds, "complete": all(done.get(a) == sorted(args.seeds) for a in args.arms),
+        "runs_done": done, "arms_settings": {a: ARMS[a] for a in args.arms},
         "settings": COMMON + args.sets, "machine": machine(), "versions": versions(),
         "arms": aggregate(per_run, args.epochs), "must_show": must_show(per_run),
         "per_run": {arm: {str(s): r for s, r in by_seed.items()} for arm, by_seed in per_run.items()},
@@ -278,9 +292,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     path = out_dir / f"curriculum-{args.domain}.json"
     path.write_text(json.dumps(record, indent=2) + "\n")
     path.with_suffix(".md").write_text(markdown(record))
-    cmp = build_compare(roots, out_dir / f"curriculum-{args.domain}" / "compare.html")
-    record["compare"] = cmp["html"]
-    print(markdown(record))
     return record
 
 

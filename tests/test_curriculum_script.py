@@ -44,7 +44,7 @@ def test_curriculum_experiment_runs_and_resumes(tmp_path, tiny_model):
     assert set(saved["must_show"]) >= {"a_seeds_lift_over_base", "b_genenv_in_band_rise",
                                        "b_genenv_minus_frozen_in_band_last_epoch",
                                        "c_genenv_minus_frozen_heldout_last_epoch"}
-    assert saved["machine"]["cpus"] and saved["versions"]["genenv-cli"] and saved["settings"]
+    assert saved["complete"] and saved["machine"]["cpus"] and saved["versions"]["genenv-cli"] and saved["settings"]
     assert (tmp_path / "results" / "curriculum-arith.md").read_text().count("| genenv |") == 3
     page = Path(record["compare"]).read_text()
     assert "seeds" in page and "frozen" in page and "⚠" not in page  # arms differ in env.mode only
