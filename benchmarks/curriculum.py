@@ -62,11 +62,11 @@ COMMON = [
     "curriculum.alpha=0.5", "curriculum.k_min=0.1", "curriculum.lam=1.0", "curriculum.beta=2.0",
     "generate.tasks_per_epoch=48", "generate.variations=4", "generate.seed_share=0.25", "generate.max_rounds=3",
     "generate.max_new_tokens=24", "generate.batch_size=64", "generate.static_variations=5",
-    "rollout.group_size=8", "rollout.max_new_tokens=12", "rollout.batch_size=64",
-    "agent_update.lora=true", "agent_update.learning_rate=2e-4", "agent_update.passes=2",
+    "rollout.group_size=8", "rollout.max_new_tokens=16", "rollout.batch_size=64",
+    "agent_update.lora=true", "agent_update.learning_rate=1e-4", "agent_update.passes=2",
     "agent_update.batch_size=16", "env_update.lora=true", "env_update.learning_rate=1e-4",
     "env_update.passes=2", "env_update.batch_size=8",
-    "evaluate.temperature=0.0", "evaluate.max_new_tokens=12", "evaluate.batch_size=64",
+    "evaluate.temperature=0.0", "evaluate.max_new_tokens=16", "evaluate.batch_size=64",
 ]
 KEYS = ["env_batch_band_share", "band_share", "env_batches", "env_batches_kept", "informative_share",
         "valid_generation_rate", "env_kl", "agent_train_reward", "success_rate", "batch_p_mean", "rollouts"]

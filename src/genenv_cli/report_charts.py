@@ -300,6 +300,8 @@ def arm_panels(items: list[tuple[str, list[Arm], Decor]], xlabel: str = "epoch",
 def shape_mix(items: list[tuple[str, list[int], dict[str, list[float]]]], title: str = "") -> bytes:
     """One panel per arm: the share of each shape among the environment's tasks per epoch (mean over seeds),
     stacked, so a panel reads as the mix moving across epochs."""
+    from matplotlib.ticker import PercentFormatter
+
     shapes = sorted({s for _, _, mix in items for s in mix})
     colors = {s: PALETTE[i % len(PALETTE)] for i, s in enumerate(shapes)}
     fig, axes = _figure(1, max(len(items), 1), height=3.2)
@@ -314,6 +316,7 @@ def shape_mix(items: list[tuple[str, list[int], dict[str, list[float]]]], title:
                 bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
             _int_xaxis(ax, epochs)
             ax.set_ylim(0, 1.02)
+            ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0, decimals=0))
         ax.set_title(label, loc="left")
     if shapes:
         axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
