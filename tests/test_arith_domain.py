@@ -76,3 +76,14 @@ def test_shapes_name_the_operation_at_the_frontier():
 def test_shipped_seeds_are_the_generators_output():
     shipped = (Path(arith_seeds.__file__).parent / "data" / "arith_seeds.jsonl").read_text()
     assert shipped == arith_seeds.render()
+
+
+def test_environment_is_told_success_per_shape_and_where_to_aim():
+    stats = {"tasks": 10, "success_rate": 0.4,
+             "per_shape": {"add-1d": {"success_rate": 0.9, "tasks": 4}, "sub-1d": {"success_rate": 0.5, "tasks": 3},
+                           "2op-2d": {"success_rate": 0.0, "tasks": 3}}}
+    ctx = EnvContext("ar-0001", "sub-1d", {"expression": "9 - 2", "answer": 7}, 0.9, stats, [])
+    system = D.env_messages(ctx)[0]["content"]
+    assert "one-digit additions 90%" in system and "2-operation exercises with two-digit numbers 0%" in system
+    assert "It solves about half of these: one-digit subtractions." in system
+    assert "too easy" in system
