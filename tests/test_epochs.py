@@ -119,6 +119,13 @@ def test_two_epoch_run_resumes_after_a_kill_in_update_agent(tmp_path, arith_mode
         assert json.loads(run.manifest_path(1, s).read_text())["finished"] == finished   # not redone
     m2 = json.loads((run.epoch_dir(2) / "metrics.json").read_text())
     assert m2["success_rate"] is not None and m2["agent_train_reward"] is not None
+    # every stage ran in a process of its own, not in the run's (whose GPU memory would carry over)
+    logs = run.logs_dir()
+    run_pids = set(re.findall(r"START run pid=(\d+)", (logs / "run.log").read_text()))
+    stage_pids = [pid for stage in ("generate-tasks", "rollout", "score", "update-agent", "update-env")
+                  for pid in re.findall(r"START \S+ epoch=\d pid=(\d+)", (logs / f"{stage}.log").read_text())]
+    assert len(run_pids) == 2 and len(stage_pids) == 4 + 10      # run 1 killed in its 4th stage; run 2: 2 epochs
+    assert len(set(stage_pids)) == len(stage_pids) and not run_pids & set(stage_pids)
     # the run is complete: running it again does nothing
     again = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert all(d["skipped"] for d in _json_lines(again.stdout))
