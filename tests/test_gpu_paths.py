@@ -114,6 +114,43 @@ def test_full_fine_tuning_step_at_lr_1e6_changes_the_weights(make_run, tiny_mode
     assert moved / total > 0.5, f"only {moved} of {total} weights moved"
 
 
+def test_checkpoint_is_written_from_the_gathered_state_dict(tiny_model, tmp_path):
+    """Under FSDP or ZeRO-3 a rank's module holds only shards (placeholders here): the checkpoint must be the state
+    dict accelerate gathers from the wrapped model, saved through the unwrapped one, not the module's own."""
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    from genenv_cli.models import load_tokenizer
+    from genenv_cli.training.common import Policy, gather_state_dict, save_checkpoint
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model)
+    gathered = {k: v.clone() + 1.0 for k, v in model.state_dict().items()}
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+    wrapped = SimpleNamespace(module=model)
+    calls = []
+
+    class Gathering:  # accelerate's Accelerator, as far as the checkpoint uses it
+        def get_state_dict(self, m):
+            calls.append(m)
+            return gathered
+
+        def unwrap_model(self, m):
+            return m.module
+
+    trainer = SimpleNamespace(accelerator=Gathering(), model_wrapped=wrapped)
+    assert gather_state_dict(None, model) is None                # nothing trained: nothing wrapped to gather
+    state = gather_state_dict(trainer, model)
+    assert calls == [wrapped]
+    folder = tmp_path / "agent"
+    save_checkpoint(Policy(model=wrapped, tokenizer=load_tokenizer(resolve(str(tiny_model))), lora=False,
+                           base_name="b"), folder, role="agent", epoch=1, extra={}, trainer=trainer, state_dict=state)
+    saved = load_file(folder / "model.safetensors")
+    assert saved and all(torch.equal(v, gathered[k]) for k, v in saved.items())
+    assert json.loads((folder / "genenv_checkpoint.json").read_text())["kind"] == "full"
+
+
 # ---------------------------------------------------------------- 8. settings vLLM refuses
 
 def _cfg(**sections):

@@ -129,7 +129,8 @@ def training_arguments(output_dir: Path | str, train: TrainingConfig, *, seed: i
             learning_rate=train.learning_rate, lr_scheduler_type=train.lr_scheduler, warmup_steps=0,
             max_grad_norm=train.max_grad_norm,
             weight_decay=0.0, optim="adamw_torch", logging_steps=1, save_strategy="no", report_to="none",
-            use_cpu=not on_gpu, bf16=compute == "bfloat16", fp16=compute == "float16", dataloader_num_workers=0,
+            use_cpu=not on_gpu, bf16=compute == "bfloat16", fp16=compute == "float16" and on_gpu,
+            dataloader_num_workers=0,
             remove_unused_columns=False, seed=seed, data_seed=seed, disable_tqdm=True,
             ddp_find_unused_parameters=False, **checkpointing,
         )
