@@ -38,9 +38,11 @@ def tests(session: nox.Session) -> None:
 def tests_transformers4(session: nox.Session) -> None:
     """The suite against transformers 4.x (>= 4.56), which vLLM 0.10.2 to 0.2x accept: a `.[vllm]` install that
     resolves to transformers 4 is then known to work (on CPU; vLLM itself needs CUDA)."""
-    install(session, "test")
+    # one resolution for the project and the cap, so that what depends on huggingface_hub (datasets, via trl)
+    # is chosen to match the older hub transformers 4 needs
+    session.install(*CONSTRAINTS, "-e", ".[test]", "transformers>=4.56,<5")
+    session.install(*EMBEDDED)
     session.install(*BFCL_DATA)
-    session.install(*CONSTRAINTS, "transformers>=4.56,<5")
     session.run("python", "-c", "import transformers; print('transformers', transformers.__version__)")
     session.run("pytest", *(session.posargs or ["-q"]))
 
