@@ -314,12 +314,14 @@ def copy_checkpoint(src: Path, folder: Path, *, epoch: int, note: str) -> None:
 
 
 def parameter_digest(model: Any) -> str:
-    """sha256 of the trainable parameters, to compare ranks and checkpoints."""
+    """sha256 of the trainable parameters, to compare ranks and checkpoints. Under FSDP or ZeRO-3 a rank holds
+    shards (FSDP2: DTensors, read through their local part), so the digests then differ between ranks."""
     h = hashlib.sha256()
     for name, p in sorted(model.named_parameters(), key=lambda x: x[0]):
         if p.requires_grad:
+            local = p.to_local() if hasattr(p, "to_local") else p
             h.update(name.encode())
-            h.update(p.detach().float().cpu().numpy().tobytes())
+            h.update(local.detach().float().cpu().numpy().tobytes())
     return h.hexdigest()[:16]
 
 
