@@ -209,3 +209,15 @@ def test_shell_pipeline_runs_an_epoch_and_resumes(tmp_path, arith_model):
     skipped = {d["stage"]: d["skipped"] for d in _json_lines(forced.stdout)}
     assert skipped == {"generate-tasks": True, "rollout": True, "score": True, "update-agent": False,
                        "update-env": False}
+
+
+def test_run_stops_at_a_failing_stage_with_its_exit_status(make_run, tmp_path):
+    """`genenv run` starts each stage as a process; one that fails stops the run, whose exit status is the stage's,
+    and no later stage is started."""
+    run = make_run(f"env.model={tmp_path / 'no-such-model'}")
+    r = runner.invoke(app, ["run", "--epochs", "1", "--run", str(run), "-q"])
+    assert r.exit_code == 2, r.output
+    assert "`genenv generate-tasks --epoch 1` exited with status 2" in r.stderr
+    logs = Path(run) / "logs"
+    assert (logs / "generate-tasks.log").exists() and not (logs / "rollout.log").exists()
+    assert "generate-tasks --epoch 1 --run" in (logs / "run.log").read_text()

@@ -76,12 +76,16 @@ def stage_command(stage: str, run: RunDir, epoch: int, *, sets: list[str], force
 
 
 def _die_with_parent(parent: int) -> Callable[[], None]:
-    """preexec_fn: the child gets SIGTERM when the run's process dies, however it dies (Linux only)."""
-    def setup() -> None:
-        import ctypes
+    """preexec_fn: the child gets SIGTERM when the run's process dies, however it dies (Linux only). The C
+    function is looked up here, before the fork, so the child only makes the call (no dlopen after fork)."""
+    import ctypes
 
-        PR_SET_PDEATHSIG = 1
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM))
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    PR_SET_PDEATHSIG = 1
+    sig = int(signal.SIGTERM)
+
+    def setup() -> None:
+        prctl(PR_SET_PDEATHSIG, sig)
         if os.getppid() != parent:  # the run died before prctl took effect
             os._exit(1)
 
