@@ -1,6 +1,7 @@
-"""Sessions: `nox -s tests` (the whole suite), `lint`, `demo` (one epoch on the embedded model), `curriculum`
-(the multi-seed curriculum experiment),
-`bench` (speed benchmarks, issue-5 scripts in benchmarks/), `demonstration` (genenv vs frozen, several epochs).
+"""Sessions: `nox -s tests` (the whole suite), `lint`, `demo` (one epoch on the embedded model),
+`bench` (speed benchmarks, issue-5 scripts in benchmarks/), `demonstration` (genenv vs frozen, several epochs),
+`curriculum` (the multi-seed curriculum experiment), `tests-transformers4` (the suite on transformers 4.x),
+`vllm-resolve` (does `.[vllm]` resolve? needs network).
 
 Every session installs with constraints-cpu.txt, which pins the CPU build of torch; without it pip would
 resolve the newest CUDA build (several GB). On a CUDA machine, install without the constraints file.
@@ -32,6 +33,42 @@ def tests(session: nox.Session) -> None:
     install(session, "test")
     session.install(*BFCL_DATA)
     session.run("pytest", *(session.posargs or ["-q"]))
+
+
+@nox.session(name="tests-transformers4")
+def tests_transformers4(session: nox.Session) -> None:
+    """The suite against transformers 4.x (>= 4.56), which vLLM 0.10.2 to 0.2x accept: a `.[vllm]` install that
+    resolves to transformers 4 is then known to work (on CPU; vLLM itself needs CUDA)."""
+    # one resolution for the project and the cap, so that what depends on huggingface_hub (datasets, via trl)
+    # is chosen to match the older hub transformers 4 needs
+    session.install(*CONSTRAINTS, "-e", ".[test]", "transformers>=4.56,<5")
+    session.install(*EMBEDDED)
+    session.install(*BFCL_DATA)
+    session.run("python", "-c", "import transformers; print('transformers', transformers.__version__)")
+    session.run("pytest", *(session.posargs or ["-q"]))
+
+
+# vLLM's floor (pyproject) and its newest release; the requirements of both are recorded in
+# tests/fixtures/vllm_requires.json for the offline check in tests/test_versions.py
+VLLM_PINS = ["vllm==0.10.2", "vllm"]
+
+
+@nox.session(name="vllm-resolve")
+def vllm_resolve(session: nox.Session) -> None:
+    """Resolve the project with its vllm extra, as on a GPU machine (no CPU constraints), against the package
+    index: `pip install --dry-run` reads metadata and installs nothing (CUDA wheels are several GB). Needs
+    network. Prints what each vLLM pin resolves torch and transformers to."""
+    import json
+    from pathlib import Path
+
+    out = Path(session.create_tmp())
+    for pin in session.posargs or VLLM_PINS:
+        report = out / f"resolve-{pin.replace('=', '')}.json"
+        session.run("python", "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet", "--report",
+                    str(report), ".[vllm]", pin)
+        got = {d["metadata"]["name"].lower(): d["metadata"]["version"] for d in json.loads(report.read_text())["install"]}
+        session.log(f"{pin}: resolves vllm {got.get('vllm')}, torch {got.get('torch')}, transformers "
+                    f"{got.get('transformers')}, trl {got.get('trl')}, peft {got.get('peft')}")
 
 
 @nox.session

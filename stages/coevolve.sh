@@ -3,7 +3,8 @@
 #
 #   stages/coevolve.sh RUN_DIR EPOCHS
 #
-# Same environment variables as epoch.sh (TRAIN, GENENV). The equivalent in one process: genenv run --epochs N.
+# Same environment variables as epoch.sh (TRAIN, GENENV). The same as one command: genenv run --epochs N (it also
+# runs every stage in a process of its own, but cannot put the training stages under a launcher).
 set -euo pipefail
 if [ $# -ne 2 ]; then
   echo "usage: $0 RUN_DIR EPOCHS" >&2

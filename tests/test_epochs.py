@@ -120,6 +120,13 @@ def test_two_epoch_run_resumes_after_a_kill_in_update_agent(tmp_path, arith_mode
         assert json.loads(run.manifest_path(1, s).read_text())["finished"] == finished   # not redone
     m2 = json.loads((run.epoch_dir(2) / "metrics.json").read_text())
     assert m2["success_rate"] is not None and m2["agent_train_reward"] is not None
+    # every stage ran in a process of its own, not in the run's (whose GPU memory would carry over)
+    logs = run.logs_dir()
+    run_pids = set(re.findall(r"START run pid=(\d+)", (logs / "run.log").read_text()))
+    stage_pids = [pid for stage in ("generate-tasks", "rollout", "score", "update-agent", "update-env")
+                  for pid in re.findall(r"START \S+ epoch=\d pid=(\d+)", (logs / f"{stage}.log").read_text())]
+    assert len(run_pids) == 2 and len(stage_pids) == 4 + 10      # run 1 killed in its 4th stage; run 2: 2 epochs
+    assert len(set(stage_pids)) == len(stage_pids) and not run_pids & set(stage_pids)
     # the run is complete: running it again does nothing
     again = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert all(d["skipped"] for d in _json_lines(again.stdout))
@@ -204,3 +211,15 @@ def test_shell_pipeline_runs_an_epoch_and_resumes(tmp_path, arith_model):
     skipped = {d["stage"]: d["skipped"] for d in _json_lines(forced.stdout)}
     assert skipped == {"generate-tasks": True, "rollout": True, "score": True, "update-agent": False,
                        "update-env": False}
+
+
+def test_run_stops_at_a_failing_stage_with_its_exit_status(make_run, tmp_path):
+    """`genenv run` starts each stage as a process; one that fails stops the run, whose exit status is the stage's,
+    and no later stage is started."""
+    run = make_run(f"env.model={tmp_path / 'no-such-model'}")
+    r = runner.invoke(app, ["run", "--epochs", "1", "--run", str(run), "-q"])
+    assert r.exit_code == 2, r.output
+    assert "`genenv generate-tasks --epoch 1` exited with status 2" in r.stderr
+    logs = Path(run) / "logs"
+    assert (logs / "generate-tasks.log").exists() and not (logs / "rollout.log").exists()
+    assert "generate-tasks --epoch 1 --run" in (logs / "run.log").read_text()

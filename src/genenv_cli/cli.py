@@ -8,6 +8,7 @@ imported inside the stages, never here, so `genenv --help` and `genenv status` s
 # no `from __future__ import annotations` here: typer would have to evaluate every annotation string at start-up
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -83,7 +84,7 @@ def _stage(stage: str, run: Path | None, sets: list[str] | None, quiet: bool, as
     with _errors():
         run_dir, cfg = _open(run, sets)
         ui = UI(quiet=quiet or as_json, json_summary=as_json, log_path=run_dir.logs_dir() / f"{stage}.log")
-        ui.log(f"START {stage} epoch={epoch} argv={sys.argv[1:]}")
+        ui.log(f"START {stage} epoch={epoch} pid={os.getpid()} argv={sys.argv[1:]}")
         result = call(run_dir, cfg, ui)
         fields, text = summarize(result, run_dir)
         ui.summary(stage, epoch, fields, text)
@@ -171,20 +172,17 @@ def run_cmd(epochs: Annotated[int, typer.Option("--epochs", min=1, help="Run epo
             from_stage: Annotated[str | None, typer.Option("--from", help="Redo this stage and every later one.")] = None,
             from_epoch: Annotated[int | None, typer.Option("--from-epoch", min=1, help="Epoch of --from (default 1).")] = None,
             quiet: QuietOpt = False, as_json: JsonOpt = False) -> None:
-    """Run whole epochs (generate-tasks -> rollout -> score -> update-agent -> update-env), resuming where it stopped."""
-    from genenv_cli.runner import run_epochs
-    from genenv_cli.summaries import summarize
+    """Run whole epochs (generate-tasks -> rollout -> score -> update-agent -> update-env), each stage in its own
+    process, resuming where it stopped."""
+    from genenv_cli.runner import spawn_epochs
     from genenv_cli.ui import UI
 
     with _errors():
-        run_dir, cfg = _open(run, sets)
+        run_dir, _ = _open(run, sets)  # a bad config or --set fails here, before any stage starts
         ui = UI(quiet=quiet or as_json, json_summary=as_json, log_path=run_dir.logs_dir() / "run.log")
-
-        def report(result):
-            fields, text = summarize(result, run_dir)
-            ui.summary(result.stage, result.epoch, fields, text)
-
-        run_epochs(run_dir, cfg, epochs, ui=ui, from_stage=from_stage, from_epoch=from_epoch, report=report)
+        ui.log(f"START run pid={os.getpid()} argv={sys.argv[1:]}")
+        spawn_epochs(run_dir, epochs, ui=ui, sets=sets or [], from_stage=from_stage, from_epoch=from_epoch,
+                     quiet=quiet, as_json=as_json)
 
 
 @app.command()

@@ -39,7 +39,9 @@ class RunConfig:
     engine: str = _f("auto", "Text generation backend: vllm when installed and a GPU is present, else transformers.",
                      choices=["auto", "hf", "vllm"])
     device: str = _f("auto", "Where models run: auto picks cuda when available.", choices=["auto", "cpu", "cuda"])
-    dtype: str = _f("auto", "Weights dtype: auto is bfloat16 on GPU and float32 on CPU.",
+    dtype: str = _f("auto", "Compute dtype, the same for the hf engine, vLLM and training: auto is bfloat16 on GPU "
+                    "(float16 where bf16 is unsupported) and float32 on CPU. Full fine-tuning keeps float32 master "
+                    "weights and computes in this dtype under autocast.",
                     choices=["auto", "float32", "bfloat16", "float16"])
     trust_remote_code: bool = _f(False, "Allow model repositories to run their own Python code. Off unless you trust them.")
 
@@ -62,8 +64,9 @@ class GenerateConfig:
     tasks_per_epoch: int = _f(64, "Tasks written into each epoch's tasks.jsonl (the paper's batch is 64).", min=1)
     variations: int = _f(4, "n: variations the environment writes per conditioning context; they form one task batch.", min=1)
     seed_share: float = _f(0.25, "Share of each epoch's tasks taken from the domain's seed set (base data).", min=0.0, max=1.0)
-    temperature: float = _f(0.7, "Environment sampling temperature.", min=0.0)
-    top_p: float = _f(0.95, "Environment nucleus sampling threshold.", min=0.0, max=1.0)
+    temperature: float = _f(0.7, "Environment sampling temperature (0 only when every batch has one variation).",
+                            min=0.0, max=2.0)
+    top_p: float = _f(0.95, "Environment nucleus sampling threshold, above 0.", min=0.0, max=1.0)
     max_new_tokens: int = _f(256, "Longest environment generation, in tokens.", min=1)
     batch_size: int = _f(32, "Sequences generated together.", min=1)
     max_rounds: int = _f(4, "Generation rounds to try to fill tasks_per_epoch before giving up with what is valid.", min=1)
@@ -76,9 +79,10 @@ class GenerateConfig:
 @dataclass
 class RolloutConfig:
     group_size: int = _f(8, "K: agent attempts per task, the GRPO group size.", min=1)
-    temperature: float = _f(1.0, "Agent sampling temperature (also used for the logprobs GRPO trains against).", min=0.0)
-    top_p: float = _f(1.0, "Agent nucleus sampling threshold; below 1 the stored logprobs are of the truncated distribution.",
-                      min=0.0, max=1.0)
+    temperature: float = _f(1.0, "Agent sampling temperature (also used for the logprobs GRPO trains against); "
+                            "0 (greedy) only with group_size 1.", min=0.0, max=2.0)
+    top_p: float = _f(1.0, "Agent nucleus sampling threshold, above 0; below 1 the stored logprobs are of the truncated "
+                      "distribution.", min=0.0, max=1.0)
     max_new_tokens: int = _f(256, "Longest agent completion, in tokens.", min=1)
     batch_size: int = _f(32, "Sequences generated together.", min=1)
 
@@ -113,6 +117,8 @@ class TrainingConfig:
     lora_alpha: int = _f(32, "LoRA alpha.", min=1)
     lora_dropout: float = _f(0.0, "LoRA dropout.", min=0.0, max=1.0)
     lora_targets: list[str] = _f(["q_proj", "k_proj", "v_proj", "o_proj"], "Modules LoRA adapts.")
+    gradient_checkpointing: bool = _f(False, "Recompute activations in the backward pass: less GPU memory for long "
+                                      "sequences and big models, about a third more compute.")
 
 
 @dataclass
@@ -136,10 +142,26 @@ class EnvUpdateConfig(TrainingConfig):
 
 @dataclass
 class EvaluateConfig:
-    temperature: float = _f(0.0, "Sampling temperature for evaluation; 0 is greedy.", min=0.0)
+    temperature: float = _f(0.0, "Sampling temperature for evaluation; 0 is greedy.", min=0.0, max=2.0)
     max_new_tokens: int = _f(512, "Longest answer per turn, in tokens.", min=1)
     batch_size: int = _f(16, "Sequences generated together.", min=1)
     max_steps: int = _f(50, "Interactive benchmarks (ALFWorld): steps per episode.", min=1)
+
+
+@dataclass
+class VLLMConfig:
+    """Settings of the vLLM engine (run.engine = vllm, or auto on a GPU machine with vLLM installed)."""
+
+    gpu_memory_utilization: float = _f(0.9, "Share of each GPU's memory vLLM may take (weights, activations, KV cache); "
+                                       "it refuses to start when less than this is free.", min=0.05, max=1.0)
+    max_model_len: int = _f(0, "Longest prompt + completion in tokens; 0 takes the model's own limit (a smaller value "
+                            "leaves more memory for the KV cache).", min=0)
+    tensor_parallel_size: int = _f(1, "GPUs one model is split over (tensor parallelism).", min=1)
+    max_lora_rank: int = _f(64, "Largest LoRA rank vLLM serves; agent_update.lora_r and env_update.lora_r must not "
+                            "exceed it.", choices=[8, 16, 32, 64, 128, 256, 320, 512])
+    seeding: str = _f("request", "request: every prompt gets its own seed (reproducible whatever the batching; vLLM "
+                      "samples seeded requests in a Python loop, slower at large batches); engine: one engine seed, "
+                      "faster, reproducible only for identical batches.", choices=["request", "engine"])
 
 
 @dataclass
@@ -153,6 +175,7 @@ class Config:
     agent_update: AgentUpdateConfig = field(default_factory=AgentUpdateConfig)
     env_update: EnvUpdateConfig = field(default_factory=EnvUpdateConfig)
     evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)
+    vllm: VLLMConfig = field(default_factory=VLLMConfig)
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         return dataclasses.asdict(self)
@@ -236,6 +259,7 @@ def config_from_dict(data: dict[str, Any], where: str) -> Config:
                                   f"Keys of [{section}]: {', '.join(fields_)}.")
             setattr(getattr(cfg, section), key, _check_value(section, key, value, where))
     _check_cross(cfg, where)
+    _check_sampling(cfg, where)
     return cfg
 
 
@@ -243,6 +267,31 @@ def _check_cross(cfg: Config, where: str) -> None:
     c = cfg.curriculum
     if c.band_low > c.band_high:
         raise ConfigError(f"{where}: `curriculum.band_low` ({c.band_low}) must not exceed `curriculum.band_high` ({c.band_high}).")
+
+
+def _check_sampling(cfg: Config, where: str) -> None:
+    """Settings vLLM refuses when it builds its SamplingParams or loads an adapter, refused here first (for the hf
+    engine too: the runs must mean the same whichever engine serves them)."""
+    g, r = cfg.generate, cfg.rollout
+    n_env = max(g.variations, g.static_variations if cfg.env.mode == "static" else 1)
+    if g.temperature == 0.0 and n_env > 1:
+        raise ConfigError(f"{where}: `generate.temperature` = 0 (greedy) with {n_env} variations per context would "
+                          f"write {n_env} identical tasks (vLLM refuses n > 1 with greedy sampling); set a "
+                          f"temperature above 0.")
+    if r.temperature == 0.0 and r.group_size > 1:
+        raise ConfigError(f"{where}: `rollout.temperature` = 0 (greedy) with `rollout.group_size` = {r.group_size} "
+                          f"gives identical attempts, so GRPO learns nothing (vLLM refuses n > 1 with greedy "
+                          f"sampling); set a temperature above 0 or group_size = 1.")
+    for name, sec in (("generate", g), ("rollout", r)):
+        if sec.top_p == 0.0:
+            raise ConfigError(f"{where}: `{name}.top_p` = 0 keeps no token; allowed values are above 0, up to 1.0.")
+    if cfg.run.engine == "vllm":
+        for name in ("agent_update", "env_update"):
+            t = getattr(cfg, name)
+            if t.lora and t.lora_r > cfg.vllm.max_lora_rank:
+                raise ConfigError(f"{where}: `{name}.lora_r` = {t.lora_r} is above `vllm.max_lora_rank` = "
+                                  f"{cfg.vllm.max_lora_rank}; vLLM could not serve the adapter. Lower the rank or "
+                                  f"raise vllm.max_lora_rank (one of 8, 16, 32, 64, 128, 256, 320, 512).")
 
 
 def parse_override(text: str) -> tuple[str, str, Any]:
@@ -307,7 +356,7 @@ def render_config(cfg: Config) -> str:
             meta = fld.metadata
             note = meta["help"]
             if "choices" in meta:
-                note += " One of: " + ", ".join(meta["choices"]) + "."
+                note += " One of: " + ", ".join(str(c) for c in meta["choices"]) + "."
             lines.append(f"# {note}")
             default = _toml_value(fld.default if fld.default is not dataclasses.MISSING else fld.default_factory())
             value = _toml_value(getattr(obj, fld.name))

@@ -173,19 +173,48 @@ def write_checkpoint_meta(folder: Path, *, kind: str, base: str, role: str, epoc
 
 
 def pick_device(device: str) -> str:
-    if device != "auto":
-        return device
+    """Where this process puts its models: `cpu`, or `cuda:I` with I this process's GPU.
+
+    A process started by `accelerate launch` or `torchrun` uses the GPU of its LOCAL_RANK (the index on its
+    machine), and makes it the current device so that every later `cuda` allocation (collectives included)
+    lands there too. accelerate's PartialState picks the same device (cuda:LOCAL_RANK), but building it starts
+    the process group; the models are loaded before that, so the choice is made here from the same variable."""
+    if device == "cpu":
+        return "cpu"
     import torch
 
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    if not torch.cuda.is_available():
+        if device == "cuda":
+            raise ModelError("run.device = \"cuda\" but no CUDA device is visible to this process (check "
+                             "CUDA_VISIBLE_DEVICES and the driver), or set run.device = \"auto\" or \"cpu\".")
+        return "cpu"
+    index = int(os.environ.get("LOCAL_RANK", "0") or 0)
+    count = torch.cuda.device_count()
+    if index >= count:
+        raise ModelError(f"LOCAL_RANK={index}, but only {count} CUDA device(s) are visible to this process: start at "
+                         f"most {count} processes per machine (accelerate launch --num_processes, torchrun "
+                         f"--nproc_per_node), or widen CUDA_VISIBLE_DEVICES.")
+    torch.cuda.set_device(index)
+    return f"cuda:{index}"
+
+
+def dtype_name(dtype: str, device: str) -> str:
+    """The one compute dtype every engine and the training autocast use: `auto` is bfloat16 on a GPU that has it
+    (float16 on older ones) and float32 on CPU. vLLM is given this name too: its own `auto` serves a float32
+    checkpoint in float16."""
+    if dtype != "auto":
+        return dtype
+    if not device.startswith("cuda"):
+        return "float32"
+    import torch
+
+    return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
 
 
 def pick_dtype(dtype: str, device: str) -> Any:
     import torch
 
-    if dtype == "auto":
-        return torch.bfloat16 if device.startswith("cuda") else torch.float32
-    return getattr(torch, dtype)
+    return getattr(torch, dtype_name(dtype, device))
 
 
 def load_tokenizer(ref: ModelRef, trust_remote_code: bool = False) -> Any:

@@ -5,6 +5,10 @@ log file, a pipe): a plain line every `GENENV_PROGRESS_INTERVAL` seconds (defaul
 `--quiet` shows neither. Messages and progress lines go to stderr; each stage's one-line summary goes to
 stdout (as JSON with `--json`), so `genenv score --json | jq .` works. Everything is also appended,
 with timestamps, to `RUN/logs/<stage>.log`.
+
+Under a launcher (accelerate launch, torchrun: RANK set) only rank 0 shows progress, prints the summary and
+writes the log; the other ranks print only warnings, each prefixed with its rank, so eight processes give one
+display and one log, not eight interleaved ones.
 """
 
 from __future__ import annotations
@@ -66,6 +70,9 @@ class Tracker:
 class UI:
     def __init__(self, *, quiet: bool = False, json_summary: bool = False, log_path: Path | None = None,
                  stream: TextIO | None = None, out: TextIO | None = None):
+        self.rank = int(os.environ.get("RANK", "0") or 0)
+        if self.rank != 0:  # one log writer and one progress display per job
+            quiet, json_summary, log_path = True, False, None
         self.quiet = quiet
         self.json_summary = json_summary
         self.stream = stream or sys.stderr
@@ -88,7 +95,8 @@ class UI:
 
     def warn(self, text: str) -> None:
         self.log("WARNING: " + text)
-        print(f"warning: {text}", file=self.stream, flush=True)
+        prefix = f"[rank {self.rank}] " if self.rank else ""
+        print(f"{prefix}warning: {text}", file=self.stream, flush=True)
 
     def _progress_line(self, text: str) -> None:
         self.log(text)

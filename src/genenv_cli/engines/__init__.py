@@ -25,8 +25,8 @@ def choose_engine(name: str, device: str) -> str:
 
 
 def open_engine(ref, *, engine: str = "auto", device: str = "auto", dtype: str = "auto",
-                trust_remote_code: bool = False, batch_size: int = 32, seed: int = 0) -> Engine:
-    """An engine serving the model `ref` (a models.ModelRef)."""
+                trust_remote_code: bool = False, batch_size: int = 32, seed: int = 0, vllm_settings=None) -> Engine:
+    """An engine serving the model `ref` (a models.ModelRef); `vllm_settings` is the config's [vllm] section."""
     kind = choose_engine(engine, device)
     if kind == "hf":
         from genenv_cli.engines.hf import HFEngine
@@ -36,7 +36,13 @@ def open_engine(ref, *, engine: str = "auto", device: str = "auto", dtype: str =
         if importlib.util.find_spec("vllm") is None:
             raise ConfigError("run.engine = \"vllm\" but vLLM is not installed: pip install 'genenv-cli[vllm]' "
                               "(CUDA machines only), or set run.engine = \"hf\".")
+        from genenv_cli.config import VLLMConfig
         from genenv_cli.engines.vllm import VLLMEngine
+        from genenv_cli.models import dtype_name
 
-        return VLLMEngine(ref, dtype=dtype, trust_remote_code=trust_remote_code, seed=seed)
+        v = vllm_settings or VLLMConfig()
+        return VLLMEngine(ref, dtype=dtype_name(dtype, "cuda"), trust_remote_code=trust_remote_code, seed=seed,
+                          max_lora_rank=v.max_lora_rank, gpu_memory_utilization=v.gpu_memory_utilization,
+                          max_model_len=v.max_model_len, tensor_parallel_size=v.tensor_parallel_size,
+                          seeding=v.seeding)
     raise ConfigError(f"unknown engine {kind!r}; choose auto, hf or vllm.")

@@ -54,5 +54,9 @@ class Engine(ABC):
         text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
+    def context_limit(self) -> int:
+        """The longest prompt + completion the engine accepts, in tokens; 0 when unknown."""
+        return 0
+
     def close(self) -> None:  # noqa: B027 - optional hook, most engines need nothing
         """Free the model's memory."""

@@ -6,6 +6,11 @@ the next step reads off the log-probability of the token that was actually drawn
 log-softmax per step and one (batch x vocab) buffer, where `output_scores=True` would keep every step's
 scores (gigabytes at batch 64 x 256 steps) and a second forward pass would double the work on CPU.
 transformers has no option that returns only the sampled tokens' logprobs, hence this small processor.
+
+The model's own `generation_config` (repetition_penalty, top_k, min_p, no_repeat_ngram_size ... as a Hub model
+ships them) is replaced by one that keeps only the special token ids: generate() would otherwise apply those
+processors before the recorder, and the stored logprobs (and the samples) would differ from what vLLM, which
+applies only the sampling parameters it is given, records for the same settings.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ class HFEngine(Engine):
                                                                 trust_remote_code=trust_remote_code)
         self.model.eval()
         self.device = next(self.model.parameters()).device
+        self.dropped_generation_settings = _neutral_generation_config(self.model)
         eos = self.model.generation_config.eos_token_id
         eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
         if self.tokenizer.eos_token_id is not None:
@@ -121,8 +127,28 @@ class HFEngine(Engine):
                                   finish_reason=reason, prompt_token_ids=list(p)))
         return out
 
+    def context_limit(self) -> int:
+        return int(getattr(self.model.config, "max_position_embeddings", 0) or 0)
+
     def close(self) -> None:
         import gc
 
         del self.model
         gc.collect()
+
+
+# token ids generate() needs; every other field of a model's generation_config is a decoding choice
+_KEEP_GENERATION_FIELDS = ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id")
+
+
+def _neutral_generation_config(model: Any) -> dict[str, Any]:
+    """Give `model` a generation_config with only its special token ids; returns the decoding settings dropped
+    (those that differed from transformers' defaults), for the record."""
+    from transformers import GenerationConfig
+
+    old = model.generation_config
+    fresh = GenerationConfig(**{k: getattr(old, k, None) for k in _KEEP_GENERATION_FIELDS})
+    dropped = {k: v for k, v in old.to_diff_dict().items()
+               if k not in _KEEP_GENERATION_FIELDS and not k.startswith("_") and k != "transformers_version"}
+    model.generation_config = fresh
+    return dropped

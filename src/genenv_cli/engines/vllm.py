@@ -1,49 +1,128 @@
 """The vLLM engine (GPU only; `pip install 'genenv-cli[vllm]'`), behind the same interface as `hf`.
 
-Written against vLLM's documented offline API: `LLM(...)`, `LLM.generate(prompts, SamplingParams)`, prompts
-given as `{"prompt_token_ids": [...]}` so both engines see the same tokens. `SamplingParams(logprobs=0)`
+Written against vLLM's offline API (0.10.2 and later): `LLM(...)`, `LLM.generate(prompts, SamplingParams)`,
+prompts given as `{"prompt_token_ids": [...]}` so both engines see the same tokens. `SamplingParams(logprobs=0)`
 returns the sampled token's logprob; the engine is built with `logprobs_mode="processed_logprobs"` so that
 logprob is of the distribution after temperature and top-p, as the `hf` engine records it (vLLM's default,
-`raw_logprobs`, would give the untempered model's). A LoRA checkpoint is served with `LoRARequest`.
+`raw_logprobs`, would give the untempered model's; before 0.10.2 the processed logprobs left temperature
+out). `generation_config="vllm"` keeps the model's own generation_config (repetition_penalty & co.) out, as the
+`hf` engine does. A LoRA checkpoint is served with `LoRARequest`.
+
+Seeds: a `SamplingParams.seed` shared by all prompts gives child k of every prompt the same noise (vLLM seeds
+the children of an n-sample request with seed + k), so duplicated prompts would get identical groups. With
+`vllm.seeding = "request"` every prompt gets its own seed, spaced n apart so no two samples of a call share
+one. vLLM samples seeded requests one by one in a Python loop (its batched sampler only serves unseeded
+ones): the cost grows with the number of running sequences and has not been measured here (no GPU);
+`vllm.seeding = "engine"` leaves all noise to the engine's seed, set once when it starts.
 """
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from genenv_cli.engines.base import Engine, Generation, Messages, ProgressFn, SamplingParams
+from genenv_cli.errors import ConfigError
 from genenv_cli.models import ModelRef, load_tokenizer
+
+
+def request_seeds(base: int, prompts: int, n: int) -> list[int]:
+    """One seed per prompt, `n` apart: prompt i's children use base + i*n ... base + i*n + n-1, all distinct.
+
+    >>> request_seeds(7, 3, 4)
+    [7, 11, 15]
+    """
+    return [base + i * n for i in range(prompts)]
+
+
+def _adapter_rank(folder: str) -> int | None:
+    path = Path(folder) / "adapter_config.json"
+    if not path.exists():
+        return None
+    return int(json.loads(path.read_text()).get("r", 0)) or None
+
+
+def _progress_bar_class(on_progress: ProgressFn | None) -> Any:
+    """A tqdm class for `LLM.generate(use_tqdm=...)`: vLLM calls `update(n)` as each request finishes (n its
+    completions); this one prints nothing and hands the count to `on_progress`, so a long generation shows
+    progress in our own display instead of vLLM's bar."""
+    import os
+
+    from tqdm import tqdm
+
+    class _Forward(tqdm):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs["file"] = open(os.devnull, "w")  # noqa: SIM115 - closed in close()
+            super().__init__(*args, **kwargs)
+
+        def update(self, n: float | None = 1) -> bool | None:
+            out = super().update(n)
+            if on_progress is not None and n:
+                on_progress(int(n), 0)
+            return out
+
+        def close(self) -> None:
+            fp = self.fp
+            super().close()
+            fp.close()
+
+    return _Forward
 
 
 class VLLMEngine(Engine):
     name = "vllm"
 
-    def __init__(self, ref: ModelRef, *, dtype: str = "auto", trust_remote_code: bool = False, seed: int = 0,
-                 max_lora_rank: int = 64):
+    def __init__(self, ref: ModelRef, *, dtype: str, trust_remote_code: bool = False, seed: int = 0,
+                 max_lora_rank: int = 64, gpu_memory_utilization: float = 0.9, max_model_len: int = 0,
+                 tensor_parallel_size: int = 1, seeding: str = "request"):
         from vllm import LLM
 
         self.ref = ref
         self.model_tag = ref.tag
+        self.seeding = seeding
+        if ref.adapter:
+            rank = _adapter_rank(ref.adapter)
+            if rank is not None and rank > max_lora_rank:
+                raise ConfigError(f"{ref.tag}: the LoRA adapter has rank {rank}, above `vllm.max_lora_rank` = "
+                                  f"{max_lora_rank}; vLLM cannot serve it. Raise vllm.max_lora_rank (8, 16, 32, 64, "
+                                  f"128, 256, 320 or 512) or use run.engine = \"hf\".")
         self.tokenizer = load_tokenizer(ref, trust_remote_code)
+        extra: dict[str, Any] = {}
+        if max_model_len:
+            extra["max_model_len"] = max_model_len
         self.llm = LLM(model=ref.path, tokenizer=ref.adapter or ref.path, dtype=dtype, seed=seed,
                        trust_remote_code=trust_remote_code, enable_lora=ref.adapter is not None,
-                       max_lora_rank=max_lora_rank, logprobs_mode="processed_logprobs")
+                       max_lora_rank=max_lora_rank, logprobs_mode="processed_logprobs", generation_config="vllm",
+                       gpu_memory_utilization=gpu_memory_utilization, tensor_parallel_size=tensor_parallel_size,
+                       **extra)
         self._lora: Any = None
         if ref.adapter:
             from vllm.lora.request import LoRARequest
 
             self._lora = LoRARequest("genenv-adapter", 1, ref.adapter)
 
+    def context_limit(self) -> int:
+        """vLLM's own limit (the model's, or vllm.max_model_len): it refuses a batch holding a longer prompt."""
+        config = getattr(getattr(self.llm, "llm_engine", None), "model_config", None)
+        return int(getattr(config, "max_model_len", 0) or 0)
+
     def generate(self, conversations: list[Messages], params: SamplingParams,
                  on_progress: ProgressFn | None = None) -> list[list[Generation]]:
         from vllm import SamplingParams as VSP
 
         prompts = [self.prompt_ids(m) for m in conversations]
-        sp = VSP(n=params.n, temperature=params.temperature, top_p=params.top_p if not params.greedy else 1.0,
-                 max_tokens=params.max_new_tokens, seed=params.seed, logprobs=0)
+        common = {"n": params.n, "temperature": params.temperature,
+                  "top_p": params.top_p if not params.greedy else 1.0, "max_tokens": params.max_new_tokens,
+                  "logprobs": 0}
+        if self.seeding == "request" and not params.greedy:
+            sp: Any = [VSP(**common, seed=s) for s in request_seeds(params.seed, len(prompts), params.n)]
+        else:
+            sp = VSP(**common)
         outputs = self.llm.generate([{"prompt_token_ids": p} for p in prompts], sp, lora_request=self._lora,
-                                    use_tqdm=False)
+                                    use_tqdm=_progress_bar_class(on_progress))
         results = []
+        tokens = 0
         for prompt, out in zip(prompts, outputs, strict=True):
             gens = []
             for c in out.outputs:
@@ -52,9 +131,10 @@ class VLLMEngine(Engine):
                 reason = "length" if c.finish_reason == "length" else "stop"
                 gens.append(Generation(text=c.text, token_ids=ids, logprobs=lps, finish_reason=reason,
                                        prompt_token_ids=list(prompt)))
+                tokens += len(ids)
             results.append(gens)
-            if on_progress is not None:
-                on_progress(len(gens), sum(len(g.token_ids) for g in gens))
+        if on_progress is not None:
+            on_progress(0, tokens)  # the sequences were counted as they finished; the tokens once, at the end
         return results
 
     def close(self) -> None:
@@ -62,3 +142,7 @@ class VLLMEngine(Engine):
 
         del self.llm
         gc.collect()
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()

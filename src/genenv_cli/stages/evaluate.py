@@ -180,7 +180,8 @@ def _generate(bench: Benchmark, samples: list[EvalSample], cfg: Config, name: st
     ref = resolve(name, tag=tag)
     ui.info(f"evaluate {bench.name}: loading {tag}")
     engine = open_engine(ref, engine=cfg.run.engine, device=cfg.run.device, dtype=cfg.run.dtype,
-                         trust_remote_code=cfg.run.trust_remote_code, batch_size=e.batch_size, seed=cfg.run.seed)
+                         trust_remote_code=cfg.run.trust_remote_code, batch_size=e.batch_size, seed=cfg.run.seed,
+                         vllm_settings=cfg.vllm)
     params = SamplingParams(temperature=e.temperature, top_p=1.0, max_new_tokens=e.max_new_tokens, n=1,
                             seed=cfg.run.seed)
     limit = _context_limit(engine) - e.max_new_tokens
@@ -226,6 +227,6 @@ def _generate(bench: Benchmark, samples: list[EvalSample], cfg: Config, name: st
 
 
 def _context_limit(engine: Any) -> int:
-    model = getattr(engine, "model", None)
-    cfg = getattr(model, "config", None)
-    return int(getattr(cfg, "max_position_embeddings", 0) or 0)
+    """The engine's own limit (the hf model's max_position_embeddings, vLLM's max_model_len); 0 when unknown."""
+    limit = getattr(engine, "context_limit", None)
+    return int(limit()) if callable(limit) else 0

@@ -218,7 +218,7 @@ def _sample_batches(run_dir: RunDir, cfg: Config, epoch: int, domain: Domain, co
     ui.info(f"generate-tasks epoch {epoch}: loading environment model {model_tag}")
     engine = open_engine(resolve(model_name, tag=model_tag), engine=cfg.run.engine, device=cfg.run.device,
                          dtype=cfg.run.dtype, trust_remote_code=cfg.run.trust_remote_code,
-                         batch_size=g.batch_size, seed=cfg.run.seed)
+                         batch_size=g.batch_size, seed=cfg.run.seed, vllm_settings=cfg.vllm)
     accepted: list[list[dict[str, Any]]] = [[] for _ in contexts]
     messages = [domain.env_messages(c) for c in contexts]
     try:

@@ -90,7 +90,7 @@ def _rollout(cfg: Config, epoch: int, domain: Any, tasks: list[dict[str, Any]], 
     ui.info(f"rollout epoch {epoch}: loading agent model {model_tag}")
     engine = open_engine(resolve(model_name, tag=model_tag), engine=cfg.run.engine, device=cfg.run.device,
                          dtype=cfg.run.dtype, trust_remote_code=cfg.run.trust_remote_code, batch_size=r.batch_size,
-                         seed=cfg.run.seed)
+                         seed=cfg.run.seed, vllm_settings=cfg.vllm)
     seed = derive_seed(cfg.run.seed, STAGE, epoch)
     params = SamplingParams(temperature=r.temperature, top_p=r.top_p, max_new_tokens=r.max_new_tokens,
                             n=r.group_size, seed=seed)

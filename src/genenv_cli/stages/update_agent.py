@@ -136,12 +136,15 @@ def _update(run_dir: RunDir, cfg: Config, epoch: int, out: Staging, ui: UI) -> N
                          device=cfg.run.device, dtype=cfg.run.dtype, trust_remote_code=cfg.run.trust_remote_code,
                          seed=cfg.run.seed + epoch)
     steps: list[dict[str, Any]] = []
+    trainer = None
     if rows:
         with tempfile.TemporaryDirectory(prefix="genenv-trainer-") as tmp:
-            args = training_arguments(tmp, u, seed=cfg.run.seed + epoch, device=cfg.run.device)
+            args = training_arguments(tmp, u, seed=cfg.run.seed + epoch, device=cfg.run.device,
+                                      dtype=cfg.run.dtype)
             trainer = make_trainer(policy, args, rows, clip_eps=u.clip_eps, kl_coef=u.kl_coef, loss_type=u.loss_type,
                                    temperature=temperature, replay_clip=u.replay_clip)
-            train_with_progress(trainer, ui, f"update-agent e{epoch}", u.passes, u.grad_accum)
+            train_with_progress(trainer, ui, f"update-agent e{epoch}", u.passes, u.grad_accum,
+                                warmup_ratio=u.warmup_ratio)
             logged = merged_logs(trainer)
             for s in trainer.step_stats:
                 lg = logged.get(s["step"], {})
@@ -152,7 +155,7 @@ def _update(run_dir: RunDir, cfg: Config, epoch: int, out: Staging, ui: UI) -> N
             policy.model = trainer.model
     loss_mean = all_mean(sum(s["loss"] for s in steps) / len(steps)) if steps else None
     digest = publish_update(policy, out, role="agent", epoch=epoch, trained_from=tag, records=records, steps=steps,
-                            ui=ui)
+                            ui=ui, trainer=trainer)
     on_policy = records.filter(~pl.col("replay"))["reward"]
     out.counts.update({"samples_used": len(rows), "groups_used": groups_used,
                        "groups_skipped": sum(skipped_by_reason.values()), "skipped_by_reason": skipped_by_reason,

@@ -122,12 +122,15 @@ def _update(run_dir: RunDir, cfg: Config, epoch: int, out: Staging, ui: UI) -> N
         rows.append({"prompt_ids": prompt_ids, "target_ids": target_ids, "weight_rel": r["weight_rel"]})
     steps: list[dict[str, Any]] = []
     stopped = None
+    trainer = None
     if rows:
         with tempfile.TemporaryDirectory(prefix="genenv-trainer-") as tmp:
-            args = training_arguments(tmp, u, seed=cfg.run.seed + epoch, device=cfg.run.device)
+            args = training_arguments(tmp, u, seed=cfg.run.seed + epoch, device=cfg.run.device,
+                                      dtype=cfg.run.dtype)
             trainer = make_trainer(policy, args, rows, kl_coef=u.kl_coef, kl_max=u.kl_max)
             try:
-                train_with_progress(trainer, ui, f"update-env e{epoch}", u.passes, u.grad_accum)
+                train_with_progress(trainer, ui, f"update-env e{epoch}", u.passes, u.grad_accum,
+                                    warmup_ratio=u.warmup_ratio)
             except KLCapReached as exc:
                 stopped = trainer.stopped
                 ui.info(f"update-env epoch {epoch}: stopped at step {stopped['step']}: {exc}")
@@ -143,7 +146,7 @@ def _update(run_dir: RunDir, cfg: Config, epoch: int, out: Staging, ui: UI) -> N
                               "learning_rate": None})
             policy.model = trainer.model
     digest = publish_update(policy, out, role="env", epoch=epoch, trained_from=tag, records=records, steps=steps,
-                            ui=ui)
+                            ui=ui, trainer=trainer)
     applied = [s for s in steps if s["applied"]]
     out.counts.update({"samples_used": len(used), "pairs_seen": records.height, "steps": len(applied),
                        "world_size": size})

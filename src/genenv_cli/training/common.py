@@ -5,12 +5,22 @@ Both updates run on `transformers.Trainer` (the loop, AdamW, schedule, gradient 
 accelerate's multi-process/FSDP/DeepSpeed support) with their own `compute_loss`; neither TRL trainer fits:
 GRPOTrainer generates its own completions (and with `rollout_func` ignores stored behaviour logprobs), and
 SFTTrainer has no per-sample weights or KL term.
+
+Precision: the weights being trained are kept in float32 (the master copy AdamW updates) and the forward and
+backward passes run in the run's compute dtype under autocast (Trainer's bf16/fp16). Weights stored in bf16
+would round an AdamW step of about 1e-6 away: bf16 keeps 8 bits of mantissa, so a weight of 0.02 moves in steps
+of 1e-4. Frozen weights (a LoRA base, the reference model) are loaded in the compute dtype.
+
+Sharded training (DeepSpeed ZeRO-3, FSDP: choose it in `accelerate config`) is what a 7B full fine-tune needs;
+the checkpoint is then written from accelerate's `get_state_dict`, which gathers the shards on the main process.
 """
 
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
+import math
 import os
 import warnings
 from contextlib import AbstractContextManager, nullcontext
@@ -22,6 +32,7 @@ from genenv_cli.config import TrainingConfig
 from genenv_cli.models import (
     CHECKPOINT_META,
     ModelRef,
+    dtype_name,
     load_model,
     load_tokenizer,
     pick_device,
@@ -54,7 +65,10 @@ def load_policy(name: str, tag: str, *, base_name: str, train: TrainingConfig, n
 
     LoRA: an adapter checkpoint keeps training the same adapter; a base model gets a fresh adapter. The
     reference (epoch 0) is then the same model with the adapter disabled, so no second copy is loaded, as
-    long as the adapter sits on the configured base. Full fine-tuning loads the reference separately."""
+    long as the adapter sits on the configured base. Full fine-tuning loads the reference separately.
+
+    Every model lands on this process's device (`pick_device`: cuda:LOCAL_RANK under a launcher). The weights
+    being trained are float32 (see the module docstring); frozen ones use the compute dtype `dtype`."""
     lora = train.lora
     ref = resolve(name, tag=tag)
     tokenizer = load_tokenizer(ref, trust_remote_code)
@@ -79,7 +93,7 @@ def load_policy(name: str, tag: str, *, base_name: str, train: TrainingConfig, n
         if need_reference and not starts_from_base:
             reference = _frozen(base_ref, device, dtype, trust_remote_code)
     else:
-        model = load_model(ref, device=device, dtype=dtype, trust_remote_code=trust_remote_code, merge=True)
+        model = load_model(ref, device=device, dtype="float32", trust_remote_code=trust_remote_code, merge=True)
         reference = _frozen(base_ref, device, dtype, trust_remote_code) if need_reference else None
     model.train()
     if hasattr(model, "config"):
@@ -95,25 +109,54 @@ def _frozen(ref: ModelRef, device: str, dtype: str, trust_remote_code: bool) -> 
     return model
 
 
-def training_arguments(output_dir: Path | str, train: TrainingConfig, *, seed: int, device: str) -> Any:
+def training_arguments(output_dir: Path | str, train: TrainingConfig, *, seed: int, device: str,
+                       dtype: str = "auto") -> Any:
+    """Trainer settings. Autocast in the compute dtype (bf16/fp16) over float32 master weights; the warm-up is set
+    in `train_with_progress`, once the number of steps is known (a step count means the same in transformers 4
+    and 5, where `warmup_ratio` was folded into `warmup_steps`)."""
     from transformers import TrainingArguments
 
     dev = pick_device(device)
     on_gpu = dev.startswith("cuda")
-    import torch
-
-    bf16 = on_gpu and torch.cuda.is_bf16_supported()
+    compute = dtype_name(dtype, dev)
+    checkpointing = {"gradient_checkpointing": True, "gradient_checkpointing_kwargs": {"use_reentrant": False}} \
+        if train.gradient_checkpointing else {}
     with warnings.catch_warnings():  # transformers warns about its own renamed fields while building defaults
         warnings.simplefilter("ignore", FutureWarning)
         return TrainingArguments(
             output_dir=str(output_dir), per_device_train_batch_size=train.batch_size,
             gradient_accumulation_steps=train.grad_accum, num_train_epochs=train.passes,
-            learning_rate=train.learning_rate, lr_scheduler_type=train.lr_scheduler, warmup_steps=train.warmup_ratio,
+            learning_rate=train.learning_rate, lr_scheduler_type=train.lr_scheduler, warmup_steps=0,
             max_grad_norm=train.max_grad_norm,
             weight_decay=0.0, optim="adamw_torch", logging_steps=1, save_strategy="no", report_to="none",
-            use_cpu=not on_gpu, bf16=bf16, fp16=False, dataloader_num_workers=0, remove_unused_columns=False,
-            seed=seed, data_seed=seed, disable_tqdm=True, ddp_find_unused_parameters=False,
+            use_cpu=not on_gpu, bf16=compute == "bfloat16", fp16=compute == "float16" and on_gpu,
+            dataloader_num_workers=0,
+            remove_unused_columns=False, seed=seed, data_seed=seed, disable_tqdm=True,
+            ddp_find_unused_parameters=False, **checkpointing,
         )
+
+
+def _accepts_logits_to_keep(model: Any) -> bool:
+    """Whether the model's forward takes `logits_to_keep` (transformers' causal LMs do; remote code may not).
+    Wrappers (DDP, DeepSpeed, FSDP: `.module`; PEFT: the base model) pass keyword arguments through."""
+    inner = model
+    while hasattr(inner, "module"):
+        inner = inner.module
+    if hasattr(inner, "get_base_model"):
+        inner = inner.get_base_model()
+    try:
+        return "logits_to_keep" in inspect.signature(inner.forward).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def completion_logits(model: Any, input_ids: Any, attention_mask: Any, n_completion: int) -> Any:
+    """Logits predicting the last `n_completion` tokens of each row, (B, n, V). Only those positions go through
+    the LM head (`logits_to_keep`): prompts are often longer than completions, and full-vocabulary logits for
+    them (B x T x 150k floats for a Qwen tokenizer) would be computed only to be thrown away."""
+    kwargs = {"logits_to_keep": n_completion + 1} if _accepts_logits_to_keep(model) else {}
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, **kwargs).logits
+    return logits[:, -n_completion - 1:-1, :]
 
 
 def token_logps(model: Any, input_ids: Any, attention_mask: Any, n_completion: int, temperature: float = 1.0) -> Any:
@@ -121,8 +164,7 @@ def token_logps(model: Any, input_ids: Any, attention_mask: Any, n_completion: i
     (the distribution the behaviour policy sampled from)."""
     import torch
 
-    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
-    logits = logits[:, -n_completion - 1:-1, :].float()
+    logits = completion_logits(model, input_ids, attention_mask, n_completion).float()
     if temperature not in (0.0, 1.0):
         logits = logits / temperature
     targets = input_ids[:, -n_completion:]
@@ -148,13 +190,16 @@ def pad_pairs(prompts: list[list[int]], completions: list[list[int]], pad_id: in
     return ids, attn, cmask
 
 
-def train_with_progress(trainer: Any, ui: Any, desc: str, passes: int, grad_accum: int) -> None:
+def train_with_progress(trainer: Any, ui: Any, desc: str, passes: int, grad_accum: int,
+                        warmup_ratio: float = 0.0) -> None:
     """trainer.train() with a progress bar over optimizer steps (and transformers' deprecation notices muted).
-    The random state is seeded first: Trainer's sampler draws the data order from the global generator."""
+    The random state is seeded first: Trainer's sampler draws the data order from the global generator.
+    `warmup_ratio` becomes a whole number of warm-up steps here, where the number of steps is known."""
     from transformers import TrainerCallback, set_seed
 
     set_seed(trainer.args.seed)
     total = max(len(trainer.get_train_dataloader()) * passes // grad_accum, 1)
+    trainer.args.warmup_steps = math.ceil(warmup_ratio * total)
     with ui.progress(desc, total, "steps") as bar:
         class _Bar(TrainerCallback):
             def on_step_end(self, args, state, control, **kw):
@@ -178,7 +223,7 @@ def attach_recorder(trainer: Any) -> Any:
             trainer.logged.append({"step": state.global_step, **(logs or {})})
 
         def on_step_end(self, args, state, control, **kw):
-            micro, trainer.micro = trainer.micro, []
+            micro, trainer.micro = materialize(trainer.micro), []
             if micro:
                 row = {k: sum(m[k] for m in micro) / (1 if k == "tokens" else len(micro)) for k in micro[0]}
                 trainer.step_stats.append({**row, "step": state.global_step, "pass": state.epoch})
@@ -190,6 +235,21 @@ def attach_recorder(trainer: Any) -> Any:
     return trainer
 
 
+def materialize(micro: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The micro-steps' numbers as floats. compute_loss records them as detached tensors, so the device is
+    synchronised once per optimizer step here (one transfer of all of them), not once per number."""
+    import torch
+
+    where = [(i, k) for i, m in enumerate(micro) for k, v in m.items() if isinstance(v, torch.Tensor)]
+    if not where:
+        return micro
+    values = torch.stack([micro[i][k].detach().float().reshape(()) for i, k in where]).tolist()
+    out = [dict(m) for m in micro]
+    for (i, k), v in zip(where, values, strict=True):
+        out[i][k] = v
+    return out
+
+
 def merged_logs(trainer: Any) -> dict[int, dict[str, Any]]:
     """Trainer's log records by step (the end-of-training summary shares the last step's number: merged)."""
     logged: dict[int, dict[str, Any]] = {}
@@ -198,29 +258,43 @@ def merged_logs(trainer: Any) -> dict[int, dict[str, Any]]:
     return logged
 
 
-def save_checkpoint(policy: Policy, folder: Path, *, role: str, epoch: int, extra: dict[str, Any]) -> None:
-    """An adapter (with its base recorded) or full weights, plus the tokenizer and genenv_checkpoint.json."""
+def gather_state_dict(trainer: Any | None, model: Any) -> dict[str, Any] | None:
+    """The full state dict of the trained model, gathered by accelerate from whatever wraps it (DDP: the module's
+    own; FSDP and DeepSpeed ZeRO-3: the shards of every rank, assembled on the main process). A collective under
+    sharding: every rank calls it. None when nothing was trained (the model is not wrapped: save it directly)."""
+    if trainer is None:
+        return None
+    return trainer.accelerator.get_state_dict(trainer.model_wrapped)
+
+
+def save_checkpoint(policy: Policy, folder: Path, *, role: str, epoch: int, extra: dict[str, Any],
+                    trainer: Any = None, state_dict: dict[str, Any] | None = None) -> None:
+    """An adapter (with its base recorded) or full weights, plus the tokenizer and genenv_checkpoint.json.
+    Main process only; `state_dict` is `gather_state_dict`'s (every rank took part in gathering it)."""
     folder.mkdir(parents=True, exist_ok=True)
-    model = policy.model
-    if hasattr(model, "module"):  # unwrapped DDP
-        model = model.module
-    model.save_pretrained(folder)
+    model = policy.model if trainer is None else trainer.accelerator.unwrap_model(trainer.model_wrapped)
+    if state_dict is None:
+        model.save_pretrained(folder)
+    else:
+        model.save_pretrained(folder, state_dict=state_dict)
     policy.tokenizer.save_pretrained(folder)
     write_checkpoint_meta(folder, kind="lora" if policy.lora else "full", base=policy.base_name, role=role,
                           epoch=epoch, extra=extra)
 
 
 def publish_update(policy: Policy, out: Any, *, role: str, epoch: int, trained_from: str, records: Any,
-                   steps: list[dict[str, Any]], ui: Any) -> str:
-    """The end both update stages share: log this rank's parameter digest; on the main rank save the checkpoint
-    and write `<role>_update.parquet` (per sample) and `<role>_update_steps.parquet`; then close the process
-    group. Returns the digest."""
+                   steps: list[dict[str, Any]], ui: Any, trainer: Any = None) -> str:
+    """The end both update stages share: every rank's parameter digest, logged by the main rank; the state dict
+    gathered by all ranks; on the main rank the checkpoint and `<role>_update.parquet` (per sample) and
+    `<role>_update_steps.parquet`; then the process group is closed. Returns this rank's digest."""
     from genenv_cli.pools import frame, write_parquet
 
     digest = parameter_digest(policy.model)
-    ui.info(f"rank {world()[0]} trainable-parameter digest {digest}")
+    for rank, d in enumerate(gather_objects(digest)):
+        ui.info(f"rank {rank} trainable-parameter digest {d}")
+    state_dict = gather_state_dict(trainer, policy.model)
     if out.is_main:
-        save_checkpoint(policy, out.path(role), role=role, epoch=epoch,
+        save_checkpoint(policy, out.path(role), role=role, epoch=epoch, trainer=trainer, state_dict=state_dict,
                         extra={"trained_from": trained_from, "parameter_digest": digest})
         write_parquet(records, out.path(f"{role}_update"), f"{role}_update")
         write_parquet(frame(steps, f"{role}_update_steps"), out.path(f"{role}_update_steps"), f"{role}_update_steps")
@@ -240,13 +314,26 @@ def copy_checkpoint(src: Path, folder: Path, *, epoch: int, note: str) -> None:
 
 
 def parameter_digest(model: Any) -> str:
-    """sha256 of the trainable parameters, to compare ranks and checkpoints."""
+    """sha256 of the trainable parameters, to compare ranks and checkpoints. Under FSDP or ZeRO-3 a rank holds
+    shards (FSDP2: DTensors, read through their local part), so the digests then differ between ranks."""
     h = hashlib.sha256()
     for name, p in sorted(model.named_parameters(), key=lambda x: x[0]):
         if p.requires_grad:
+            local = p.to_local() if hasattr(p, "to_local") else p
             h.update(name.encode())
-            h.update(p.detach().float().cpu().numpy().tobytes())
+            h.update(local.detach().float().cpu().numpy().tobytes())
     return h.hexdigest()[:16]
+
+
+def gather_objects(value: Any) -> list[Any]:
+    """`value` from every rank, in rank order (a list of one when run alone)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        got: list[Any] = [None] * dist.get_world_size()
+        dist.all_gather_object(got, value)
+        return got
+    return [value]
 
 
 def world() -> tuple[int, int]:
@@ -263,14 +350,19 @@ def finish_distributed() -> None:
         dist.destroy_process_group()
 
 
-def all_mean(value: float) -> float:
-    """The mean of a number over all ranks (the same number alone)."""
+def all_mean(value: Any) -> float:
+    """The mean of a number (a float or a one-element tensor) over all ranks (the number itself alone), read
+    back with one device synchronisation."""
     import torch
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
-        device = "cuda" if dist.get_backend() == "nccl" else "cpu"
-        t = torch.tensor([value], dtype=torch.float64, device=device)
+        if isinstance(value, torch.Tensor):
+            t = value.detach().reshape(1).to(torch.float64)
+        else:
+            # nccl reduces on this rank's own GPU (pick_device made it the current one)
+            device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else "cpu"
+            t = torch.tensor([value], dtype=torch.float64, device=device)
         dist.all_reduce(t)
         return float(t.item()) / dist.get_world_size()
-    return value
+    return float(value.item()) if isinstance(value, torch.Tensor) else value

@@ -51,19 +51,21 @@ def group_advantages(rewards: Sequence[float], groups: Sequence[str]) -> tuple[l
 
 def grpo_loss(logps: Any, old_logps: Any, advantages: Any, mask: Any, *, clip_eps: float, kl_coef: float,
               ref_logps: Any = None, loss_type: str = "grpo", replay: Any = None,
-              replay_clip: float = 2.0) -> tuple[Any, dict[str, float]]:
+              replay_clip: float = 2.0, sync: bool = True) -> tuple[Any, dict[str, Any]]:
     """Per-token clipped surrogate (+ beta * KL), aggregated as TRL's `grpo` or `bnpo` loss types.
 
-    logps, old_logps, ref_logps, mask: (B, T); advantages: (B,); replay: (B,) bool or None."""
+    logps, old_logps, ref_logps, mask: (B, T); advantages: (B,); replay: (B,) bool or None. The statistics come
+    back as floats (`sync=True`, one device synchronisation for all of them) or as detached 0-d tensors
+    (`sync=False`: the trainer reads them once per optimizer step, not per micro-step)."""
     import torch
 
     adv = advantages.unsqueeze(1)
     ratio = torch.exp(logps - old_logps)
     clipped = torch.clamp(ratio, 1 - clip_eps, 1 + clip_eps)
     per_token = -torch.min(ratio * adv, clipped * adv)
-    if replay is not None and bool(replay.any()):
+    if replay is not None:  # where() rather than a check of replay.any(), which would wait for the device
         truncated = -torch.clamp(ratio, max=replay_clip) * adv
-        per_token = torch.where(replay.unsqueeze(1), truncated, per_token)
+        per_token = torch.where(replay.to(per_token.device).unsqueeze(1), truncated, per_token)
     kl = None
     if kl_coef != 0.0:
         diff = ref_logps - logps
@@ -81,14 +83,17 @@ def grpo_loss(logps: Any, old_logps: Any, advantages: Any, mask: Any, *, clip_ep
         n = mask.sum().clamp(min=1.0)
         low = (ratio < 1 - clip_eps) & (adv < 0)
         high = (ratio > 1 + clip_eps) & (adv > 0)
-        stats = {
-            "policy_loss": float((((-torch.min(ratio * adv, clipped * adv)) * mask).sum() / n).item()),
-            "kl": float(((kl * mask).sum() / n).item()) if kl is not None else 0.0,
-            "clip_frac": float((((low | high).float() * mask).sum() / n).item()),
-            "ratio_mean": float(((ratio * mask).sum() / n).item()),
-            "tokens": float(mask.sum().item()),
-        }
-    return loss, stats
+        values = torch.stack([
+            ((-torch.min(ratio * adv, clipped * adv)) * mask).sum() / n,
+            (kl * mask).sum() / n if kl is not None else torch.zeros((), device=mask.device),
+            ((low | high).float() * mask).sum() / n,
+            (ratio * mask).sum() / n,
+            mask.sum(),
+        ]).float()
+    names = ("policy_loss", "kl", "clip_frac", "ratio_mean", "tokens")
+    if sync:
+        return loss, dict(zip(names, values.tolist(), strict=True))
+    return loss, dict(zip(names, values.unbind(), strict=True))
 
 
 def collate(rows: list[dict[str, Any]], pad_id: int) -> dict[str, Any]:
@@ -126,8 +131,8 @@ def make_trainer(policy: Any, args: Any, rows: list[dict[str, Any]], *, clip_eps
                                       temperature)
             loss, stats = grpo_loss(logps, inputs["old_logps"], inputs["advantages"], inputs["completion_mask"],
                                     clip_eps=clip_eps, kl_coef=kl_coef, ref_logps=ref, loss_type=loss_type,
-                                    replay=inputs["replay"], replay_clip=replay_clip)
-            stats["loss"] = float(loss.detach().item())
+                                    replay=inputs["replay"], replay_clip=replay_clip, sync=False)
+            stats["loss"] = loss.detach()
             self.micro.append(stats)
             return loss
 

@@ -49,7 +49,7 @@ def make_trainer(policy: Any, args: Any, rows: list[dict[str, Any]], *, kl_coef:
     import torch
     from transformers import Trainer
 
-    from genenv_cli.training.common import all_mean, attach_recorder
+    from genenv_cli.training.common import all_mean, attach_recorder, completion_logits
 
     pad_id = policy.tokenizer.pad_token_id
 
@@ -57,17 +57,17 @@ def make_trainer(policy: Any, args: Any, rows: list[dict[str, Any]], *, kl_coef:
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             n = inputs["target_mask"].shape[1]
             ids, attn = inputs["input_ids"], inputs["attention_mask"]
-            logits = model(input_ids=ids, attention_mask=attn).logits[:, -n - 1:-1, :]
+            logits = completion_logits(model, ids, attn, n)
             with torch.no_grad(), policy.reference_context():
-                ref_logits = policy.reference_model()(input_ids=ids, attention_mask=attn).logits[:, -n - 1:-1, :]
+                ref_logits = completion_logits(policy.reference_model(), ids, attn, n)
             loss, nll, kl = rwr_loss(logits, ref_logits, ids[:, -n:], inputs["target_mask"], inputs["weights"],
                                      kl_coef=kl_coef)
-            kl_all = all_mean(float(kl.detach().item()))
+            kl_all = all_mean(kl.detach())  # the one synchronisation per micro-step: the cap decides before the step
             if kl_all > kl_max:
                 self.stopped = {"step": self.state.global_step + 1, "kl": kl_all, "nll": float(nll.item()),
                                 "loss": float(loss.item())}
                 raise KLCapReached(f"KL {kl_all:.4g} > kl_max {kl_max:g}")
-            self.micro.append({"loss": float(loss.detach().item()), "nll": float(nll.detach().item()), "kl": kl_all})
+            self.micro.append({"loss": loss.detach(), "nll": nll.detach(), "kl": kl_all})
             return loss
 
     trainer = attach_recorder(WeightedSFT(model=policy.model, args=args, train_dataset=rows,
