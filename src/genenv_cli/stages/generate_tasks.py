@@ -253,7 +253,10 @@ def _accept(domain: Domain, epoch: int, batch_id: str, i: int, ctx: EnvContext, 
     try:
         if len(accepted[i]) >= variations:
             raise Reject("surplus: the batch is already full")
-        payload, shape = domain.parse_env_output(text, ctx)
+        try:
+            payload, shape = domain.parse_env_output(text, ctx)
+        except (ValueError, RecursionError, OverflowError) as exc:  # a plugin's parser choking on degenerate text
+            raise Reject(f"parse: unreadable output ({type(exc).__name__})") from None
         dup = novelty.problem(payload)
         if dup:
             raise Reject(dup)
