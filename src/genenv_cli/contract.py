@@ -242,7 +242,10 @@ def execute(run: RunDir, cfg: Config, plan: StagePlan | Callable[[], StagePlan],
             plan = plan()
         if is_main:
             for d in {p.parent for p in plan.outputs.values()}:
-                recover_interrupted(d)  # a folder output killed between its two renames: the old copy back
+                # a killed writer's leftovers, even when this run turns out to have nothing to do: a folder output
+                # killed between its two renames gets its old copy back, temporary files of dead pids go
+                recover_interrupted(d)
+                clean_stale_tmp(d)
         for up_epoch, up_stage in plan.requires:
             require_done(run, up_epoch, up_stage, plan.stage)
         for name, p in plan.inputs.items():
@@ -254,9 +257,6 @@ def execute(run: RunDir, cfg: Config, plan: StagePlan | Callable[[], StagePlan],
             return StageResult(plan.stage, plan.epoch, True, state.manifest or {},
                                f"{plan.stage} epoch {plan.epoch}: up to date (completed {finished}, inputs "
                                f"unchanged); nothing to do. Use --force to redo it.")
-        if is_main:
-            for d in {plan.outputs[n].parent for n in plan.outputs}:
-                clean_stale_tmp(d)
         known = _recorded_outputs(run, plan.epoch)
         inputs_fp = {name: {"path": run.rel(p), "fingerprint": _fingerprint_reusing(p, known.get(run.rel(p)))}
                      for name, p in plan.inputs.items()}

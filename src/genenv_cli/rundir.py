@@ -260,7 +260,12 @@ def recover_interrupted(directory: Path) -> list[Path]:
         if m and m.group(2) == "old" and not _pid_alive(int(m.group(3))):
             final = p.with_name(m.group(1))
             if not final.exists() and not final.is_symlink():
-                os.replace(p, final)
+                try:
+                    os.replace(p, final)
+                except OSError as exc:  # read-only storage: say what to do rather than fail obscurely
+                    raise InputError(f"{final} is missing and its previous copy is {p} (a writer was killed "
+                                     f"between two renames), but it cannot be put back ({exc.strerror}). Rename it "
+                                     f"back by hand, or rerun on writable storage.") from None
                 restored.append(final)
     return restored
 
@@ -279,7 +284,7 @@ def clean_stale_tmp(directory: Path) -> None:
             if p.is_dir():
                 shutil.rmtree(p, ignore_errors=True)
             else:
-                with contextlib.suppress(FileNotFoundError):
+                with contextlib.suppress(OSError):  # gone already, or read-only storage: harmless either way
                     p.unlink()
 
 
