@@ -43,8 +43,8 @@ def lint(session: nox.Session) -> None:
 # tool_call it writes almost none). Small on purpose, and independent of the domain's seeds and prompts: 8 tasks
 # in batches of 4, 4 attempts each, short generations, one optimizer step per update.
 DEMO_SETTINGS = [
-    "generate.tasks_per_epoch=8", "generate.variations=4", "generate.seed_share=0.25", "generate.max_rounds=2",
-    "generate.max_new_tokens=32", "rollout.group_size=4", "rollout.max_new_tokens=24",
+    "generate.tasks_per_epoch=8", "generate.variations=4", "generate.seed_share=0.5", "generate.max_rounds=2",
+    "generate.max_new_tokens=32", "rollout.group_size=6", "rollout.max_new_tokens=16",
     "agent_update.batch_size=32", "env_update.batch_size=32",
     # the paper's filter (|p - alpha| <= 0.1) keeps few batches of a 135M agent: open it, so the environment's
     # update has something to regress on and the demo shows both updates working

@@ -1,4 +1,4 @@
-"""The stage contract (DESIGN.md): declared inputs and outputs, atomic outputs, manifest last.
+"""The stage contract (docs/design.md): declared inputs and outputs, atomic outputs, manifest last.
 
 A stage builds a `StagePlan` (what it reads, what it writes, which config sections matter) and hands
 `execute` a body that writes each output to the temporary path `Staging.path(name)` gives it. Only after

@@ -2,7 +2,7 @@
 
     genenv generate-tasks --epoch 3
 
-Each task batch starts from a conditioning context (DESIGN.md, "The math"): a task to vary (a seed, or from
+Each task batch starts from a conditioning context (docs/design.md, "The mathematics"): a task to vary (a seed, or from
 epoch 2 a task of the previous epoch, preferring those the agent solved about alpha of the time), the
 agent's statistics from `epochs/N-1/task_stats.parquet`, and examples near the frontier. The environment
 samples `generate.variations` (n) outputs per context; every output is parsed by the domain, and valid,
