@@ -389,3 +389,17 @@ def test_a_bug_is_one_paragraph_with_the_traceback_in_the_log(run, monkeypatch):
     r = cli("score", "--epoch", 1, "--run", run, "--force", expect=1)
     assert "unexpected ZeroDivisionError: a bug. This is a bug in genenv" in r.stderr
     assert "Traceback" in (run / "logs" / "score.log").read_text()
+
+
+def test_an_epoch_folder_past_the_range_is_not_an_epoch(run):
+    (run / "epochs" / "99999999999999999999").mkdir()
+    (run / "epochs" / "99999999999999999999" / "tasks.jsonl").write_text("")
+    rows = json.loads(cli("status", "--json", "--run", run, expect=0).stdout)["epochs"]
+    assert [r["epoch"] for r in rows] == [1]
+    cli("report", "--run", run, expect=0)
+
+
+def test_report_refuses_a_wrong_shape_metrics_file(run):
+    (run / E1 / "metrics.json").write_text("[1, 2]")
+    r = cli("report", "--run", run)
+    assert "metrics.json: expected a JSON object" in r.stderr
