@@ -403,3 +403,10 @@ def test_report_refuses_a_wrong_shape_metrics_file(run):
     (run / E1 / "metrics.json").write_text("[1, 2]")
     r = cli("report", "--run", run)
     assert "metrics.json: expected a JSON object" in r.stderr
+
+
+def test_a_folder_holding_only_a_lock_is_not_an_epoch(run):
+    (run / "epochs" / "0009").mkdir()
+    (run / "epochs" / "0009" / ".lock").write_text("")  # left by a failed command of an older genenv
+    rows = json.loads(cli("status", "--json", "--run", run, expect=0).stdout)["epochs"]
+    assert [r["epoch"] for r in rows] == [1]

@@ -111,10 +111,13 @@ def lock_held(path: Path) -> bool:
 
 
 def _only_locks(folder: Path) -> bool:
+    """True for a folder holding lock files and nothing else (what a failed command left behind before the lock
+    learned to remove the folder it created); an empty folder is not one."""
     try:
-        return all(p.name == ".lock" or p.name.startswith(".lock.") for p in folder.iterdir())
+        names = [p.name for p in folder.iterdir()]
     except OSError:
         return False
+    return bool(names) and all(n == ".lock" or n.startswith(".lock.") for n in names)
 
 
 def read_json(path: Path, what: str, expect: type = dict) -> Any:
