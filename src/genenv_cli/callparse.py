@@ -11,6 +11,11 @@ Two surface forms are understood:
    `[get_weather(city="Paris"), math.factorial(n=5)]` or `ApiName(key='value')`. The text is parsed with
    `ast.parse` and only literal nodes are converted (numbers, strings, booleans, None, lists, tuples,
    dicts, negative numbers); anything else is an error. Nothing is ever evaluated.
+
+Degenerate model output (a thousand `[`, a run of minus signs, a 5,000-digit number, megabytes of text) is a
+wrong answer, never a crash: every reader here either returns calls or raises `CallParseError`, and each
+checks the text against `MAX_DEPTH` / `MAX_DIGITS` / `MAX_SOURCE` before handing it to `json` or `ast`, whose
+recursion and int-string limits would otherwise raise RecursionError or ValueError.
 """
 
 from __future__ import annotations
@@ -24,6 +29,60 @@ from typing import Any
 
 class CallParseError(ValueError):
     """The text claims to hold calls but they cannot be read."""
+
+
+MAX_DEPTH = 100        # brackets nested, or unary signs in a row: real calls stay far below
+MAX_DIGITS = 1000      # digits in one number (Python refuses to convert more than 4,300)
+MAX_SOURCE = 100_000   # characters of Python-call syntax handed to ast.parse at once
+
+_BRACKETS = re.compile(r"[][(){}]")
+_SIGNS = re.compile(rf"(?:[-+~]\s*){{{MAX_DEPTH + 1},}}")
+_LONG_NUMBER = re.compile(rf"\d{{{MAX_DIGITS + 1},}}")
+
+
+def check_bounds(text: str, what: str = "output") -> None:
+    """Raise CallParseError when `text` nests brackets or signs deeper than MAX_DEPTH or holds a number of more
+    than MAX_DIGITS digits. Brackets inside strings count too: the check is a cheap, conservative scan (no
+    parser has run yet), so a string argument holding a hundred `[` makes the answer unreadable, as it should."""
+    depth = deepest = 0
+    for ch in _BRACKETS.findall(text):
+        if ch in "([{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > MAX_DEPTH:
+                    raise CallParseError(f"{what} nests brackets more than {MAX_DEPTH} deep")
+        elif depth:
+            depth -= 1
+    if _SIGNS.search(text):
+        raise CallParseError(f"{what} has more than {MAX_DEPTH} signs in a row")
+    if _LONG_NUMBER.search(text):
+        raise CallParseError(f"{what} has a number of more than {MAX_DIGITS} digits")
+
+
+def load_json(text: str, what: str = "output") -> Any:
+    """json.loads for model text: CallParseError (never RecursionError or the int-string ValueError) when it is
+    not JSON or is too deep or too long to be a real answer."""
+    check_bounds(text, what)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CallParseError(f"{what} is not valid JSON ({exc.msg} at char {exc.pos})") from None
+    except (ValueError, RecursionError) as exc:  # belt and braces: the bounds above should prevent both
+        raise CallParseError(f"{what} cannot be read as JSON ({type(exc).__name__})") from None
+
+
+def parse_literal_source(src: str, what: str = "output") -> ast.expr:
+    """ast.parse(src, mode="eval").body for model text, bounded: CallParseError on anything unreadable."""
+    if len(src) > MAX_SOURCE:
+        raise CallParseError(f"{what} is longer than {MAX_SOURCE:,} characters")
+    check_bounds(src, what)
+    try:
+        return ast.parse(src, mode="eval").body
+    except SyntaxError as exc:
+        raise CallParseError(f"not Python call syntax ({exc.msg})") from None
+    except (ValueError, RecursionError, MemoryError, OverflowError) as exc:
+        raise CallParseError(f"{what} cannot be read as Python call syntax ({type(exc).__name__})") from None
 
 
 @dataclass
@@ -48,10 +107,7 @@ def _calls_from_json(obj: Any, where: str) -> list[Call]:
         name = item.get("name")
         args = item.get("arguments", item.get("parameters", {}))
         if isinstance(args, str):  # OpenAI-style arguments as a JSON string
-            try:
-                args = json.loads(args)
-            except json.JSONDecodeError as exc:
-                raise CallParseError(f"{where}: arguments string is not JSON ({exc.msg})") from None
+            args = load_json(args, f"{where}: arguments string")
         if not isinstance(name, str) or not name:
             raise CallParseError(f"{where}: call without a string name")
         if not isinstance(args, dict):
@@ -73,10 +129,7 @@ def parse_tool_calls(text: str) -> list[Call]:
             raw = raw.strip()
             if not raw:
                 raise CallParseError(f"tool_call block {i + 1} is empty")
-            try:
-                obj = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise CallParseError(f"tool_call block {i + 1} is not valid JSON ({exc.msg} at char {exc.pos})") from None
+            obj = load_json(raw, f"tool_call block {i + 1}")
             calls.extend(_calls_from_json(obj, f"tool_call block {i + 1}"))
         return calls
     stripped = text.strip()
@@ -85,9 +138,9 @@ def parse_tool_calls(text: str) -> list[Call]:
         stripped = m.group(1).strip()
     if stripped[:1] in "[{":
         try:
-            obj = json.loads(stripped)
-        except json.JSONDecodeError:
-            return []  # prose or code that merely starts with a bracket: no call
+            obj = load_json(stripped, "JSON completion")
+        except CallParseError:
+            return []  # prose or code that merely starts with a bracket (or a degenerate run of them): no call
         if (isinstance(obj, dict) and "name" in obj) or (
                 isinstance(obj, list) and obj and all(isinstance(o, dict) and "name" in o for o in obj)):
             return _calls_from_json(obj, "JSON completion")
@@ -111,7 +164,15 @@ def _literal(node: ast.AST) -> Any:
         return {_literal(k): _literal(v) for k, v in zip(node.keys, node.values, strict=True)}
     if isinstance(node, ast.Name) and node.id in ("true", "false", "null"):
         return {"true": True, "false": False, "null": None}[node.id]
-    raise CallParseError(f"not a literal value: {ast.unparse(node)[:60]!r}")
+    raise CallParseError(f"not a literal value: {_show(node)}")
+
+
+def _show(node: ast.AST) -> str:
+    """A short rendering of a node for an error message (ast.unparse of a deep tree would recurse too far)."""
+    try:
+        return repr(ast.unparse(node)[:60])
+    except (RecursionError, ValueError):
+        return type(node).__name__
 
 
 def _dotted(node: ast.AST) -> str:
@@ -119,12 +180,12 @@ def _dotted(node: ast.AST) -> str:
         return node.id
     if isinstance(node, ast.Attribute):
         return f"{_dotted(node.value)}.{node.attr}"
-    raise CallParseError(f"not a function name: {ast.unparse(node)[:60]!r}")
+    raise CallParseError(f"not a function name: {_show(node)}")
 
 
 def _call(node: ast.AST) -> Call:
     if not isinstance(node, ast.Call):
-        raise CallParseError(f"expected a function call, got {ast.unparse(node)[:60]!r}")
+        raise CallParseError(f"expected a function call, got {_show(node)}")
     if node.args:
         raise CallParseError(f"{_dotted(node.func)}: positional arguments are not allowed; use name=value")
     args: dict[str, Any] = {}
@@ -143,14 +204,15 @@ def parse_python_calls(text: str) -> list[Call]:
         src = m.group(1).strip()
     if not src:
         raise CallParseError("empty output")
+    body = parse_literal_source(src)
     try:
-        tree = ast.parse(src, mode="eval")
-    except SyntaxError as exc:
-        raise CallParseError(f"not Python call syntax ({exc.msg})") from None
-    body = tree.body
-    if isinstance(body, ast.List | ast.Tuple):
-        return [_call(e) for e in body.elts]
-    return [_call(body)]
+        if isinstance(body, ast.List | ast.Tuple):
+            return [_call(e) for e in body.elts]
+        return [_call(body)]
+    except (RecursionError, ValueError) as exc:
+        if isinstance(exc, CallParseError):
+            raise
+        raise CallParseError(f"output cannot be read as literal calls ({type(exc).__name__})") from None
 
 
 _STD = re.compile(r"[ ,./\-_*^]")

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
+import click
 import typer
 
 from genenv_cli import __version__
@@ -38,7 +39,8 @@ RunOpt = Annotated[Path | None, typer.Option("--run", help="Run directory (defau
 SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Override a config key for this command: "
                                                   "SECTION.KEY=VALUE (VALUE read as TOML, else as a string). Repeatable.",
                                                   show_default=False)]
-EpochOpt = Annotated[int, typer.Option("--epoch", min=1, help="Epoch number (from 1).")]
+EPOCH_MAX = 99_999  # rundir.EPOCH_MAX (not imported: the CLI's import path stays light)
+EpochOpt = Annotated[int, typer.Option("--epoch", min=1, max=EPOCH_MAX, help="Epoch number (from 1).")]
 ForceOpt = Annotated[bool, typer.Option("--force", help="Redo the stage even if it is up to date.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the final summary as one JSON object.")]
@@ -50,23 +52,80 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
+_DEBUG = {"on": False}
+
+
 @app.callback()
 def _main(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
-                                                help="Show the version and exit.")] = False) -> None:
+                                                help="Show the version and exit.")] = False,
+          debug: Annotated[bool, typer.Option("--debug", envvar="GENENV_DEBUG",
+                                              help="Show the Python traceback of an error (also GENENV_DEBUG=1).")] = False,
+          ) -> None:
     """genenv command line."""
+    _DEBUG["on"] = debug
+
+
+class _Where:
+    """What the error path knows about the command so far: the run (a fallback path for messages) and its log."""
+
+    run: Path | None = None
+    log: Path | None = None
+
+
+def _fail(message: str, code: int = 2) -> None:
+    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(code)
 
 
 @contextmanager
 def _errors():
-    """User errors: one paragraph on stderr and a non-zero exit, no traceback."""
+    """Every failure a user, a disk or a model can cause: one paragraph on stderr (the path, what was wrong, what
+    to do) and exit 2, no traceback; `--debug` shows the traceback. Anything else is a bug in genenv: one
+    paragraph saying so, the traceback in the command's log, exit 1."""
+    where = _Where()
     try:
-        yield
-    except GenenvError as exc:
-        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(exc.exit_code) from None
+        yield where
     except KeyboardInterrupt:
         typer.secho("interrupted; completed stages keep their outputs, this one left none.", err=True)
         raise typer.Exit(130) from None
+    except (typer.Exit, click.exceptions.ClickException, click.exceptions.Abort):
+        raise
+    except BaseException as exc:
+        if _DEBUG["on"] or isinstance(exc, SystemExit | GeneratorExit):
+            raise
+        from genenv_cli.errors import describe_os_error, disk_full
+
+        if isinstance(exc, GenenvError):
+            _fail(str(exc), exc.exit_code)
+        if isinstance(exc, OSError):
+            _fail(describe_os_error(exc, where.run))
+        if disk_full(exc):
+            _fail(f"no space left on device at {where.run or Path.cwd()} ({str(exc)[:200]}). Free some space and "
+                  f"rerun the command; completed stages keep their outputs.")
+        if isinstance(exc, UnicodeDecodeError):
+            _fail(f"a file of {where.run or 'the run'} is not UTF-8 text ({exc}). Fix or remove it and rerun.")
+        if isinstance(exc, MemoryError):
+            _fail("out of memory. Lower the sizes in the config (generate.tasks_per_epoch, rollout.group_size, the "
+                  "batch sizes) or use a bigger machine, and rerun.")
+        _report_bug(exc, where)
+
+
+def _report_bug(exc: BaseException, where: _Where) -> None:
+    import traceback
+
+    trace = "".join(traceback.format_exception(exc))
+    kept = None
+    if where.log is not None:
+        try:
+            where.log.parent.mkdir(parents=True, exist_ok=True)
+            with open(where.log, "a", encoding="utf-8") as fh:
+                fh.write(trace)
+            kept = where.log
+        except OSError:
+            kept = None
+    _fail(f"unexpected {type(exc).__name__}: {str(exc)[:300]}. This is a bug in genenv, not something you did; "
+          f"{'the traceback is in ' + str(kept) if kept else 'rerun with --debug to see the traceback'}. Please "
+          f"report it.", 1)
 
 
 def _open(run: Path | None, sets: list[str] | None):
@@ -81,8 +140,10 @@ def _stage(stage: str, run: Path | None, sets: list[str] | None, quiet: bool, as
     from genenv_cli.summaries import summarize
     from genenv_cli.ui import UI
 
-    with _errors():
+    with _errors() as where:
+        where.run = run
         run_dir, cfg = _open(run, sets)
+        where.run, where.log = run_dir.root, run_dir.logs_dir() / f"{stage}.log"
         ui = UI(quiet=quiet or as_json, json_summary=as_json, log_path=run_dir.logs_dir() / f"{stage}.log")
         ui.log(f"START {stage} epoch={epoch} pid={os.getpid()} argv={sys.argv[1:]}")
         result = call(run_dir, cfg, ui)
@@ -167,18 +228,20 @@ def update_env(epoch: EpochOpt, run: RunOpt = None, sets: SetOpt = None, force: 
 
 
 @app.command("run")
-def run_cmd(epochs: Annotated[int, typer.Option("--epochs", min=1, help="Run epochs 1..N.")],
+def run_cmd(epochs: Annotated[int, typer.Option("--epochs", min=1, max=EPOCH_MAX, help="Run epochs 1..N.")],
             run: RunOpt = None, sets: SetOpt = None,
             from_stage: Annotated[str | None, typer.Option("--from", help="Redo this stage and every later one.")] = None,
-            from_epoch: Annotated[int | None, typer.Option("--from-epoch", min=1, help="Epoch of --from (default 1).")] = None,
+            from_epoch: Annotated[int | None, typer.Option("--from-epoch", min=1, max=EPOCH_MAX, help="Epoch of --from (default 1).")] = None,
             quiet: QuietOpt = False, as_json: JsonOpt = False) -> None:
     """Run whole epochs (generate-tasks -> rollout -> score -> update-agent -> update-env), each stage in its own
     process, resuming where it stopped."""
     from genenv_cli.runner import spawn_epochs
     from genenv_cli.ui import UI
 
-    with _errors():
+    with _errors() as where:
+        where.run = run
         run_dir, _ = _open(run, sets)  # a bad config or --set fails here, before any stage starts
+        where.run, where.log = run_dir.root, run_dir.logs_dir() / "run.log"
         ui = UI(quiet=quiet or as_json, json_summary=as_json, log_path=run_dir.logs_dir() / "run.log")
         ui.log(f"START run pid={os.getpid()} argv={sys.argv[1:]}")
         spawn_epochs(run_dir, epochs, ui=ui, sets=sets or [], from_stage=from_stage, from_epoch=from_epoch,
@@ -191,8 +254,10 @@ def status(run: RunOpt = None, sets: SetOpt = None,
     """Each epoch's stages (done / stale / incomplete / missing / running) and its curriculum numbers."""
     from genenv_cli import status as st
 
-    with _errors():
+    with _errors() as where:
+        where.run = run
         run_dir, cfg = _open(run, sets)
+        where.run = run_dir.root
         rows = st.collect(run_dir, cfg)
         if as_json:
             typer.echo(json.dumps({"run": str(run_dir.root), "epochs": rows}, indent=2, default=str))
@@ -216,12 +281,12 @@ def status(run: RunOpt = None, sets: SetOpt = None,
 @app.command()
 def evaluate(
     bench: Annotated[str | None, typer.Option("--bench", help="Benchmark (see --list).")] = None,
-    epoch: Annotated[int | None, typer.Option("--epoch", min=1, help="Evaluate epoch N's agent (default: the run's latest).")] = None,
+    epoch: Annotated[int | None, typer.Option("--epoch", min=1, max=EPOCH_MAX, help="Evaluate epoch N's agent (default: the run's latest).")] = None,
     model: Annotated[str | None, typer.Option("--model", help="Evaluate this model instead: HF id, folder or `embedded`.")] = None,
     data: Annotated[Path | None, typer.Option("--data", help="The benchmark's official files (a file or folder).")] = None,
     predictions: Annotated[Path | None, typer.Option("--predictions", help="Score this JSONL of {id, output} instead of running a model.")] = None,
     export: Annotated[Path | None, typer.Option("--export", help="Write the evaluation inputs (id, messages, tools, gold) as JSONL and stop.")] = None,
-    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Only the first K samples.")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, max=10**9, help="Only the first K samples.")] = None,
     split: Annotated[str | None, typer.Option("--split", help="Benchmark split / subset.")] = None,
     version: Annotated[str | None, typer.Option("--version", help="Data version (bfcl: v4 or v3).")] = None,
     protocol: Annotated[str, typer.Option("--protocol", help="official, or paper (the GenEnv paper's decomposition).")] = "official",
@@ -231,7 +296,8 @@ def evaluate(
     """Run an agent on a benchmark, or score predictions made elsewhere, with the benchmark's metric."""
     from genenv_cli.stages import evaluate as stage
 
-    with _errors():
+    with _errors() as where:
+        where.run = run
         if list_:
             _list_benchmarks(stage.list_benchmarks(), as_json)
             return
@@ -243,10 +309,17 @@ def evaluate(
         run_dir, cfg = _open_optional(run, sets, required=predictions is None and export is None and model is None)
         from genenv_cli.ui import UI
 
+        if run_dir is not None:
+            where.run, where.log = run_dir.root, run_dir.logs_dir() / "evaluate.log"
         ui = UI(quiet=quiet or as_json, json_summary=as_json,
                 log_path=run_dir.logs_dir() / "evaluate.log" if run_dir else None)
+        out_dir = None
+        if run_dir is not None and export is None and not _writable(run_dir.root / "evals" / bench):
+            out_dir = _elsewhere(run_dir, "evals")
+            ui.warn(f"{run_dir.root} is read-only; the results go to {out_dir / bench} instead")
         result = stage.evaluate(run_dir, cfg, bench, epoch=epoch, model=model, data=data, predictions=predictions,
-                                export=export, limit=limit, split=split, version=version, protocol=protocol, ui=ui)
+                                export=export, limit=limit, split=split, version=version, protocol=protocol, ui=ui,
+                                out_dir=out_dir)
         if export is not None:
             ui.summary("evaluate", None, result, f"exported {result['exported']} samples to {result['path']}")
             return
@@ -261,6 +334,34 @@ def evaluate(
         ui.summary("evaluate", result["epoch"], {k: result[k] for k in ("bench", "model_tag", "protocol", "n", "headline", "path")},
                    f"evaluate {bench} ({result['protocol']}) {result['model_tag']}: {h['name']} {value} over "
                    f"{result['n']} samples; wrote {result['path']}")
+
+
+def _writable(folder: Path) -> bool:
+    """Whether files can be created in `folder` (or, when it does not exist yet, in its nearest existing parent)."""
+    import os
+
+    probe = folder
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir() or not os.access(probe, os.W_OK):
+        return False
+    try:  # os.access says yes to root on a read-only mount: ask the file system itself
+        import tempfile
+
+        with tempfile.TemporaryFile(dir=probe):
+            return True
+    except OSError:
+        return False
+
+
+def _elsewhere(run_dir: Any, kind: str) -> Path:
+    """Where a read-only run's report or evaluation results go: the user cache, one folder per run."""
+    import hashlib
+
+    from genenv_cli.paths import cache_dir
+
+    tag = hashlib.sha256(str(run_dir.root).encode()).hexdigest()[:8]
+    return cache_dir() / kind / f"{run_dir.root.name}-{tag}"
 
 
 def _open_optional(run: Path | None, sets: list[str] | None, required: bool):
@@ -294,8 +395,14 @@ def report(run: RunOpt = None, sets: SetOpt = None,
     """One self-contained HTML report of the curriculum (opens offline), plus each chart as a PNG."""
     from genenv_cli.report import build_report
 
-    with _errors():
+    with _errors() as where:
+        where.run = run
         run_dir, cfg = _open(run, sets)
+        where.run = run_dir.root
+        if out is None and not _writable(run_dir.root / "report"):
+            out = _elsewhere(run_dir, "report") / "report.html"
+            typer.secho(f"note: {run_dir.root} is read-only; writing the report to {out} instead (--out FILE to "
+                        f"choose)", err=True)
         result = build_report(run_dir, cfg, out)
         if as_json:
             typer.echo(json.dumps(result, indent=2, default=str))

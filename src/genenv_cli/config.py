@@ -16,6 +16,7 @@ import difflib
 import functools
 import hashlib
 import json
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -214,6 +215,24 @@ def _suggest(name: str, options: list[str]) -> str:
     return f" Did you mean `{close[0]}`?" if close else ""
 
 
+# Upper bounds, so that a typo (`tasks_per_epoch = 1000000000`, `group_size = 1e23`) is refused with the key's
+# name instead of ending in MemoryError or the kernel's OOM killer. Generous: far past any real run.
+UPPER: dict[str, int | float] = {
+    "run.seed": 2**32 - 1,
+    "generate.tasks_per_epoch": 1_000_000, "generate.variations": 1024, "generate.max_new_tokens": 131_072,
+    "generate.batch_size": 65_536, "generate.max_rounds": 1000, "generate.frontier_examples": 64,
+    "generate.static_variations": 1024,
+    "rollout.group_size": 1024, "rollout.max_new_tokens": 131_072, "rollout.batch_size": 65_536,
+    "curriculum.beta": 1e6, "curriculum.lam": 1e3,
+    "evaluate.max_new_tokens": 131_072, "evaluate.batch_size": 65_536, "evaluate.max_steps": 100_000,
+    **{f"{sec}.{key}": cap for sec in ("agent_update", "env_update") for key, cap in (
+        ("passes", 10_000), ("batch_size", 65_536), ("grad_accum", 65_536), ("lora_r", 65_536),
+        ("lora_alpha", 1_000_000), ("replay_epochs", 99_999), ("window", 99_999))},
+}
+INT_MAX = 2**63 - 1  # any other integer setting: what torch and numpy can hold
+FLOAT_MAX = 1e12     # any other number: finite and below this (no setting is meaningful past it)
+
+
 def _check_value(section: str, key: str, value: Any, where: str) -> Any:
     fld = _section_fields(section)[key]
     typ = _section_types(section)[key]
@@ -236,6 +255,14 @@ def _check_value(section: str, key: str, value: Any, where: str) -> Any:
     if "choices" in meta and value not in meta["choices"]:
         allowed = ", ".join(repr(c) for c in meta["choices"])
         raise ConfigError(f"{where}: `{full}` = {value!r} is not allowed; choose one of {allowed}.")
+    if typ in (int, float):
+        if typ is float and not math.isfinite(value):  # NaN compares false with every bound: refuse it here
+            raise ConfigError(f"{where}: `{full}` = {value!r} is not a finite number; give a number such as "
+                              f"{fld.default!r} (the default).")
+        cap = UPPER.get(full, INT_MAX if typ is int else FLOAT_MAX)
+        if value > cap or value < -cap:
+            shown = f"{cap:,}" if isinstance(cap, int) else f"{cap:g}"
+            raise ConfigError(f"{where}: `{full}` = {value!r} is out of range; the largest allowed is {shown}.")
     if "min" in meta and value < meta["min"]:
         raise ConfigError(f"{where}: `{full}` = {value!r} is below its minimum {meta['min']}.")
     if "max" in meta and value > meta["max"]:
@@ -302,7 +329,7 @@ def parse_override(text: str) -> tuple[str, str, Any]:
     section, key = lhs.strip().split(".", 1)
     try:
         value = tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
+    except (ValueError, RecursionError):  # not TOML (TOMLDecodeError is a ValueError): the text itself
         value = raw
     return section, key, value
 
@@ -320,9 +347,14 @@ def load_config(path: Path, overrides: list[str] | None = None) -> Config:
         raise ConfigError(f"{path}: no run config here. Create a run with `genenv init DIR`, then pass "
                           f"`--run DIR`, set GENENV_RUN, or cd into it.")
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
+                          f"the config must be a UTF-8 TOML file.") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc}).") from exc
+    except (ValueError, RecursionError) as exc:  # nesting past the parser's depth, a number past the digit limit
+        raise ConfigError(f"{path}: TOML that cannot be read ({type(exc).__name__}: {str(exc)[:100]}).") from None
     if overrides:
         config_from_dict(data, str(path))  # the file itself must be valid too
         data = apply_overrides(data, overrides)

@@ -1,4 +1,4 @@
-"""The stage contract (DESIGN.md): declared inputs and outputs, atomic outputs, manifest last.
+"""The stage contract (docs/design.md): declared inputs and outputs, atomic outputs, manifest last.
 
 A stage builds a `StagePlan` (what it reads, what it writes, which config sections matter) and hands
 `execute` a body that writes each output to the temporary path `Staging.path(name)` gives it. Only after
@@ -13,6 +13,7 @@ the body returns are the outputs renamed into place, and only then is the manife
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable
@@ -22,12 +23,14 @@ from typing import Any
 
 from genenv_cli import __version__
 from genenv_cli.config import Config
-from genenv_cli.errors import InputError
+from genenv_cli.errors import DiskError, InputError, disk_full
 from genenv_cli.rundir import (
     EpochLock,
     RunDir,
     clean_stale_tmp,
     fingerprint,
+    read_json,
+    recover_interrupted,
     replace_into_place,
     tmp_name,
     unchanged,
@@ -111,15 +114,20 @@ class Staging:
 
 def check_state(run: RunDir, cfg: Config, plan: StagePlan) -> StageState:
     """Compare the stage's manifest with its current inputs, values, config and outputs."""
-    import json
-
     path = run.manifest_path(plan.epoch, plan.stage)
     if not path.exists():
         return StageState("missing", ["no manifest"], None)
     try:
-        manifest = json.loads(path.read_text())
-    except json.JSONDecodeError:
-        return StageState("incomplete", [f"{run.rel(path)} is not valid JSON"], None)
+        manifest = read_json(path, "stage manifest")
+    except InputError:
+        return StageState("incomplete", [f"{run.rel(path)} is not a valid manifest (not a JSON object)"], None)
+    try:
+        return _compare(run, cfg, plan, manifest)
+    except (TypeError, AttributeError, KeyError, ValueError):  # a manifest edited into another shape
+        return StageState("incomplete", [f"{run.rel(path)} is not a valid manifest (wrong shape)"], None)
+
+
+def _compare(run: RunDir, cfg: Config, plan: StagePlan, manifest: dict[str, Any]) -> StageState:
     reasons: list[str] = []
     recorded = manifest.get("inputs", {})
     for name, p in plan.inputs.items():
@@ -148,6 +156,20 @@ def check_state(run: RunDir, cfg: Config, plan: StagePlan) -> StageState:
     return StageState("done", [], manifest)
 
 
+def _report_crashed(run: RunDir, info: dict[str, Any]) -> None:
+    """The lock's record was left by a holder that never released it cleanly: say so, and where its log is."""
+    import sys
+
+    stage = str(info.get("stage", "?"))
+    log = run.logs_dir() / f"{stage.split('.')[0]}.log"
+    text = (f"warning: the previous `{stage}` (pid {info.get('pid')} on {info.get('host')}, started "
+            f"{info.get('since')}) did not finish: it crashed or was killed. Its outputs were never put in place; "
+            f"its log is {log}. Carrying on.")
+    print(text, file=sys.stderr, flush=True)
+    with contextlib.suppress(OSError), open(log, "a", encoding="utf-8") as fh:
+        fh.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} WARNING: {text[len('warning: '):]}\n")
+
+
 def _config_entry(cfg: Config, name: str) -> Any:
     if "." in name:
         section, key = name.split(".", 1)
@@ -172,7 +194,7 @@ def _recorded_outputs(run: RunDir, epoch: int) -> dict[str, dict[str, Any]]:
         try:
             for rec in json.loads(m.read_text()).get("outputs", {}).values():
                 found[rec["path"]] = rec["fingerprint"]
-        except (OSError, ValueError, KeyError, AttributeError, TypeError):
+        except (OSError, ValueError, KeyError, AttributeError, TypeError, RecursionError):
             continue
     return found
 
@@ -188,13 +210,16 @@ def _fingerprint_reusing(path: Path, recorded: dict[str, Any] | None) -> dict[st
 
 def require_done(run: RunDir, epoch: int, stage: str, needed_by: str) -> dict[str, Any]:
     """The manifest of an upstream stage, or a clear error telling what to run."""
-    import json
-
     path = run.manifest_path(epoch, stage)
     if not path.exists():
         raise InputError(f"`{needed_by} --epoch {epoch}` needs `{stage}` of epoch {epoch} to have completed, "
                          f"but {run.rel(path)} does not exist. Run `genenv {stage} --epoch {epoch}` first.")
-    return json.loads(path.read_text())
+    manifest = read_json(path, f"manifest of `{stage}`")
+    if manifest.get("stage") != stage or not isinstance(manifest.get("outputs"), dict):
+        raise InputError(f"{path}: not a manifest of `{stage}` (no `stage: {stage}` or no `outputs` mapping), so "
+                         f"`{needed_by} --epoch {epoch}` cannot trust its outputs. Rerun `genenv {stage} --epoch "
+                         f"{epoch} --force`.")
+    return manifest
 
 
 def execute(run: RunDir, cfg: Config, plan: StagePlan | Callable[[], StagePlan], body: Callable[[Staging], None], *,
@@ -210,9 +235,17 @@ def execute(run: RunDir, cfg: Config, plan: StagePlan | Callable[[], StagePlan],
     lock = EpochLock(run, epoch, stage, shared=".shard-" in stage) if is_main else None
     if lock is not None:
         lock.__enter__()
+        if lock.crashed:
+            _report_crashed(run, lock.crashed)
     try:
         if not isinstance(plan, StagePlan):
             plan = plan()
+        if is_main:
+            for d in {p.parent for p in plan.outputs.values()}:
+                # a killed writer's leftovers, even when this run turns out to have nothing to do: a folder output
+                # killed between its two renames gets its old copy back, temporary files of dead pids go
+                recover_interrupted(d)
+                clean_stale_tmp(d)
         for up_epoch, up_stage in plan.requires:
             require_done(run, up_epoch, up_stage, plan.stage)
         for name, p in plan.inputs.items():
@@ -224,9 +257,6 @@ def execute(run: RunDir, cfg: Config, plan: StagePlan | Callable[[], StagePlan],
             return StageResult(plan.stage, plan.epoch, True, state.manifest or {},
                                f"{plan.stage} epoch {plan.epoch}: up to date (completed {finished}, inputs "
                                f"unchanged); nothing to do. Use --force to redo it.")
-        if is_main:
-            for d in {plan.outputs[n].parent for n in plan.outputs}:
-                clean_stale_tmp(d)
         known = _recorded_outputs(run, plan.epoch)
         inputs_fp = {name: {"path": run.rel(p), "fingerprint": _fingerprint_reusing(p, known.get(run.rel(p)))}
                      for name, p in plan.inputs.items()}
@@ -236,8 +266,14 @@ def execute(run: RunDir, cfg: Config, plan: StagePlan | Callable[[], StagePlan],
             body(staging)
             if is_main:
                 staging.commit()
-        except BaseException:
+        except BaseException as exc:
             staging.discard()
+            if disk_full(exc):
+                where = sorted({str(p.parent) for p in plan.outputs.values()}) or [str(run.epoch_dir(plan.epoch))]
+                raise DiskError(f"no space left on device at {', '.join(where)} while `{plan.stage} --epoch "
+                                f"{plan.epoch}` wrote its outputs. Nothing was changed: the previous outputs are as "
+                                f"they were and the partial ones were removed. Free some space (or move the run to a "
+                                f"bigger disk) and rerun the command.") from exc
             raise
         finished = time.time()
         manifest = {

@@ -30,8 +30,22 @@ def _init(domain_name: str, payloads: dict[str, Any]) -> None:
 
 def _grade(chunk: tuple[list[str], list[str]]) -> list[tuple[float, float, bool, str | None]]:
     tids, comps = chunk
-    scores = _DOMAIN.score_many([_PAYLOADS[t] for t in tids], comps)
+    payloads = [_PAYLOADS[t] for t in tids]
+    try:
+        scores = _DOMAIN.score_many(payloads, comps)
+    except Exception:  # noqa: BLE001 - one degenerate completion must not cost the epoch's score: grade one by one
+        return [_grade_one(p, c) for p, c in zip(payloads, comps, strict=True)]
     return [(float(s.reward), float(s.partial), bool(s.valid), s.error) for s in scores]
+
+
+def _grade_one(payload: Any, completion: str) -> tuple[float, float, bool, str | None]:
+    """One pair; a scorer that raises on it (a built-in one should not; a plugin's might) makes the rollout a
+    failed, invalid one whose `error` says why, as a parse error would."""
+    try:
+        s = _DOMAIN.score(payload, completion)
+        return float(s.reward), float(s.partial), bool(s.valid), s.error
+    except Exception as exc:  # noqa: BLE001 - model output is data: whatever it holds, it is a wrong answer
+        return 0.0, 0.0, False, f"unscorable: the scorer raised {type(exc).__name__}: {str(exc)[:200]}"
 
 
 def grade_pairs(domain_name: str, payloads: dict[str, Any], task_ids: list[str], completions: list[str],

@@ -73,11 +73,13 @@ def gather(run: RunDir, epoch: int, band: tuple[float, float], alpha: float) -> 
     for stage in {s for s, _, _ in SOURCES.values()}:
         path = run.manifest_path(epoch, stage)
         if path.exists():
-            with contextlib.suppress(json.JSONDecodeError):
+            with contextlib.suppress(OSError, ValueError, RecursionError):
                 manifests[stage] = json.loads(path.read_text())
     out: dict[str, Any] = {"epoch": epoch, "alpha": alpha, "band_low": band[0], "band_high": band[1]}
     for key, (stage, part, name) in SOURCES.items():
-        out[key] = manifests.get(stage, {}).get(part, {}).get(name)
+        section = manifests.get(stage, {})
+        section = section.get(part, {}) if isinstance(section, dict) else {}  # a manifest of the wrong shape
+        out[key] = section.get(name) if isinstance(section, dict) else None
     return out
 
 

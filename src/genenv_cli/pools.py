@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -247,15 +248,25 @@ def read_jsonl(path: Path, schema_key: str) -> list[dict[str, Any]]:
 def json_lines(path: Path, expected: str) -> Iterator[tuple[str, Any]]:
     """(where, value) for each non-blank line of a JSONL file; a line that is not JSON raises InputError naming
     the file, the line and `expected` (what a line should hold)."""
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
+    if path.is_dir():
+        raise InputError(f"{path} is a folder; expected a JSONL file ({expected}).")
+    with open(path, "rb") as fh:  # bytes: a line that is not UTF-8 is named, not a UnicodeDecodeError
+        for lineno, raw in enumerate(fh, 1):
+            where = f"{path}, line {lineno}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InputError(f"{where}: not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
+                                 f"expected {expected}, in UTF-8.") from None
             if not line.strip():
                 continue
-            where = f"{path}, line {lineno}"
             try:
                 yield where, json.loads(line)
             except json.JSONDecodeError as exc:
                 raise InputError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno}); expected {expected}.") from None
+            except (ValueError, RecursionError) as exc:  # a number past Python's digit limit, nesting past its depth
+                raise InputError(f"{where}: JSON that cannot be read ({type(exc).__name__}: {str(exc)[:100]}); "
+                                 f"expected {expected}.") from None
 
 
 def iter_jsonl(path: Path, schema_key: str, validate: bool = True) -> Iterator[dict[str, Any]]:
@@ -320,6 +331,37 @@ def read_parquet(path: Path, schema_key: str, columns: list[str] | None = None) 
         raise InputError(f"{path}: not a readable Parquet file ({exc}).") from None
     df = check_frame(df, schema_key, str(path))
     return df.select(columns) if columns else df
+
+
+def check_parquet(path: Path, schema_key: str) -> None:
+    """Check a Parquet file's schema from its footer alone, before anything heavy reads it: InputError naming the
+    file when it is missing, empty, truncated, not Parquet or of the wrong schema."""
+    import polars as pl
+
+    schema = SCHEMAS[schema_key]
+    if not path.is_file():
+        raise InputError(f"{path}: {'a folder' if path.is_dir() else 'missing'}; expected {schema.doc.lower()} "
+                         f"written by `{schema.writer}`.")
+    try:
+        found = pl.read_parquet_schema(path)
+    except Exception as exc:  # noqa: BLE001 - polars raises several error types for a damaged file
+        raise InputError(f"{path}: not a readable Parquet file ({str(exc)[:160]}); it is empty, truncated or "
+                         f"damaged. Rerun `genenv {schema.writer} --force` for its epoch to write it again.") from None
+    check_frame(pl.DataFrame(schema=found), schema_key, str(path))
+
+
+@contextmanager
+def reading(paths: list[Path], what: str):
+    """Around polars scans of several files: a file damaged past its footer (which check_parquet reads) becomes
+    an InputError naming the files, not a polars ComputeError."""
+    import polars as pl
+
+    try:
+        yield
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        names = ", ".join(str(p) for p in paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+        raise InputError(f"{what}: cannot read {names} ({str(exc)[:160]}); a file is truncated or damaged. Rerun "
+                         f"the stage that wrote it with --force.") from None
 
 
 def frame(records: list[dict[str, Any]] | dict[str, list[Any]], schema_key: str) -> Any:

@@ -7,15 +7,14 @@ modified; **missing** — never completed; **running** — another process holds
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
+from pathlib import Path
 from typing import Any
 
 from genenv_cli.config import Config
 from genenv_cli.contract import check_state
 from genenv_cli.errors import GenenvError
-from genenv_cli.rundir import RunDir
+from genenv_cli.rundir import RunDir, lock_held
 from genenv_cli.stages import EPOCH_STAGES, available, stage_module
 
 # the count shown for each stage, from its manifest
@@ -24,27 +23,27 @@ _ROW_COUNT = {"generate-tasks": "tasks", "rollout": "rollouts", "score": "rollou
 
 
 def _running(run: RunDir, epoch: int) -> dict[str, dict[str, Any]]:
-    """Stages holding the epoch's lock right now: {stage: holder info}."""
+    """Stages holding the epoch's lock right now: {stage: holder info}. Read-only: the lock files are opened for
+    reading and tested with a shared lock, so this works on read-only storage and creates nothing."""
     path = run.epoch_dir(epoch) / ".lock"
-    if not path.exists():
+    running: dict[str, dict[str, Any]] = {}
+    if lock_held(path):
+        info = _record(path)
+        if info.get("stage"):
+            return {str(info["stage"]): info}
+    for own in path.parent.glob(".lock.*"):  # rollout shards share the epoch lock and each hold their own
+        if lock_held(own):
+            info = _record(own)
+            running[str(info.get("stage", own.name[6:]))] = info
+    return running
+
+
+def _record(path: Path) -> dict[str, Any]:
+    try:
+        info = json.loads(path.read_bytes() or b"{}")
+    except (OSError, ValueError, RecursionError):
         return {}
-    with open(path, "a+") as fh:
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            fh.seek(0)
-            with contextlib.suppress(json.JSONDecodeError):
-                info = json.loads(fh.read() or "{}")
-                if info.get("stage"):
-                    return {info["stage"]: info}
-            running = {}
-            for own in path.parent.glob(".lock.*"):  # rollout shards share the epoch lock
-                with contextlib.suppress(OSError, json.JSONDecodeError):
-                    info = json.loads(own.read_text() or "{}")
-                    running[info.get("stage", own.name[6:])] = info
-            return running
-        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-    return {}
+    return info if isinstance(info, dict) else {}
 
 
 def _shard_stages(run: RunDir, epoch: int) -> list[str]:
@@ -69,9 +68,11 @@ def stage_state(run: RunDir, cfg: Config, epoch: int, stage: str) -> dict[str, A
         state, reasons, manifest = st.state, st.reasons, st.manifest
     except GenenvError as exc:
         path = run.manifest_path(epoch, stage)
-        manifest = json.loads(path.read_text()) if path.exists() else None
+        manifest = _record(path) if path.is_file() else None
         state = "stale" if manifest else "missing"
         reasons = [str(exc).split(". ")[0]]
+    if not isinstance(manifest, dict) or not all(isinstance(manifest.get(k, {}), dict) for k in ("counts", "metrics")):
+        manifest = None  # a manifest of the wrong shape: check_state already calls the stage incomplete
     return {"state": state, "reasons": reasons,
             "counts": (manifest or {}).get("counts", {}), "metrics": (manifest or {}).get("metrics", {}),
             "finished": (manifest or {}).get("finished"), "seconds": (manifest or {}).get("seconds")}
@@ -104,9 +105,8 @@ def collect(run: RunDir, cfg: Config) -> list[dict[str, Any]]:
             "mean_prompt_tokens": sc.get("mean_prompt_tokens"),
         }
         metrics_path = run.epoch_dir(epoch) / "metrics.json"
-        if metrics_path.exists():
-            with contextlib.suppress(json.JSONDecodeError):
-                metrics.update({k: v for k, v in json.loads(metrics_path.read_text()).items() if k != "epoch"})
+        if metrics_path.is_file():  # a metrics.json of the wrong shape (edited by hand) adds nothing
+            metrics.update({k: v for k, v in _record(metrics_path).items() if k != "epoch"})
         rows.append({"epoch": epoch, "stages": stages, "metrics": metrics,
                      "running": ", ".join(sorted(running)) or None})
     return rows
@@ -115,6 +115,8 @@ def collect(run: RunDir, cfg: Config) -> list[dict[str, Any]]:
 def _fmt(v: Any, pct: bool = False, digits: int = 3) -> str:
     if v is None:
         return "-"
+    if isinstance(v, bool) or not isinstance(v, int | float):  # a hand-edited manifest: show it, do not format it
+        return str(v)[:12]
     return f"{100 * v:.0f}%" if pct else f"{v:.{digits}f}" if isinstance(v, float) else str(v)
 
 

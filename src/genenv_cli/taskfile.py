@@ -18,9 +18,9 @@ def written_unchanged(path: Path) -> bool:
     manifest = path.parent / "manifests" / "generate-tasks.json"
     try:
         rec = json.loads(manifest.read_text())["outputs"]["tasks"]
-    except (OSError, KeyError, json.JSONDecodeError):
+        return Path(rec["path"]).name == path.name and unchanged(path, rec["fingerprint"])
+    except (OSError, LookupError, TypeError, AttributeError, ValueError, RecursionError):  # absent or edited
         return False
-    return Path(rec["path"]).name == path.name and unchanged(path, rec["fingerprint"])
 
 
 def load_tasks(path: Path, domain: Domain) -> list[dict[str, Any]]:

@@ -82,11 +82,18 @@ class UI:
         self.tty = self.stream.isatty() and os.environ.get("TERM") != "dumb"
 
     def log(self, text: str) -> None:
+        """Append to the log. A log that cannot be written (read-only storage, `logs` being a file, a full disk)
+        is given up with one notice: reading a finished run must work where nothing can be written."""
         if self.log_path is None:
             return
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "a", encoding="utf-8") as fh:
-            fh.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {text}\n")
+        try:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.log_path, "a", encoding="utf-8") as fh:
+                fh.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {text}\n")
+        except OSError as exc:
+            path, self.log_path = self.log_path, None
+            if not self.quiet:
+                print(f"note: not logging to {path} ({exc.strerror or exc})", file=self.stream, flush=True)
 
     def info(self, text: str) -> None:
         self.log(text)

@@ -92,7 +92,15 @@ from urllib.parse import quote
 from genenv_cli.benchmarks import toolrl
 from genenv_cli.benchmarks.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, Verdict
 from genenv_cli.benchmarks.datasource import no_data_error, sha256_paths, try_download
-from genenv_cli.callparse import Call, CallParseError, parse_python_calls, parse_tool_calls
+from genenv_cli.callparse import (
+    MAX_SOURCE,
+    Call,
+    CallParseError,
+    load_json,
+    parse_literal_source,
+    parse_python_calls,
+    parse_tool_calls,
+)
 from genenv_cli.errors import InputError
 from genenv_cli.pools import json_lines
 
@@ -517,9 +525,13 @@ def _bracket_calls(text: str) -> list[Call]:
     starts = [m.start() for m in _BRACKET_START.finditer(text)]
     if not starts:
         return []
+    budget = 4 * MAX_SOURCE  # characters handed to the parser in all: degenerate text costs bounded time
     for s in starts[:20]:
         ends = [i for i in range(len(text) - 1, s, -1) if text[i] == "]"][:50]
         for e in ends:
+            budget -= e + 1 - s
+            if budget < 0:
+                break
             try:
                 return parse_python_calls(text[s:e + 1])
             except CallParseError:
@@ -549,18 +561,18 @@ def parse_paper(output: str) -> list[dict[str, Any]]:
     for block in blocks:
         block = block.strip()
         try:
-            obj = json.loads(block)
+            obj = load_json(block)
             objs.extend(obj if isinstance(obj, list) else [obj])
             continue
-        except json.JSONDecodeError:
+        except CallParseError:
             pass
         for line in block.splitlines():
             line = line.strip()
             if not line:
                 continue
             try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
+                obj = load_json(line)
+            except CallParseError:
                 continue
             objs.extend(obj if isinstance(obj, list) else [obj])
     calls: list[dict[str, Any]] = []
@@ -569,8 +581,8 @@ def parse_paper(output: str) -> list[dict[str, Any]]:
             continue
         params = obj.get("parameters", obj.get("arguments"))
         if isinstance(params, str):
-            with contextlib.suppress(json.JSONDecodeError):
-                params = json.loads(params)
+            with contextlib.suppress(CallParseError):
+                params = load_json(params)
         if isinstance(obj.get("name"), str) and isinstance(params, dict):
             calls.append({"name": obj["name"], "parameters": params})
         else:
@@ -596,12 +608,12 @@ def _canon(value: Any, numeric: bool = False) -> Any:
     if isinstance(value, str):
         s = value.strip()
         if s[:1] in "[{" and s[-1:] in "]}":
-            try:
-                return _canon(json.loads(s))
-            except json.JSONDecodeError:
+            try:  # bounded readers: a model's thousand brackets or signs stay a string, never a crash
+                return _canon(load_json(s, "argument"))
+            except CallParseError:
                 try:
-                    return _canon(_literal(ast.parse(s, mode="eval").body))
-                except (SyntaxError, ValueError, RecursionError):
+                    return _canon(_literal(parse_literal_source(s, "argument")))
+                except (CallParseError, ValueError, RecursionError):
                     return s
         if numeric and _NUMBER.match(s):
             return float(s)

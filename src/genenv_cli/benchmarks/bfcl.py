@@ -247,8 +247,9 @@ def _read_records(path: Path) -> list[tuple[int, dict]]:
     if text.lstrip().startswith("["):
         try:
             items = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}); BFCL files hold one "
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError, or nesting / digits past Python's limits
+            raise InputError(f"{path}: not valid JSON ({getattr(exc, 'msg', type(exc).__name__)} at line "
+                             f"{getattr(exc, 'lineno', '?')}); BFCL files hold one "
                              f"JSON object per line") from None
         out = [(i + 1, item) for i, item in enumerate(items)]
     else:
@@ -257,8 +258,9 @@ def _read_records(path: Path) -> list[tuple[int, dict]]:
                 continue
             try:
                 out.append((n, json.loads(line)))
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{path}, line {n}: not valid JSON ({exc.msg} at column {exc.colno}); BFCL "
+            except (ValueError, RecursionError) as exc:
+                raise InputError(f"{path}, line {n}: not valid JSON ({getattr(exc, 'msg', type(exc).__name__)} at "
+                                 f"column {getattr(exc, 'colno', '?')}); BFCL "
                                  f"files hold one JSON object per line") from None
     for n, rec in out:
         if not isinstance(rec, dict) or not isinstance(rec.get("id"), str):
@@ -712,8 +714,8 @@ def _read_records_docs(path: Path) -> list[tuple[int, dict]]:
             continue
         try:
             doc = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{path}, line {n}: not valid JSON ({exc.msg})") from None
+        except (ValueError, RecursionError) as exc:
+            raise InputError(f"{path}, line {n}: not valid JSON ({getattr(exc, 'msg', type(exc).__name__)})") from None
         if not isinstance(doc, dict) or not isinstance(doc.get("name"), str):
             raise InputError(f"{path}, line {n}: expected a function document with a \"name\"")
         out.append((n, doc))

@@ -61,7 +61,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from genenv_cli.callparse import CallParseError, parse_tool_calls
+from genenv_cli.callparse import (
+    MAX_SOURCE,
+    CallParseError,
+    check_bounds,
+    parse_literal_source,
+    parse_tool_calls,
+)
 
 
 class DecodeError(ValueError):
@@ -215,11 +221,10 @@ def _py_call(node: ast.Call) -> BCall:
 def decode_python(text: str) -> list[BCall]:
     """BFCL's Python decoder on already bracketed text (`[f(a=1), g(b=2)]`)."""
     cleaned = text.strip().strip("'")
-    try:
-        tree = ast.parse(cleaned, mode="eval")
-    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-        raise DecodeError(f"not Python call syntax ({getattr(exc, 'msg', exc)})") from None
-    body = tree.body
+    try:  # bounded: a model's thousand brackets, signs or digits are a decoding failure, never a crash
+        body = parse_literal_source(cleaned)
+    except CallParseError as exc:
+        raise DecodeError(str(exc)) from None
     try:
         if isinstance(body, ast.Call):
             return [_py_call(body)]
@@ -230,8 +235,12 @@ def decode_python(text: str) -> list[BCall]:
                     raise DecodeError(f"{ast.unparse(elem)[:60]!r} is not a function call")
                 calls.append(_py_call(elem))
             return calls
-    except RecursionError:
-        raise DecodeError("value nested too deeply") from None
+    except (RecursionError, OverflowError, MemoryError) as exc:
+        raise DecodeError(f"value cannot be decoded ({type(exc).__name__})") from None
+    except ValueError as exc:
+        if isinstance(exc, DecodeError):
+            raise
+        raise DecodeError(f"value cannot be decoded ({exc})") from None
     raise DecodeError("not a list of function calls")
 
 
@@ -636,6 +645,13 @@ def decode_answer(text: str, language: str = "python") -> tuple[list[BCall], str
         body = "[" + body
     if not body.endswith("]"):
         body = body + "]"
+    if language in ("java", "javascript"):
+        if len(body) > MAX_SOURCE:
+            raise DecodeError(f"answer is longer than {MAX_SOURCE:,} characters")
+        try:
+            check_bounds(body, "answer")
+        except CallParseError as exc:
+            raise DecodeError(str(exc)) from None
     if language == "java":
         return decode_java(body[1:-1]), "prompt"
     if language == "javascript":

@@ -44,6 +44,11 @@ class ArithError(ValueError):
     pass
 
 
+MAX_NESTING = 100   # parentheses and unary minus signs nested: the parser recurses once per level
+MAX_NUMBER = 100    # digits in one number: far past any exercise, far below Python's int-string limit
+MAX_TOKENS = 10_000
+
+
 def tokenize(text: str) -> list[str]:
     tokens, pos = [], 0
     text = text.strip()
@@ -51,7 +56,12 @@ def tokenize(text: str) -> list[str]:
         m = _TOKEN.match(text, pos)
         if not m:
             raise ArithError(f"unexpected character {text[pos]!r}")
-        tokens.append(m.group(1))
+        tok = m.group(1)
+        if len(tok) > MAX_NUMBER:
+            raise ArithError(f"a number of more than {MAX_NUMBER} digits")
+        tokens.append(tok)
+        if len(tokens) > MAX_TOKENS:
+            raise ArithError(f"more than {MAX_TOKENS} tokens")
         pos = m.end()
     return tokens
 
@@ -65,6 +75,7 @@ def evaluate_expression(text: str) -> tuple[int, int, int]:
     pos = 0
     ops = 0
     digits = 0
+    depth = 0
 
     def peek() -> str | None:
         return tokens[pos] if pos < len(tokens) else None
@@ -76,7 +87,7 @@ def evaluate_expression(text: str) -> tuple[int, int, int]:
         return tok
 
     def factor() -> int:
-        nonlocal digits
+        nonlocal digits, depth
         tok = peek()
         if tok is None:
             raise ArithError("expression ends too early")
@@ -84,15 +95,19 @@ def evaluate_expression(text: str) -> tuple[int, int, int]:
             take()
             digits = max(digits, len(tok.lstrip("0") or "0"))
             return int(tok)
-        if tok == "-":
+        if tok in ("-", "("):
+            depth += 1
+            if depth > MAX_NESTING:
+                raise ArithError(f"nested more than {MAX_NESTING} deep")
             take()
-            return -factor()
-        if tok == "(":
-            take()
-            val = expr()
-            if peek() != ")":
-                raise ArithError("unbalanced parenthesis")
-            take()
+            if tok == "-":
+                val = -factor()
+            else:
+                val = expr()
+                if peek() != ")":
+                    raise ArithError("unbalanced parenthesis")
+                take()
+            depth -= 1
             return val
         raise ArithError(f"unexpected {tok!r}")
 

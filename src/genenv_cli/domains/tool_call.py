@@ -234,6 +234,8 @@ class ToolCallDomain(Domain):
             calls, _ = json.JSONDecoder().raw_decode(fields["CALLS"].strip())
         except json.JSONDecodeError as exc:
             raise Reject(f"parse: CALLS is not JSON ({exc.msg})") from None
+        except (ValueError, RecursionError) as exc:  # a 5,000-digit number, a thousand brackets: a bad generation
+            raise Reject(f"parse: CALLS cannot be read ({type(exc).__name__})") from None
         payload = {"request": request, "tools": tools, "calls": calls}
         problem = self.check_payload(payload)
         if problem:

@@ -22,6 +22,8 @@ output, parsed form, verdict, reason, per-sample scores). `<tag>` is `epoch-0003
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import time
 from pathlib import Path
@@ -35,7 +37,14 @@ from genenv_cli.contract import require_done
 from genenv_cli.errors import ConfigError, InputError
 from genenv_cli.paths import cache_dir
 from genenv_cli.pools import json_lines, write_jsonl
-from genenv_cli.rundir import RunDir, replace_into_place, tmp_name, write_json_atomic
+from genenv_cli.rundir import (
+    RunDir,
+    clean_stale_tmp,
+    replace_into_place,
+    sha256_file,
+    tmp_name,
+    write_json_atomic,
+)
 from genenv_cli.ui import UI
 
 STAGE = "evaluate"
@@ -70,6 +79,9 @@ def headline(summary: dict[str, Any]) -> dict[str, Any]:
 def read_predictions(path: Path) -> dict[str, str]:
     if not path.exists():
         raise InputError(f"{path}: predictions file not found.")
+    if not path.is_file():
+        raise InputError(f"{path} is a folder; --predictions takes a JSONL file of "
+                         f'{{"id": <sample id>, "output": "<raw model text>"}} lines.')
     preds: dict[str, str] = {}
     for where, rec in json_lines(path, '{"id": <sample id>, "output": "<raw model text>"} per line'):
         if not isinstance(rec, dict) or not isinstance(rec.get("output"), str) or "id" not in rec:
@@ -112,7 +124,7 @@ def evaluate(run: RunDir | None, cfg: Config, bench_name: str, *, epoch: int | N
         outputs = [preds.get(s.id, "") for s in samples]
         missing = sum(s.id not in preds for s in samples)
         tag, model_info, ep = f"pred-{model_tag(predictions.stem)}", {"predictions": str(predictions)}, None
-        verdicts = [bench.score(s, o, protocol) for s, o in zip(samples, outputs, strict=True)]
+        verdicts = [score_safely(bench, s, o, protocol) for s, o in zip(samples, outputs, strict=True)]
         notes = [None] * len(samples)
         sampling = None
     else:
@@ -134,15 +146,36 @@ def evaluate(run: RunDir | None, cfg: Config, bench_name: str, *, epoch: int | N
         "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "genenv_version": __version__,
     }
     samples_path = base / f"{tag}{suffix}.samples.jsonl"
-    tmp = tmp_name(samples_path)
+    result_path = base / f"{tag}{suffix}.json"
     base.mkdir(parents=True, exist_ok=True)
+    clean_stale_tmp(base)
+    tmp = tmp_name(samples_path)
     write_jsonl(tmp, ({"id": s.id, "category": s.category, "output": o, "parsed": v.parsed, "correct": v.correct,
                        "reason": v.reason or (n or ""), "scores": v.scores}
                       for s, o, v, n in zip(samples, outputs, verdicts, notes, strict=True)))
+    result["samples"] = {"path": samples_path.name, "sha256": sha256_file(tmp), "n": len(samples)}
+    # The result is the samples' manifest: it goes first and comes back last, so a kill at any point leaves
+    # either no result or a result that agrees with the samples beside it (its sha256 says so), never the
+    # previous result beside the new samples.
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(result_path)
     replace_into_place(tmp, samples_path)
-    write_json_atomic(base / f"{tag}{suffix}.json", result)
-    result["path"] = str(base / f"{tag}{suffix}.json")
+    write_json_atomic(result_path, result)
+    result["path"] = str(result_path)
     return result
+
+
+def score_safely(bench: Benchmark, sample: EvalSample, output: str, protocol: str) -> Verdict:
+    """The benchmark's verdict; a scorer that raises on a degenerate output (the built-in parsers are bounded,
+    this is the net under them) gives the empty answer's verdict with the reason, so one sample never costs the
+    whole evaluation."""
+    try:
+        return bench.score(sample, output, protocol)
+    except Exception as exc:  # noqa: BLE001 - model output is data: whatever it holds, it is a wrong answer
+        verdict = bench.score(sample, "", protocol)
+        verdict.correct = False
+        verdict.reason = f"unscorable output: the scorer raised {type(exc).__name__}: {str(exc)[:200]}"
+        return verdict
 
 
 def _export(samples: list[EvalSample], path: Path) -> int:
@@ -207,7 +240,7 @@ def _generate(bench: Benchmark, samples: list[EvalSample], cfg: Config, name: st
         for i, g in zip(fits, gens, strict=True):
             outputs[i] = g[0].text
         for i in single:
-            verdicts[i] = bench.score(samples[i], outputs[i], protocol)
+            verdicts[i] = score_safely(bench, samples[i], outputs[i], protocol)
             if notes[i]:
                 verdicts[i].reason = verdicts[i].reason or "prompt longer than the model's context"
         if episodic:

@@ -2,7 +2,7 @@
 
     genenv generate-tasks --epoch 3
 
-Each task batch starts from a conditioning context (DESIGN.md, "The math"): a task to vary (a seed, or from
+Each task batch starts from a conditioning context (docs/design.md, "The mathematics"): a task to vary (a seed, or from
 epoch 2 a task of the previous epoch, preferring those the agent solved about alpha of the time), the
 agent's statistics from `epochs/N-1/task_stats.parquet`, and examples near the frontier. The environment
 samples `generate.variations` (n) outputs per context; every output is parsed by the domain, and valid,
@@ -255,7 +255,10 @@ def _accept(domain: Domain, epoch: int, batch_id: str, i: int, ctx: EnvContext, 
     try:
         if len(accepted[i]) >= variations:
             raise Reject("surplus: the batch is already full")
-        payload, shape = domain.parse_env_output(text, ctx)
+        try:
+            payload, shape = domain.parse_env_output(text, ctx)
+        except (ValueError, RecursionError, OverflowError) as exc:  # a plugin's parser choking on degenerate text
+            raise Reject(f"parse: unreadable output ({type(exc).__name__})") from None
         dup = novelty.problem(payload)
         if dup:
             raise Reject(dup)

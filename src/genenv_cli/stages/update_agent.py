@@ -20,7 +20,7 @@ from typing import Any
 from genenv_cli.checkpoints import AGENT_STAGE, agent_model_for
 from genenv_cli.config import Config
 from genenv_cli.contract import StagePlan, StageResult, Staging, execute
-from genenv_cli.pools import check_frame
+from genenv_cli.pools import check_parquet, reading
 from genenv_cli.rundir import RunDir
 from genenv_cli.ui import UI
 
@@ -120,10 +120,11 @@ def _update(run_dir: RunDir, cfg: Config, epoch: int, out: Staging, ui: UI) -> N
     pool_path = out.plan.inputs["pool"]
     replay_paths = [p for n, p in sorted(out.plan.inputs.items()) if n.startswith("replay_")]
     for p in [pool_path, *replay_paths]:
-        check_frame(pl.scan_parquet(p).head(0).collect(), "agent_train", str(p))  # schema, before anything heavy
-    temps = pl.scan_parquet(pool_path).select("temperature").head(1).collect()["temperature"]
-    temperature = float(temps[0]) if len(temps) else cfg.rollout.temperature
-    rows, records = select_samples(pool_path, replay_paths, temperature)
+        check_parquet(p, "agent_train")  # schema, before anything heavy
+    with reading([pool_path, *replay_paths], f"update-agent epoch {epoch}"):
+        temps = pl.scan_parquet(pool_path).select("temperature").head(1).collect()["temperature"]
+        temperature = float(temps[0]) if len(temps) else cfg.rollout.temperature
+        rows, records = select_samples(pool_path, replay_paths, temperature)
     groups_used = records.filter(pl.col("used")).select("epoch", "group_id").n_unique()
     skipped = records.filter(pl.col("skip_reason").is_not_null())
     skipped_by_reason = {r["skip_reason"]: r["n"] for r in skipped.group_by("skip_reason")

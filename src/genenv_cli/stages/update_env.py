@@ -20,7 +20,7 @@ from genenv_cli.checkpoints import ENV_STAGE, env_model_for, env_trained
 from genenv_cli.config import Config
 from genenv_cli.contract import StagePlan, StageResult, Staging, execute
 from genenv_cli.curriculum import normalized_weights
-from genenv_cli.pools import check_frame
+from genenv_cli.pools import check_parquet, reading
 from genenv_cli.rundir import RunDir
 from genenv_cli.ui import UI
 
@@ -100,12 +100,12 @@ def _update(run_dir: RunDir, cfg: Config, epoch: int, out: Staging, ui: UI) -> N
     from genenv_cli.training.rwr import KLCapReached, make_trainer
 
     u = cfg.env_update
-    import polars as pl
 
     paths = [p for n, p in sorted(out.plan.inputs.items()) if n.startswith("pool_")]
     for p in paths:
-        check_frame(pl.scan_parquet(p).head(0).collect(), "env_sft", str(p))
-    used, records = select_pairs(paths, cfg.curriculum.lam)
+        check_parquet(p, "env_sft")
+    with reading(paths, f"update-env epoch {epoch}"):
+        used, records = select_pairs(paths, cfg.curriculum.lam)
     name, tag, _ = env_model_for(run_dir, cfg, epoch, STAGE)
     _, size = world()
     ui.info(f"update-env epoch {epoch}: {len(used)} of {records.height} generations from epochs "
