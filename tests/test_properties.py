@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from genenv_cli.benchmarks import api_bank
-from genenv_cli.benchmarks.bfcl_checker import DecodeError, decode_answer
+from genenv_cli.evals import api_bank
+from genenv_cli.evals.bfcl_checker import DecodeError, decode_answer
 from genenv_cli.callparse import CallParseError, parse_python_calls, parse_tool_calls
 from genenv_cli.config import (
     SECTIONS,

@@ -303,7 +303,7 @@ def evaluate(
             return
         if bench is None:
             raise ConfigError("--bench NAME is required (see `genenv evaluate --list`).")
-        from genenv_cli.benchmarks import BENCHMARKS
+        from genenv_cli.evals import BENCHMARKS
 
         BENCHMARKS.get(bench)  # an unknown name fails here, with the nearest known one
         run_dir, cfg = _open_optional(run, sets, required=predictions is None and export is None and model is None)

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from genenv_cli import __version__
-from genenv_cli.benchmarks import BENCHMARKS, get_benchmark
-from genenv_cli.benchmarks.base import PROTOCOLS, Benchmark, EvalSample, Verdict
+from genenv_cli.evals import BENCHMARKS, get_benchmark
+from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, Verdict
 from genenv_cli.config import Config
 from genenv_cli.contract import require_done
 from genenv_cli.errors import ConfigError, InputError

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from genenv_cli.benchmarks import bfcl as bfcl_mod
-from genenv_cli.benchmarks.bfcl import BFCL, render_calls
-from genenv_cli.benchmarks.bfcl_checker import (
+from genenv_cli.evals import bfcl as bfcl_mod
+from genenv_cli.evals.bfcl import BFCL, render_calls
+from genenv_cli.evals.bfcl_checker import (
     BCall,
     DecodeError,
     check_calls,

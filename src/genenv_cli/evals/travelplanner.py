@@ -73,16 +73,16 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.benchmarks.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, Verdict
-from genenv_cli.benchmarks.datasource import no_data_error, sha256_paths, try_download
-from genenv_cli.benchmarks.travelplanner_checks import (
+from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, Verdict
+from genenv_cli.evals.datasource import no_data_error, sha256_paths, try_download
+from genenv_cli.evals.travelplanner_checks import (
     COMMONSENSE,
     HARD,
     LOCAL_CONSTRAINTS,
     evaluate_plan,
     hard_total,
 )
-from genenv_cli.benchmarks.travelplanner_db import FILES, Database, find_database
+from genenv_cli.evals.travelplanner_db import FILES, Database, find_database
 from genenv_cli.errors import InputError
 
 LEVELS = ["easy", "medium", "hard"]

@@ -4,12 +4,12 @@
 from genenv_cli.registry import Registry
 
 BENCHMARKS = Registry("benchmark", "genenv.benchmarks", {
-    "bfcl": "genenv_cli.benchmarks.bfcl:BFCL",
-    "api-bank": "genenv_cli.benchmarks.api_bank:APIBank",
-    "bamboogle": "genenv_cli.benchmarks.bamboogle:Bamboogle",
-    "travelplanner": "genenv_cli.benchmarks.travelplanner:TravelPlanner",
-    "alfworld": "genenv_cli.benchmarks.alfworld:ALFWorld",
-    "heldout": "genenv_cli.benchmarks.heldout:HeldOut",
+    "bfcl": "genenv_cli.evals.bfcl:BFCL",
+    "api-bank": "genenv_cli.evals.api_bank:APIBank",
+    "bamboogle": "genenv_cli.evals.bamboogle:Bamboogle",
+    "travelplanner": "genenv_cli.evals.travelplanner:TravelPlanner",
+    "alfworld": "genenv_cli.evals.alfworld:ALFWorld",
+    "heldout": "genenv_cli.evals.heldout:HeldOut",
 })
 
 

@@ -43,9 +43,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.benchmarks import toolrl
-from genenv_cli.benchmarks.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, Verdict
-from genenv_cli.benchmarks.datasource import no_data_error, sha256_paths, try_download
+from genenv_cli.evals import toolrl
+from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, Verdict
+from genenv_cli.evals.datasource import no_data_error, sha256_paths, try_download
 from genenv_cli.errors import InputError
 
 SHEET_ID = "1jwcsA5kE4TObr9YHn9Gc-wQHYjTbLhDGx6tmIzMhl_U"

@@ -89,9 +89,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from genenv_cli.benchmarks import toolrl
-from genenv_cli.benchmarks.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, Verdict
-from genenv_cli.benchmarks.datasource import no_data_error, sha256_paths, try_download
+from genenv_cli.evals import toolrl
+from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, Verdict
+from genenv_cli.evals.datasource import no_data_error, sha256_paths, try_download
 from genenv_cli.callparse import (
     MAX_SOURCE,
     Call,

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from genenv_cli.benchmarks import bamboogle as bb
-from genenv_cli.benchmarks.bamboogle import (
+from genenv_cli.evals import bamboogle as bb
+from genenv_cli.evals.bamboogle import (
     Bamboogle,
     answer_contained,
     extract_answer,

@@ -78,8 +78,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.benchmarks.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, Verdict
-from genenv_cli.benchmarks.bfcl_checker import (
+from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, Verdict
+from genenv_cli.evals.bfcl_checker import (
     BCall,
     DecodeError,
     check_calls,
@@ -89,7 +89,7 @@ from genenv_cli.benchmarks.bfcl_checker import (
     positional_value,
     standardize_string,
 )
-from genenv_cli.benchmarks.datasource import no_data_error, sha256_paths, try_download
+from genenv_cli.evals.datasource import no_data_error, sha256_paths, try_download
 from genenv_cli.errors import InputError
 
 __all__ = ["BFCL", "standardize_string", "system_prompt", "annotate_functions", "AST_CATEGORIES"]

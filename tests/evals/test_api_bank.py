@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from genenv_cli.benchmarks import api_bank as ab
-from genenv_cli.benchmarks.api_bank import APIBank
+from genenv_cli.evals import api_bank as ab
+from genenv_cli.evals.api_bank import APIBank
 from genenv_cli.callparse import Call
 from genenv_cli.errors import InputError
 

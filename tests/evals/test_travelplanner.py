@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from genenv_cli.benchmarks import travelplanner as tp
-from genenv_cli.benchmarks.base import EvalSample
-from genenv_cli.benchmarks.travelplanner import TravelPlanner, extract_plan
-from genenv_cli.benchmarks.travelplanner_checks import name_city
-from genenv_cli.benchmarks.travelplanner_db import Database
+from genenv_cli.evals import travelplanner as tp
+from genenv_cli.evals.base import EvalSample
+from genenv_cli.evals.travelplanner import TravelPlanner, extract_plan
+from genenv_cli.evals.travelplanner_checks import name_city
+from genenv_cli.evals.travelplanner_db import Database
 from genenv_cli.errors import InputError
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "travelplanner"

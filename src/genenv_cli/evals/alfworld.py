@@ -58,7 +58,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.benchmarks.alfworld_games import (
+from genenv_cli.evals.alfworld_games import (
     INSTALL_HINT,
     SCRIPTED_FILE,
     TASK_TYPES,
@@ -70,8 +70,8 @@ from genenv_cli.benchmarks.alfworld_games import (
     load_scripted_spec,
     require_alfworld,
 )
-from genenv_cli.benchmarks.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, Verdict
-from genenv_cli.benchmarks.datasource import sha256_paths
+from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, Verdict
+from genenv_cli.evals.datasource import sha256_paths
 from genenv_cli.errors import ConfigError, InputError
 
 MAX_STEPS = 50
