@@ -13,8 +13,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from genenv_cli.evals import api_bank
-from genenv_cli.evals.bfcl_checker import DecodeError, decode_answer
 from genenv_cli.callparse import CallParseError, parse_python_calls, parse_tool_calls
 from genenv_cli.config import (
     SECTIONS,
@@ -30,6 +28,8 @@ from genenv_cli.domains.arith import ArithDomain, ArithError, evaluate_expressio
 from genenv_cli.domains.base import EnvContext, Reject, Score
 from genenv_cli.domains.tool_call import ToolCallDomain
 from genenv_cli.errors import InputError
+from genenv_cli.evals import api_bank
+from genenv_cli.evals.bfcl_checker import DecodeError, decode_answer
 from genenv_cli.pools import iter_jsonl, json_lines
 
 FAST = settings(max_examples=150, deadline=2000, suppress_health_check=[HealthCheck.too_slow])

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from genenv_cli.evals import api_bank as ab
-from genenv_cli.evals.api_bank import APIBank
 from genenv_cli.callparse import Call
 from genenv_cli.errors import InputError
+from genenv_cli.evals import api_bank as ab
+from genenv_cli.evals.api_bank import APIBank
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "api_bank"
 L1 = FIX / "lv1-lv2-samples" / "level-1-given-desc"

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from genenv_cli.errors import InputError
 from genenv_cli.evals import bamboogle as bb
 from genenv_cli.evals.bamboogle import (
     Bamboogle,
@@ -18,7 +19,6 @@ from genenv_cli.evals.bamboogle import (
     normalize_answer,
     token_f1,
 )
-from genenv_cli.errors import InputError
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "bamboogle"
 GOLD = ["Benjamin Harrison", "Brasília", "Grover Cleveland", "1979", "The Eiffel Tower", "Jane Austen"]

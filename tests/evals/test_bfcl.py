@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from genenv_cli.errors import InputError
 from genenv_cli.evals import bfcl as bfcl_mod
 from genenv_cli.evals.bfcl import BFCL, render_calls
 from genenv_cli.evals.bfcl_checker import (
@@ -26,7 +27,6 @@ from genenv_cli.evals.bfcl_checker import (
     js_value,
     standardize_string,
 )
-from genenv_cli.errors import InputError
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "bfcl"
 BENCH = BFCL()

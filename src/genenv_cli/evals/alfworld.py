@@ -58,6 +58,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from genenv_cli.errors import ConfigError, InputError
 from genenv_cli.evals.alfworld_games import (
     INSTALL_HINT,
     SCRIPTED_FILE,
@@ -72,7 +73,6 @@ from genenv_cli.evals.alfworld_games import (
 )
 from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, Verdict
 from genenv_cli.evals.datasource import sha256_paths
-from genenv_cli.errors import ConfigError, InputError
 
 MAX_STEPS = 50
 SPLITS = ["valid_unseen", "valid_seen"]

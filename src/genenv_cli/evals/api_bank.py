@@ -89,9 +89,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from genenv_cli.evals import toolrl
-from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, Verdict
-from genenv_cli.evals.datasource import no_data_error, sha256_paths, try_download
 from genenv_cli.callparse import (
     MAX_SOURCE,
     Call,
@@ -102,6 +99,9 @@ from genenv_cli.callparse import (
     parse_tool_calls,
 )
 from genenv_cli.errors import InputError
+from genenv_cli.evals import toolrl
+from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, Verdict
+from genenv_cli.evals.datasource import no_data_error, sha256_paths, try_download
 from genenv_cli.pools import json_lines
 
 LEVELS = ("level-1", "level-2", "level-3")

@@ -43,10 +43,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from genenv_cli.errors import InputError
 from genenv_cli.evals import toolrl
 from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, Verdict
 from genenv_cli.evals.datasource import no_data_error, sha256_paths, try_download
-from genenv_cli.errors import InputError
 
 SHEET_ID = "1jwcsA5kE4TObr9YHn9Gc-wQHYjTbLhDGx6tmIzMhl_U"
 SHEET_CSV_URL = f"https://docs.google.com/spreadsheets/d/{SHEET_ID}/export?format=csv&gid=0"

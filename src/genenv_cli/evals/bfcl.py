@@ -78,6 +78,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from genenv_cli.errors import InputError
 from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, Verdict
 from genenv_cli.evals.bfcl_checker import (
     BCall,
@@ -90,7 +91,6 @@ from genenv_cli.evals.bfcl_checker import (
     standardize_string,
 )
 from genenv_cli.evals.datasource import no_data_error, sha256_paths, try_download
-from genenv_cli.errors import InputError
 
 __all__ = ["BFCL", "standardize_string", "system_prompt", "annotate_functions", "AST_CATEGORIES"]
 

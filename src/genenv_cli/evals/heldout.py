@@ -14,9 +14,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.evals.base import Benchmark, EvalSample, LoadedData, Verdict
 from genenv_cli.domains import get_domain
 from genenv_cli.errors import ConfigError
+from genenv_cli.evals.base import Benchmark, EvalSample, LoadedData, Verdict
 
 
 class HeldOut(Benchmark):

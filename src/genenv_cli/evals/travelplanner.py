@@ -73,6 +73,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+from genenv_cli.errors import InputError
 from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, Verdict
 from genenv_cli.evals.datasource import no_data_error, sha256_paths, try_download
 from genenv_cli.evals.travelplanner_checks import (
@@ -83,7 +84,6 @@ from genenv_cli.evals.travelplanner_checks import (
     hard_total,
 )
 from genenv_cli.evals.travelplanner_db import FILES, Database, find_database
-from genenv_cli.errors import InputError
 
 LEVELS = ["easy", "medium", "hard"]
 PAPER_REFERENCE = {"GenEnv 7B": 16.6, "Qwen2.5-7B-Instruct": 14.3}

@@ -30,11 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from genenv_cli import __version__
-from genenv_cli.evals import BENCHMARKS, get_benchmark
-from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, Verdict
 from genenv_cli.config import Config
 from genenv_cli.contract import require_done
 from genenv_cli.errors import ConfigError, InputError
+from genenv_cli.evals import BENCHMARKS, get_benchmark
+from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, Verdict
 from genenv_cli.paths import cache_dir
 from genenv_cli.pools import json_lines, write_jsonl
 from genenv_cli.rundir import (
