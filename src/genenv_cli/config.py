@@ -124,7 +124,9 @@ class TrainingConfig:
 
 @dataclass
 class AgentUpdateConfig(TrainingConfig):
-    learning_rate: float = _f(1e-6, "AdamW learning rate (paper: 1e-6).", min=0.0)
+    learning_rate: float = _f(1e-4, "AdamW learning rate. 1e-4 is for the default LoRA adapter (the paper's 1e-6 is "
+                              "for full fine-tuning of 7B models; with LoRA it leaves the policy where it was); "
+                              "`--preset paper` sets the paper's value.", min=0.0)
     clip_eps: float = _f(0.2, "PPO-style ratio clip epsilon.", min=0.0)
     kl_coef: float = _f(0.001, "KL penalty to the reference (epoch-0) policy; 0 turns it off and skips the reference model.", min=0.0)
     loss_type: str = _f("grpo", "grpo: mean over each sequence's tokens, then over sequences; bnpo: mean over all tokens.",
@@ -135,7 +137,8 @@ class AgentUpdateConfig(TrainingConfig):
 
 @dataclass
 class EnvUpdateConfig(TrainingConfig):
-    learning_rate: float = _f(5e-7, "AdamW learning rate (paper: 5e-7).", min=0.0)
+    learning_rate: float = _f(1e-4, "AdamW learning rate. 1e-4 is for the default LoRA adapter (the paper's 5e-7 is "
+                              "for full fine-tuning of 7B models); `--preset paper` sets the paper's value.", min=0.0)
     kl_coef: float = _f(0.1, "KL penalty to the initial environment model (the leash).", min=0.0)
     kl_max: float = _f(0.5, "Stop the update when the mean per-token KL to the initial model passes this.", min=0.0)
     window: int = _f(0, "Epochs of pools/env_sft to train on: 0 for all, W for the last W.", min=0)
