@@ -136,6 +136,7 @@ def run_arm(run: RunDir, epochs: int, ui: UI) -> list[dict[str, Any]]:
         metrics = json.loads((run.epoch_dir(epoch) / "metrics.json").read_text())
         rows.append({"epoch": epoch, **{k: metrics.get(k) for k in KEYS},
                      "env_shape_mix": metrics.get("env_shape_mix") or {},
+                     "shape_p": {k: v.get("p") for k, v in (metrics.get("shape_success") or {}).items()},
                      "heldout": value / 100.0, "seconds": timings.get(str(epoch))})
         ui.info(f"{run.root.name} epoch {epoch}: held-out {value:.1f}%, informative "
                 f"{metrics.get('informative_share')}, env batches in band {metrics.get('env_batch_band_share')}")
@@ -201,6 +202,49 @@ def must_show(per_run: dict[str, dict[int, dict[str, Any]]]) -> dict[str, Any]:
     return out
 
 
+# Post hoc (chosen after seeing the first seed, so reported apart from the three comparisons above): "near the
+# frontier" is a shape the agent solved 25-75% of the time in the previous epoch's rollouts.
+FRONTIER = (0.25, 0.75)
+
+
+def frontier_share(rows: list[dict[str, Any]], e: int) -> float | None:
+    """Share of epoch e's environment tasks (by shape) whose shape was near the agent's frontier in epoch e-1."""
+    if e < 1 or e >= len(rows) or not rows[e]["env_shape_mix"]:
+        return None
+    prev = rows[e - 1].get("shape_p") or {}
+    near = {s for s, p in prev.items() if p is not None and FRONTIER[0] <= p <= FRONTIER[1]}
+    return sum(v for s, v in rows[e]["env_shape_mix"].items() if s in near)
+
+
+def diagnostics(per_run: dict[str, dict[int, dict[str, Any]]]) -> dict[str, Any]:
+    """Where the mechanism holds or breaks, per arm: the environment's aim (frontier share, in-band share over
+    epochs 2..N) and how much the filter gives the environment to learn from (batches kept)."""
+    out: dict[str, Any] = {}
+
+    def later_mean(key: Any) -> Any:
+        def f(r: dict[str, Any]) -> float | None:
+            vals = [v for v in (key(r["rows"], e) for e in range(1, len(r["rows"]))) if v is not None]
+            return sum(vals) / len(vals) if vals else None
+        return f
+
+    in_band = later_mean(lambda rows, e: rows[e].get("env_batch_band_share"))
+    frontier = later_mean(frontier_share)
+    kept = later_mean(lambda rows, e: rows[e].get("env_batches_kept"))
+    for arm, by_seed in per_run.items():
+        if arm == "seeds":
+            continue
+        out[f"{arm}_in_band_epochs_2_on"] = interval([in_band(r) for r in by_seed.values()])
+        out[f"{arm}_frontier_share_epochs_2_on"] = interval([frontier(r) for r in by_seed.values()])
+        out[f"{arm}_batches_kept_epochs_2_on"] = {**interval([kept(r) for r in by_seed.values()]), "count": True}
+    if "genenv" in per_run and "frozen" in per_run:
+        out["genenv_minus_frozen_in_band_epochs_2_on"] = paired(per_run["genenv"], per_run["frozen"], in_band)
+        out["genenv_minus_frozen_frontier_share_epochs_2_on"] = paired(per_run["genenv"], per_run["frozen"], frontier)
+        out["genenv_minus_frozen_heldout_mean_epochs"] = paired(
+            per_run["genenv"], per_run["frozen"],
+            lambda r: sum(x["heldout"] for x in r["rows"]) / len(r["rows"]) if r["rows"] else None)
+    return out
+
+
 def _f(m: dict[str, Any] | None, pct: bool = True) -> str:
     if not m or m.get("mean") is None:
         return "-"
@@ -233,6 +277,13 @@ def markdown(record: dict[str, Any]) -> str:
     for k, m in record["must_show"].items():
         lines.append(f"- {k}: {_f(m)} (per seed: {', '.join(f'{100 * d:+.1f}' for d in m.get('per_seed', []))})"
                      + (f"; holds: {m['holds']}" if "holds" in m else ""))
+    if record.get("diagnostics"):
+        lines += ["", f"Diagnostics (post hoc; a shape is near the frontier when the agent solved "
+                      f"{100 * FRONTIER[0]:.0f}-{100 * FRONTIER[1]:.0f}% of it in the previous epoch):", ""]
+        for k, m in record["diagnostics"].items():
+            per_seed = m.get("per_seed")
+            lines.append(f"- {k}: {_f(m, pct=not m.get('count'))}"
+                         + (f" (per seed: {', '.join(f'{100 * d:+.1f}' for d in per_seed)})" if per_seed else ""))
     return "\n".join(lines) + "\n"
 
 
@@ -285,6 +336,7 @@ def write_record(out_dir: Path, args: argparse.Namespace, per_run: dict[str, dic
         "runs_done": done, "arms_settings": {a: ARMS[a] for a in args.arms},
         "settings": COMMON + args.sets, "machine": machine(), "versions": versions(),
         "arms": aggregate(per_run, args.epochs), "must_show": must_show(per_run),
+        "diagnostics": diagnostics(per_run),
         "per_run": {arm: {str(s): r for s, r in by_seed.items()} for arm, by_seed in per_run.items()},
         "seconds_this_invocation": round(time.time() - started, 1),
     }
