@@ -93,8 +93,10 @@ from genenv_cli.callparse import (
     MAX_SOURCE,
     Call,
     CallParseError,
+    literal_value,
     load_json,
-    parse_literal_source,
+    parse_literal,
+    parse_literal_source,  # noqa: F401 - importable from here, as before the split
     parse_python_calls,
     parse_tool_calls,
 )
@@ -102,7 +104,7 @@ from genenv_cli.errors import InputError
 from genenv_cli.evals import toolrl
 from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, Verdict
 from genenv_cli.evals.datasource import no_data_error, sha256_paths, try_download
-from genenv_cli.pools import json_lines
+from genenv_cli.pools import json_lines, json_records
 
 LEVELS = ("level-1", "level-2", "level-3")
 LEVEL_DIRS = {"level-1": "level-1-given-desc", "level-2": "level-2-toolsearcher"}
@@ -347,14 +349,8 @@ def _points_from_dialogue(name: str, level: str, turns: list[dict[str, Any]]) ->
 
 
 def _read_level3(path: Path) -> list[_Point]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: not valid JSON ({exc}); expected API-Bank's level-3.json.") from None
-    if not isinstance(data, list):
-        raise InputError(f"{path}: expected a JSON list of level-3 samples (requirement, response, apis).")
     points = []
-    for i, item in enumerate(data):
+    for i, (_, item) in enumerate(json_records(path, "level-3 samples (requirement, response, apis)", array=True)):
         where = f"{path}, sample {i}"
         if not isinstance(item, dict) or not isinstance(item.get("requirement"), str) or not isinstance(
                 item.get("apis"), list):
@@ -379,18 +375,8 @@ def _read_level3(path: Path) -> list[_Point]:
 # ---------------------------------------------------------------- API descriptions
 
 def _literal(node: ast.AST) -> Any:
-    """Literal-only conversion of a class attribute in apis/*.py (never evaluated)."""
-    if isinstance(node, ast.Constant):
-        return node.value
-    if isinstance(node, ast.Dict) and all(k is not None for k in node.keys):
-        return {_literal(k): _literal(v) for k, v in zip(node.keys, node.values, strict=True)}
-    if isinstance(node, ast.List | ast.Tuple):
-        return [_literal(e) for e in node.elts]
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = _literal(node.left), _literal(node.right)
-        if isinstance(left, str) and isinstance(right, str):
-            return left + right
-    raise ValueError("not a literal")
+    """A class attribute of apis/*.py as data: a literal, strings possibly joined with `+` (never evaluated)."""
+    return literal_value(node, concat=True)
 
 
 def _docs_from_apis_dir(apis_dir: Path) -> tuple[dict[str, dict[str, Any]], list[Path]]:
@@ -410,7 +396,7 @@ def _docs_from_apis_dir(apis_dir: Path) -> tuple[dict[str, dict[str, Any]], list
                 if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
                     key = stmt.targets[0].id
                     if key in ("description", "input_parameters", "output_parameters"):
-                        with contextlib.suppress(ValueError):
+                        with contextlib.suppress(CallParseError, RecursionError):
                             attrs[key] = _literal(stmt.value)
             if {"description", "input_parameters", "output_parameters"} <= set(attrs):
                 docs[cls.name] = {"name": cls.name, "description": attrs["description"],
@@ -612,8 +598,8 @@ def _canon(value: Any, numeric: bool = False) -> Any:
                 return _canon(load_json(s, "argument"))
             except CallParseError:
                 try:
-                    return _canon(_literal(parse_literal_source(s, "argument")))
-                except (CallParseError, ValueError, RecursionError):
+                    return _canon(parse_literal(s, "argument"))
+                except CallParseError:
                     return s
         if numeric and _NUMBER.match(s):
             return float(s)

@@ -91,6 +91,7 @@ from genenv_cli.evals.bfcl_checker import (
     standardize_string,
 )
 from genenv_cli.evals.datasource import no_data_error, sha256_paths, try_download
+from genenv_cli.pools import json_records
 
 __all__ = ["BFCL", "standardize_string", "system_prompt", "annotate_functions", "AST_CATEGORIES"]
 
@@ -237,56 +238,33 @@ def prompt_messages(question_turn: list[dict], functions: list[dict], version: s
 # ----------------------------------------------------------------------------- reading files
 
 
-def _read_records(path: Path) -> list[tuple[int, dict]]:
-    """(line number, record) pairs of a BFCL file: JSON lines (a JSON list is accepted too)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read BFCL file {path}: {exc}") from None
-    out: list[tuple[int, dict]] = []
-    if text.lstrip().startswith("["):
-        try:
-            items = json.loads(text)
-        except (ValueError, RecursionError) as exc:  # JSONDecodeError, or nesting / digits past Python's limits
-            raise InputError(f"{path}: not valid JSON ({getattr(exc, 'msg', type(exc).__name__)} at line "
-                             f"{getattr(exc, 'lineno', '?')}); BFCL files hold one "
-                             f"JSON object per line") from None
-        out = [(i + 1, item) for i, item in enumerate(items)]
-    else:
-        for n, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                out.append((n, json.loads(line)))
-            except (ValueError, RecursionError) as exc:
-                raise InputError(f"{path}, line {n}: not valid JSON ({getattr(exc, 'msg', type(exc).__name__)} at "
-                                 f"column {getattr(exc, 'colno', '?')}); BFCL "
-                                 f"files hold one JSON object per line") from None
-    for n, rec in out:
+def _read_records(path: Path) -> list[tuple[str, dict]]:
+    """(where, record) pairs of a BFCL file: JSON lines (a JSON list is accepted too), each an object with an id."""
+    out = json_records(path, 'BFCL records (objects with an "id")')
+    for where, rec in out:
         if not isinstance(rec, dict) or not isinstance(rec.get("id"), str):
-            raise InputError(f"{path}, line {n}: expected a JSON object with a string \"id\", got "
-                             f"{str(rec)[:80]!r}")
+            raise InputError(f"{where}: expected a JSON object with a string \"id\", got {str(rec)[:80]!r}")
     return out
 
 
-def _check_question(path: Path, n: int, rec: dict, need_functions: bool) -> None:
+def _check_question(where: str, rec: dict, need_functions: bool) -> None:
     turns = rec.get("question")
     ok = isinstance(turns, list) and turns and all(
         isinstance(t, list) and all(isinstance(m, dict) and isinstance(m.get("role"), str)
                                     and isinstance(m.get("content"), str) for m in t) for t in turns)
     if not ok or not turns[0]:
-        raise InputError(f"{path}, line {n} (id {rec['id']}): \"question\" must be a list of turns, each a "
+        raise InputError(f"{where} (id {rec['id']}): \"question\" must be a list of turns, each a "
                          f"list of {{\"role\", \"content\"}} messages, the first turn not empty")
     if need_functions:
         funcs = rec.get("function")
         if not isinstance(funcs, list) or not all(
                 isinstance(f, dict) and isinstance(f.get("name"), str) and isinstance(f.get("parameters"), dict)
                 and isinstance(f["parameters"].get("properties", {}), dict) for f in funcs):
-            raise InputError(f"{path}, line {n} (id {rec['id']}): \"function\" must be a list of function "
+            raise InputError(f"{where} (id {rec['id']}): \"function\" must be a list of function "
                              f"documents with \"name\" and \"parameters\" (with \"properties\")")
 
 
-def _check_answer(path: Path, n: int, rec: dict, multi_turn: bool) -> None:
+def _check_answer(where: str, rec: dict, multi_turn: bool) -> None:
     gt = rec.get("ground_truth")
     if multi_turn:
         ok = isinstance(gt, list) and all(isinstance(t, list) and all(isinstance(s, str) for s in t) for t in gt)
@@ -296,7 +274,7 @@ def _check_answer(path: Path, n: int, rec: dict, multi_turn: bool) -> None:
             isinstance(a, dict) and len(a) == 1 and isinstance(next(iter(a.values())), dict) for a in gt)
         what = "a non-empty list of {function name: {parameter: [allowed values]}}"
     if not ok:
-        raise InputError(f"{path}, line {n} (id {rec['id']}): \"ground_truth\" must be {what}")
+        raise InputError(f"{where} (id {rec['id']}): \"ground_truth\" must be {what}")
 
 
 # ----------------------------------------------------------------------------- locating the data
@@ -481,19 +459,19 @@ class BFCL(Benchmark):
             if not apath.is_file():
                 raise InputError(f"missing possible answers {apath} for {qpath} (BFCL keeps them in "
                                  f"possible_answer/ beside the question files)")
-            for n, rec in _read_records(apath):
-                _check_answer(apath, n, rec, multi_turn=False)
+            for where, rec in _read_records(apath):
+                _check_answer(where, rec, multi_turn=False)
                 answers[rec["id"]] = rec["ground_truth"]
             read.append(apath)
         language = language_of(cat)
         samples = []
-        for n, rec in questions:
-            _check_question(qpath, n, rec, need_functions=True)
+        for where, rec in questions:
+            _check_question(where, rec, need_functions=True)
             if "relevance" in cat:
                 gold: Any = {"expect": "no_call" if "irrelevance" in cat else "any_call"}
             else:
                 if rec["id"] not in answers:
-                    raise InputError(f"{qpath}, line {n}: id {rec['id']} has no possible answer in "
+                    raise InputError(f"{where}: id {rec['id']} has no possible answer in "
                                      f"{root / 'possible_answer' / file_name(cat, version)}")
                 gold = {"possible_answer": answers[rec["id"]]}
             shown = annotate_functions(rec["function"], language)
@@ -513,17 +491,17 @@ class BFCL(Benchmark):
             raise InputError(f"missing ground truth {apath} for {qpath}")
         questions = _read_records(qpath)
         answers = {}
-        for n, rec in _read_records(apath):
-            _check_answer(apath, n, rec, multi_turn=True)
-            answers[rec["id"]] = (n, rec["ground_truth"])
+        for where, rec in _read_records(apath):
+            _check_answer(where, rec, multi_turn=True)
+            answers[rec["id"]] = (where, rec["ground_truth"])
         read += [qpath, apath]
         docs_cache: dict[str, list[dict]] = {}
         samples = []
-        for n, rec in questions:
-            _check_question(qpath, n, rec, need_functions=False)
+        for where, rec in questions:
+            _check_question(where, rec, need_functions=False)
             classes = rec.get("involved_classes")
             if not isinstance(classes, list) or not all(c in MULTI_TURN_DOCS for c in classes):
-                raise InputError(f"{qpath}, line {n} (id {rec['id']}): \"involved_classes\" must list BFCL "
+                raise InputError(f"{where} (id {rec['id']}): \"involved_classes\" must list BFCL "
                                  f"API classes ({', '.join(MULTI_TURN_DOCS)})")
             functions: list[dict] = []
             for cls in classes:
@@ -535,10 +513,10 @@ class BFCL(Benchmark):
                     read.append(dpath)
                 functions += docs_cache[cls]
             if rec["id"] not in answers:
-                raise InputError(f"{qpath}, line {n}: id {rec['id']} has no ground truth in {apath}")
-            an, truth = answers[rec["id"]]
+                raise InputError(f"{where}: id {rec['id']} has no ground truth in {apath}")
+            answer_at, truth = answers[rec["id"]]
             if len(truth) != len(rec["question"]):
-                raise InputError(f"{apath}, line {an} (id {rec['id']}): {len(truth)} ground-truth turns for "
+                raise InputError(f"{answer_at} (id {rec['id']}): {len(truth)} ground-truth turns for "
                                  f"{len(rec['question'])} question turns")
             by_name = {f["name"]: f for f in functions}
             gold_turns = []
@@ -548,7 +526,7 @@ class BFCL(Benchmark):
                     try:
                         parsed = decode_python(s)
                     except DecodeError as exc:
-                        raise InputError(f"{apath}, line {an} (id {rec['id']}), turn {k}: cannot parse "
+                        raise InputError(f"{answer_at} (id {rec['id']}), turn {k}: cannot parse "
                                          f"ground-truth call {s!r} ({exc})") from None
                     calls += [_named(c, by_name) for c in parsed]
                 gold_turns.append(calls)
@@ -702,23 +680,12 @@ class BFCL(Benchmark):
         return result
 
 
-def _read_records_docs(path: Path) -> list[tuple[int, dict]]:
+def _read_records_docs(path: Path) -> list[tuple[str, dict]]:
     """Function-document files: JSON lines of documents (they have no "id")."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read BFCL function documents {path}: {exc}") from None
-    out = []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            doc = json.loads(line)
-        except (ValueError, RecursionError) as exc:
-            raise InputError(f"{path}, line {n}: not valid JSON ({getattr(exc, 'msg', type(exc).__name__)})") from None
+    out = json_records(path, 'BFCL function documents (objects with a "name")')
+    for where, doc in out:
         if not isinstance(doc, dict) or not isinstance(doc.get("name"), str):
-            raise InputError(f"{path}, line {n}: expected a function document with a \"name\"")
-        out.append((n, doc))
+            raise InputError(f"{where}: expected a function document with a \"name\"")
     return out
 
 
