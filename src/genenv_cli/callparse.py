@@ -96,7 +96,8 @@ class Call:
         return {"name": self.name, "arguments": self.arguments}
 
 
-_TAG = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
+# one <tool_call> block (an unclosed one runs to the end: a truncated answer); API-Bank's ToolRL reading uses it too
+TOOL_CALL_BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 
 
@@ -124,7 +125,7 @@ def _calls_from_json(obj: Any, where: str) -> list[Call]:
 def parse_tool_calls(text: str) -> list[Call]:
     """genenv's format. Returns [] when the text holds no call; raises CallParseError when it holds a
     malformed or truncated one."""
-    blocks = _TAG.findall(text)
+    blocks = TOOL_CALL_BLOCK.findall(text)
     if blocks:
         calls: list[Call] = []
         for i, raw in enumerate(blocks):

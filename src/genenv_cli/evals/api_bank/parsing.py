@@ -14,6 +14,7 @@ from typing import Any
 
 from genenv_cli.callparse import (
     MAX_SOURCE,
+    TOOL_CALL_BLOCK,
     Call,
     CallParseError,
     load_json,
@@ -57,7 +58,7 @@ def parse_official(output: str) -> list[Call]:
     return _bracket_calls(text)
 
 
-_TAG_BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
+_TAG_BLOCK = TOOL_CALL_BLOCK  # the blocks genenv's own format reads
 
 
 def parse_paper(output: str) -> list[dict[str, Any]]:

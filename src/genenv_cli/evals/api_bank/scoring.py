@@ -85,7 +85,9 @@ _NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
 
 def _canon(value: Any, numeric: bool = False) -> Any:
     """The tool manager's view of a value: the `[Name(k=v)]` regex reads every value as text (quoted or not),
-    list parameters are parsed, and only int/float parameters are converted to numbers."""
+    list parameters are parsed, and only int/float parameters are converted to numbers. Not BFCL's `_canon`
+    (bfcl/multi_turn.py), which compares numbers by value and strings exactly as BFCL's executable checks do:
+    the two benchmarks' official rules differ, so each keeps its own."""
     if isinstance(value, bool):
         return str(value)
     if isinstance(value, int | float):
