@@ -1,6 +1,14 @@
+import ast
+
 import pytest
 
-from genenv_cli.callparse import CallParseError, parse_python_calls, parse_tool_calls
+from genenv_cli.callparse import (
+    CallParseError,
+    literal_value,
+    parse_literal,
+    parse_python_calls,
+    parse_tool_calls,
+)
 
 
 def test_tool_call_blocks():
@@ -38,3 +46,28 @@ def test_python_calls_are_parsed_not_run():
                  "f(x=1+1)", "f(x=[i for i in range(3)])", "f(1)", "f(**{'a': 1})", "lambda: 0"]:
         with pytest.raises(CallParseError):
             parse_python_calls(evil)
+
+
+def test_python_literals_are_read_as_json_data():
+    assert parse_literal(" {'a': [1, -2.5, None, True], 'b': (1,), 'c': null, 1: {'x'}} ") == {
+        "a": [1, -2.5, None, True], "b": [1], "c": None, 1: ["x"]}
+    for text in ["b'x'", "1j", "...", "{[1]: 2}", "{(1, 2): 3}", "{**a}", "f(1)", "'a' + 'b'", "[1", "-'x'"]:
+        with pytest.raises(CallParseError):
+            parse_literal(text)
+    with pytest.raises(CallParseError, match="nests brackets"):  # bounded like every reader of model text
+        parse_literal("[" * 101 + "]" * 101)
+
+
+def test_string_joins_only_where_asked():
+    node = ast.parse("'a' + 'b' + 'c'", mode="eval").body
+    assert literal_value(node, concat=True) == "abc"
+    with pytest.raises(CallParseError):
+        literal_value(node)
+    with pytest.raises(CallParseError):
+        literal_value(ast.parse("'a' + 1", mode="eval").body, concat=True)
+
+
+def test_unhashable_or_odd_values_in_calls_are_errors_not_crashes():
+    for text in ["[f(x={[1]: 2})]", "[f(x=b'a')]", "[f(x=1j)]"]:
+        with pytest.raises(CallParseError):
+            parse_python_calls(text)

@@ -10,7 +10,9 @@ Two surface forms are understood:
 2. **Python-call syntax** as BFCL's prompting format and API-Bank write it:
    `[get_weather(city="Paris"), math.factorial(n=5)]` or `ApiName(key='value')`. The text is parsed with
    `ast.parse` and only literal nodes are converted (numbers, strings, booleans, None, lists, tuples,
-   dicts, negative numbers); anything else is an error. Nothing is ever evaluated.
+   dicts, negative numbers); anything else is an error. Nothing is ever evaluated. The same literal reader
+   (`literal_value`, `parse_literal`) is the code base's only one: TravelPlanner's plans and CSV cells and
+   API-Bank's argument values and apis/*.py descriptions are read with it.
 
 Degenerate model output (a thousand `[`, a run of minus signs, a 5,000-digit number, megabytes of text) is a
 wrong answer, never a crash: every reader here either returns calls or raises `CallParseError`, and each
@@ -94,7 +96,8 @@ class Call:
         return {"name": self.name, "arguments": self.arguments}
 
 
-_TAG = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
+# one <tool_call> block (an unclosed one runs to the end: a truncated answer); API-Bank's ToolRL reading uses it too
+TOOL_CALL_BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 
 
@@ -122,7 +125,7 @@ def _calls_from_json(obj: Any, where: str) -> list[Call]:
 def parse_tool_calls(text: str) -> list[Call]:
     """genenv's format. Returns [] when the text holds no call; raises CallParseError when it holds a
     malformed or truncated one."""
-    blocks = _TAG.findall(text)
+    blocks = TOOL_CALL_BLOCK.findall(text)
     if blocks:
         calls: list[Call] = []
         for i, raw in enumerate(blocks):
@@ -147,25 +150,51 @@ def parse_tool_calls(text: str) -> list[Call]:
     return []
 
 
-# ---------------------------------------------------------------- python-call syntax
+# ---------------------------------------------------------------- python literals
 
-def _literal(node: ast.AST) -> Any:
-    if isinstance(node, ast.Constant):
+_SCALAR = (str, int, float, bool, type(None))
+_NAMES = {"true": True, "false": False, "null": None}  # JSON's spellings, as models write them in Python
+
+
+def literal_value(node: ast.AST, *, concat: bool = False) -> Any:
+    """The JSON-able value of a literal node: strings, numbers (with a sign), booleans, None (also spelled
+    true / false / null), lists, tuples and sets (as lists), dicts with scalar keys. `concat=True` also joins
+    strings written `"a" + "b"` (API-Bank's apis/*.py spell long descriptions so). Anything else raises
+    CallParseError: nothing is evaluated. Callers bound the depth first (`parse_literal_source`)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, _SCALAR):
         return node.value
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
-        val = _literal(node.operand)
+        val = literal_value(node.operand, concat=concat)
         if isinstance(val, int | float) and not isinstance(val, bool):
             return -val if isinstance(node.op, ast.USub) else val
     if isinstance(node, ast.List | ast.Tuple | ast.Set):
-        return [_literal(e) for e in node.elts]
+        return [literal_value(e, concat=concat) for e in node.elts]
     if isinstance(node, ast.Dict):
-        if any(k is None for k in node.keys):
-            raise CallParseError("dict unpacking (**) is not a literal")
-        return {_literal(k): _literal(v) for k, v in zip(node.keys, node.values, strict=True)}
-    if isinstance(node, ast.Name) and node.id in ("true", "false", "null"):
-        return {"true": True, "false": False, "null": None}[node.id]
+        out = {}
+        for k, v in zip(node.keys, node.values, strict=True):
+            if k is None:
+                raise CallParseError("dict unpacking (**) is not a literal")
+            key = literal_value(k, concat=concat)
+            if not isinstance(key, _SCALAR):
+                raise CallParseError(f"dict keys must be strings, numbers, booleans or None: {_show(k)}")
+            out[key] = literal_value(v, concat=concat)
+        return out
+    if isinstance(node, ast.Name) and node.id in _NAMES:
+        return _NAMES[node.id]
+    if concat and isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = literal_value(node.left, concat=True), literal_value(node.right, concat=True)
+        if isinstance(left, str) and isinstance(right, str):
+            return left + right
     raise CallParseError(f"not a literal value: {_show(node)}")
 
+
+def parse_literal(text: str, what: str = "value") -> Any:
+    """Python-literal text (`{'a': [1, -2.5, None]}`, as datasets store dicts in CSV cells and models write
+    them) -> data, bounded as `parse_literal_source`; CallParseError (a ValueError) otherwise."""
+    return literal_value(parse_literal_source(text.strip(), what))
+
+
+# ---------------------------------------------------------------- python-call syntax
 
 def _show(node: ast.AST) -> str:
     """A short rendering of a node for an error message (ast.unparse of a deep tree would recurse too far)."""
@@ -192,7 +221,7 @@ def _call(node: ast.AST) -> Call:
     for kw in node.keywords:
         if kw.arg is None:
             raise CallParseError(f"{_dotted(node.func)}: **kwargs is not allowed")
-        args[kw.arg] = _literal(kw.value)
+        args[kw.arg] = literal_value(kw.value)
     return Call(_dotted(node.func), args)
 
 
@@ -219,7 +248,8 @@ _STD = re.compile(r"[ ,./\-_*^]")
 
 
 def standardize_string(text: str) -> str:
-    """BFCL's string normalisation: drop spaces and `,./-_*^`, lowercase, single quotes as double.
+    """BFCL's string normalisation before comparing strings: drop spaces and `,./-_*^`, lower-case, single
+    quotes as double ("April 1, 2024" == "april 1 2024"). The BFCL checker and the tool_call domain use it.
 
     >>> standardize_string("New York, NY") == standardize_string("new-york ny")
     True

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from genenv_cli.errors import InputError
 
@@ -245,28 +245,80 @@ def read_jsonl(path: Path, schema_key: str) -> list[dict[str, Any]]:
     return list(iter_jsonl(path, schema_key))
 
 
+_BOM = b"\xef\xbb\xbf"  # a UTF-8 byte-order mark, as spreadsheet exports write it
+
+
+def _open_bytes(path: Path, expected: str) -> BinaryIO:
+    if path.is_dir():
+        raise InputError(f"{path} is a folder; expected a file holding {expected}.")
+    try:
+        return open(path, "rb")  # bytes: text that is not UTF-8 is named by line, not a UnicodeDecodeError
+    except OSError as exc:
+        raise InputError(f"{path}: cannot be read ({exc.strerror or exc}); expected {expected}.") from None
+
+
+def _utf8(raw: bytes, where: str, expected: str, first_line: int = 1) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = first_line + raw.count(b"\n", 0, exc.start)
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise InputError(f"{where}, line {line}: not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column {column}); "
+                         f"expected {expected}, in UTF-8.") from None
+
+
+def _loads(text: str, where: str, expected: str, line: int | None = None) -> Any:
+    """json.loads naming the place of a failure: `where` is the file, and `line` the line `text` starts on (None
+    when `text` is the whole file: the decoder's own line is named then)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        at = f"line {line}" if line is not None else f"line {exc.lineno}"
+        raise InputError(f"{where}, {at}: not valid JSON ({exc.msg} at column {exc.colno}); expected {expected}.") from None
+    except (ValueError, RecursionError) as exc:  # a number past Python's digit limit, nesting past its depth
+        at = f", line {line}" if line is not None else ""
+        raise InputError(f"{where}{at}: JSON that cannot be read ({type(exc).__name__}: {str(exc)[:100]}); "
+                         f"expected {expected}.") from None
+
+
 def json_lines(path: Path, expected: str) -> Iterator[tuple[str, Any]]:
     """(where, value) for each non-blank line of a JSONL file; a line that is not JSON raises InputError naming
-    the file, the line and `expected` (what a line should hold)."""
-    if path.is_dir():
-        raise InputError(f"{path} is a folder; expected a JSONL file ({expected}).")
-    with open(path, "rb") as fh:  # bytes: a line that is not UTF-8 is named, not a UnicodeDecodeError
+    the file, the line and `expected` (what a line should hold). A UTF-8 byte-order mark is allowed."""
+    with _open_bytes(path, expected) as fh:
         for lineno, raw in enumerate(fh, 1):
-            where = f"{path}, line {lineno}"
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise InputError(f"{where}: not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
-                                 f"expected {expected}, in UTF-8.") from None
-            if not line.strip():
-                continue
-            try:
-                yield where, json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno}); expected {expected}.") from None
-            except (ValueError, RecursionError) as exc:  # a number past Python's digit limit, nesting past its depth
-                raise InputError(f"{where}: JSON that cannot be read ({type(exc).__name__}: {str(exc)[:100]}); "
-                                 f"expected {expected}.") from None
+            if lineno == 1:
+                raw = raw.removeprefix(_BOM)
+            line = _utf8(raw, str(path), expected, lineno)
+            if line.strip():
+                yield f"{path}, line {lineno}", _loads(line, str(path), expected, lineno)
+
+
+def json_document(path: Path, expected: str) -> Any:
+    """The one JSON value a whole file holds; InputError naming the file and the line when it is not UTF-8 or
+    not JSON (or nests deeper / holds longer numbers than Python reads)."""
+    with _open_bytes(path, expected) as fh:
+        raw = fh.read().removeprefix(_BOM)
+    return _loads(_utf8(raw, str(path), expected), str(path), expected)
+
+
+def json_records(path: Path, expected: str, *, array: bool | None = None) -> list[tuple[str, Any]]:
+    """(where, record) for each record of a file holding either one JSON array of records or JSON lines, one
+    record a line (benchmark files come both ways). `where` is "<path>, line N" for JSON lines and
+    "<path>, record i" (the 0-based index) for an array. `array=None` decides by the file's first non-blank
+    character (`[`: an array); True or False accepts only that form. `expected` says what a record is."""
+    if array is None:
+        with _open_bytes(path, expected) as fh:
+            array = fh.read(1 << 16).removeprefix(_BOM).lstrip()[:1] == b"["
+    if not array:
+        return list(json_lines(path, f"{expected}, one per line"))
+    value = json_document(path, f"a JSON list of {expected}")
+    if not isinstance(value, list):
+        raise InputError(f"{path}: expected a JSON list of {expected}, got a JSON {_json_kind(value)}.")
+    return [(f"{path}, record {i}", rec) for i, rec in enumerate(value)]
+
+
+def _json_kind(value: Any) -> str:
+    return {dict: "object", str: "string", bool: "boolean", type(None): "null"}.get(type(value), "number")
 
 
 def iter_jsonl(path: Path, schema_key: str, validate: bool = True) -> Iterator[dict[str, Any]]:

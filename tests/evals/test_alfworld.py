@@ -447,3 +447,8 @@ def test_real_layout_filters_and_plays_through_textworld(bench, tmp_path, fake_t
     assert [s.id for s in steps] == [f"{gid}#step{k}" for k in range(6)]
     assert [s.gold for s in steps] == PLANS[HEAT]
     assert fake_textworld and all(p.endswith("game.tw-pddl") for p in fake_textworld)
+
+
+def test_degenerate_action_lists_are_commands_never_a_crash():
+    for output in ["[" + "1" * 5000 + "]", "[" * 3000 + "]" * 3000]:
+        assert isinstance(parse_action_list(output), list)

@@ -13,6 +13,7 @@ from genenv_cli.callparse import Call
 from genenv_cli.errors import InputError
 from genenv_cli.evals import api_bank as ab
 from genenv_cli.evals.api_bank import APIBank
+from genenv_cli.evals.api_bank import data as ab_data
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "api_bank"
 L1 = FIX / "lv1-lv2-samples" / "level-1-given-desc"
@@ -146,7 +147,7 @@ def test_no_data_no_network(monkeypatch, tmp_path):
     def offline(url, dest, tried):
         tried.append(f"{url}: offline")
         return None
-    monkeypatch.setattr(ab, "try_download", offline)
+    monkeypatch.setattr(ab_data, "try_download", offline)
     with pytest.raises(InputError, match="--data PATH") as err:
         APIBank().load(data=None, split=None, version=None, protocol="official", cache_dir=tmp_path)
     assert "api.github.com" in str(err.value) and "offline" in str(err.value)
@@ -171,7 +172,7 @@ def test_download_layout(monkeypatch, tmp_path):
             shutil.copy(FIX / url.split(f"{ab.COMMIT}/api-bank/")[1], dest)
         return dest
 
-    monkeypatch.setattr(ab, "try_download", fake)
+    monkeypatch.setattr(ab_data, "try_download", fake)
     data = APIBank().load(data=None, split=None, version=None, protocol="official", cache_dir=tmp_path)
     assert [s.id for s in data.samples] == OFFICIAL_IDS
     assert data.version.startswith(ab.VERSION) and data.fingerprint == load().fingerprint

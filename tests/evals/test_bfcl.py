@@ -18,6 +18,7 @@ import pytest
 from genenv_cli.errors import InputError
 from genenv_cli.evals import bfcl as bfcl_mod
 from genenv_cli.evals.bfcl import BFCL, render_calls
+from genenv_cli.evals.bfcl import data as bfcl_data
 from genenv_cli.evals.bfcl_checker import (
     BCall,
     DecodeError,
@@ -342,8 +343,8 @@ def test_download_goes_to_the_cache_with_pinned_urls(tmp_path, monkeypatch):
         shutil.copy(src, dest)
         return dest
 
-    monkeypatch.setattr(bfcl_mod, "wheel_data_dir", lambda: None)
-    monkeypatch.setattr(bfcl_mod, "try_download", fake_download)
+    monkeypatch.setattr(bfcl_data, "wheel_data_dir", lambda: None)
+    monkeypatch.setattr(bfcl_data, "try_download", fake_download)
     data = load(tmp_path, data=None, split="simple_python,java", version="v3")
     assert requested == [bfcl_mod.RAW_URL.format(commit=bfcl_mod.COMMITS["v3"], path=p) for p in (
         "BFCL_v3_simple.json", "possible_answer/BFCL_v3_simple.json", "BFCL_v3_java.json",

@@ -430,3 +430,8 @@ def test_bad_database_column_is_an_input_error(tmp_path):
     path.write_text(path.read_text().replace("Cuisines", "Cuisine", 1))
     with pytest.raises(InputError, match="clean_restaurant_2022.csv lacks the column.*Cuisines"):
         Database(tmp_path / "database").restaurant("Subway", "Charlotte")
+
+
+def test_degenerate_plans_are_not_delivered_never_a_crash():
+    for output in ['[{"days": ' + "1" * 5000 + "}]", "[{'days': " + "[" * 600 + "]" * 600 + "}]", "[" * 3000]:
+        assert extract_plan(output)[0] is None

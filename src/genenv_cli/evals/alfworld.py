@@ -50,7 +50,6 @@ numbers for reference: GenEnv 7B 54.5, Qwen2.5-7B-Instruct 14.2.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Callable
@@ -58,6 +57,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from genenv_cli.callparse import CallParseError, load_json
 from genenv_cli.errors import ConfigError, InputError
 from genenv_cli.evals.alfworld_games import (
     INSTALL_HINT,
@@ -73,6 +73,7 @@ from genenv_cli.evals.alfworld_games import (
 )
 from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, Verdict
 from genenv_cli.evals.datasource import sha256_paths
+from genenv_cli.pools import json_document
 
 MAX_STEPS = 50
 SPLITS = ["valid_unseen", "valid_seen"]
@@ -126,8 +127,8 @@ def parse_action_list(output: str) -> list[str]:
     text = output.strip()
     if text.startswith("["):
         try:
-            obj = json.loads(text)
-        except json.JSONDecodeError:
+            obj = load_json(text, "action list")  # bounded: a degenerate answer is no list, never a crash
+        except CallParseError:
             obj = None
         if isinstance(obj, list) and all(isinstance(a, str) for a in obj):
             return [parse_action(a) for a in obj]
@@ -177,11 +178,7 @@ class GameRef:
 
 
 def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{path}: cannot read it as JSON ({exc}); expected an ALFWorld data file "
-                         f"(alfworld-download writes them).") from exc
+    return json_document(path, "an ALFWorld data file (alfworld-download writes them)")
 
 
 def _has_games(folder: Path) -> bool:

@@ -40,13 +40,13 @@ look_at_obj_in_light goal).
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from genenv_cli.errors import InputError
+from genenv_cli.pools import json_document
 
 TASK_TYPES = (
     "pick_and_place_simple",
@@ -132,12 +132,7 @@ def _bad(path: str, what: str) -> InputError:
 def load_scripted_spec(path: Path) -> dict[str, Any]:
     """Read and check a `game.scripted.json` file; raises InputError naming the file and the problem."""
     where = str(path)
-    try:
-        spec = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{where}: cannot read the scripted ALFWorld game ({exc}).") from exc
-    except json.JSONDecodeError as exc:
-        raise _bad(where, f"invalid JSON at line {exc.lineno}: {exc.msg}") from exc
+    spec = json_document(path, "a scripted ALFWorld game (a JSON object)")
     if not isinstance(spec, dict):
         raise _bad(where, "the file is not a JSON object")
     if spec.get("format") != SCRIPTED_FORMAT:

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import re
 import string
 from collections import Counter
@@ -47,6 +46,7 @@ from genenv_cli.errors import InputError
 from genenv_cli.evals import toolrl
 from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, Verdict
 from genenv_cli.evals.datasource import no_data_error, sha256_paths, try_download
+from genenv_cli.pools import json_records
 
 SHEET_ID = "1jwcsA5kE4TObr9YHn9Gc-wQHYjTbLhDGx6tmIzMhl_U"
 SHEET_CSV_URL = f"https://docs.google.com/spreadsheets/d/{SHEET_ID}/export?format=csv&gid=0"
@@ -168,12 +168,15 @@ def _qa(record: Any, where: str) -> tuple[str, list[str]] | None:
 
 def read_bamboogle(path: Path) -> list[tuple[str, list[str]]]:
     """(question, gold answers) in file order, from the CSV, the JSON list or FlashRAG's JSONL."""
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read the Bamboogle file ({exc}).") from None
-    records: list[tuple[Any, str]] = []
-    if path.suffix.lower() == ".csv":
+    suffix = path.suffix.lower()
+    if suffix != ".csv":
+        what = '{"Question": ..., "Answer": ...} objects'
+        records = [(rec, where) for where, rec in json_records(path, what, array=suffix != ".jsonl")]
+    else:
+        try:
+            text = path.read_text(encoding="utf-8-sig")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(f"{path}: cannot read the Bamboogle file ({exc}).") from None
         rows = list(csv.reader(io.StringIO(text)))
         # the header row (a title row above it, as spreadsheet exports may have, is skipped)
         head = next((i for i, r in enumerate(rows[:5])
@@ -184,22 +187,6 @@ def read_bamboogle(path: Path) -> list[tuple[str, list[str]]]:
         names = [c.strip() for c in rows[head]]
         records = [(dict(zip(names, r, strict=False)), f"{path}, row {i + 1}")
                    for i, r in enumerate(rows) if i > head]
-    elif path.suffix.lower() == ".jsonl":
-        for lineno, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    records.append((json.loads(line), f"{path}, line {lineno}"))
-                except json.JSONDecodeError as exc:
-                    raise InputError(f"{path}, line {lineno}: not valid JSON ({exc.msg}).") from None
-    else:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}); expected a list of "
-                             f'{{"Question": ..., "Answer": ...}} objects.') from None
-        if not isinstance(data, list):
-            raise InputError(f'{path}: expected a JSON list of {{"Question": ..., "Answer": ...}} objects.')
-        records = [(r, f"{path}, record {i}") for i, r in enumerate(data)]
     items = [qa for rec, where in records if (qa := _qa(rec, where)) is not None]
     if not items:
         raise InputError(f"{path}: no Bamboogle questions found.")

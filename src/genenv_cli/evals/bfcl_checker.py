@@ -67,6 +67,7 @@ from genenv_cli.callparse import (
     check_bounds,
     parse_literal_source,
     parse_tool_calls,
+    standardize_string,  # BFCL's string normalisation; the tool_call domain compares strings with it too
 )
 
 
@@ -105,15 +106,6 @@ def json_safe(value: Any) -> Any:
 
 
 # ----------------------------------------------------------------------------- string normalisation
-
-_STRIP_CHARS = re.compile(r"[ ,./\-_*^]")
-
-
-def standardize_string(text: str) -> str:
-    """BFCL's string normalisation before comparing strings: drop spaces and the characters `,./-_*^`,
-    lower-case, and turn single quotes into double quotes ("April 1, 2024" == "april 1 2024")."""
-    return _STRIP_CHARS.sub("", text).lower().replace("'", '"')
-
 
 def _std(value: Any) -> Any:
     return standardize_string(value) if type(value) is str else value

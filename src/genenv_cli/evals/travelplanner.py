@@ -34,8 +34,8 @@ the commonsense rules is added (the benchmark's rules forbid it).
 Answer parser (replaces the official GPT-4 conversion of a prose plan into JSON). `<think>...</think>`
 blocks are dropped. The plan is the first ```json (or bare ```) block, else the first balanced `[{...}]`
 span (or `{"plan": [...]}`, the official submission line) in the text, whose content decodes — as JSON,
-else as a Python literal (the official fine-tuned models write `[{'days': 1, ...}]`; read with
-`ast.parse`, literals only, never evaluated) — to a non-empty list of objects at least one of which has
+else as a Python literal (the official fine-tuned models write `[{'days': 1, ...}]`; read by
+`callparse.parse_literal`, literals only, bounded, never evaluated) — to a non-empty list of objects at least one of which has
 a plan key (current_city, transportation, ...). Anything else is "not delivered", as an empty plan is
 in `eval.py`. Day objects are scored as given; days past the query's count are not looked at (the
 official fine-tuning targets pad plans with `{}` to 7 days).
@@ -62,10 +62,8 @@ final pass rate officially). The paper's numbers: GenEnv 7B 16.6, Qwen2.5-7B-Ins
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import csv
-import json
 import os
 import re
 import shutil
@@ -73,6 +71,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+from genenv_cli.callparse import CallParseError, load_json, parse_literal
 from genenv_cli.errors import InputError
 from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, Verdict
 from genenv_cli.evals.datasource import no_data_error, sha256_paths, try_download
@@ -84,6 +83,7 @@ from genenv_cli.evals.travelplanner_checks import (
     hard_total,
 )
 from genenv_cli.evals.travelplanner_db import FILES, Database, find_database
+from genenv_cli.pools import json_document, json_lines
 
 LEVELS = ["easy", "medium", "hard"]
 PAPER_REFERENCE = {"GenEnv 7B": 16.6, "Qwen2.5-7B-Instruct": 14.3}
@@ -144,48 +144,19 @@ def _database(root: Path) -> Database:
 
 # ---------------------------------------------------------------------------- literals and plan extraction
 
-def _literal(node: ast.AST) -> Any:
-    """A Python literal as JSON-able data: strings, numbers, booleans, None, lists/tuples, dicts."""
-    if isinstance(node, ast.Constant) and (node.value is None or isinstance(node.value, str | int | float | bool)):
-        return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
-        val = _literal(node.operand)
-        if isinstance(val, int | float) and not isinstance(val, bool):
-            return -val if isinstance(node.op, ast.USub) else val
-    if isinstance(node, ast.List | ast.Tuple):
-        return [_literal(e) for e in node.elts]
-    if isinstance(node, ast.Dict):
-        out = {}
-        for k, v in zip(node.keys, node.values, strict=True):
-            key = _literal(k) if k is not None else None
-            if not isinstance(key, str | int | float | bool) or key is None:
-                raise ValueError("dict keys must be strings or numbers")
-            out[key] = _literal(v)
-        return out
-    if isinstance(node, ast.Name) and node.id in ("true", "false", "null"):
-        return {"true": True, "false": False, "null": None}[node.id]
-    raise ValueError(f"not a literal: {type(node).__name__}")
-
-
-def parse_literal(text: str) -> Any:
-    """Python-literal text (as the dataset's CSV stores dicts and lists) -> data; ValueError otherwise."""
-    try:
-        return _literal(ast.parse(text.strip(), mode="eval").body)
-    except (SyntaxError, RecursionError, MemoryError) as exc:
-        raise ValueError(f"not a Python literal ({type(exc).__name__})") from None
-
-
 _FAIL = object()
 
 
 def _decode(text: str) -> Any:
+    """JSON, else a Python literal; both readers are bounded (a model's 5,000-digit number or thousand brackets
+    is no plan, never a crash)."""
     try:
-        return json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
+        return load_json(text, "plan")
+    except CallParseError:
         pass
     try:
-        return parse_literal(text)
-    except ValueError:
+        return parse_literal(text, "plan")
+    except CallParseError:
         return _FAIL
 
 
@@ -257,32 +228,18 @@ def _read_records(path: Path) -> list[dict[str, Any]]:
             import polars as pl
 
             return pl.read_parquet(path).to_dicts()
-        text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise InputError(f"TravelPlanner split file {path} cannot be read ({exc}).") from None
     except Exception as exc:  # polars' parquet errors
         raise InputError(f"TravelPlanner split file {path} is not a readable parquet file ({exc}).") from None
     if suffix == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}); expected a list of "
-                             f"query records or JSON lines.") from None
+        data = json_document(path, "a JSON list of query records")
         if isinstance(data, dict) and isinstance(data.get("data"), list):
             data = data["data"]
         if not isinstance(data, list):
             raise InputError(f"{path}: expected a JSON list of query records, got {type(data).__name__}.")
         return data
-    records = []
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{path}, line {n}: not valid JSON ({exc.msg}); expected one query record per "
-                             f"line.") from None
-    return records
+    return [rec for _, rec in json_lines(path, "one query record per line")]
 
 
 def _int(value: Any, field: str, where: str) -> int:
