@@ -89,9 +89,10 @@ class FamilyDomain(Domain):
     def sample(self, payload: dict[str, Any]) -> Any:
         """The suite's EvalSample for this item (its messages built by the suite's own prompt code)."""
 
-    @abstractmethod
     def seed_from_sample(self, sample: Any) -> SeedTask:
-        """A base task from one of the suite's loaded samples (split "" unless the file states one)."""
+        """A base task from one of the suite's loaded samples (split "" unless the file states one). The default
+        `read_seeds` needs it; a domain whose item is more than one sample holds overrides `read_seeds` instead."""
+        raise TypeError(f"{type(self).__name__} defines neither seed_from_sample nor its own read_seeds")
 
     @abstractmethod
     def render_item(self, payload: dict[str, Any]) -> str:
