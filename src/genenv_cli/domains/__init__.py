@@ -10,6 +10,7 @@ DOMAINS = Registry("domain", "genenv.domains", {
     "arith": "genenv_cli.domains.arith:ArithDomain",
     "bfcl": "genenv_cli.domains.bfcl:BFCLDomain",
     "api-bank": "genenv_cli.domains.api_bank:APIBankDomain",
+    "bamboogle": "genenv_cli.domains.bamboogle:BamboogleDomain",
 })
 
 
