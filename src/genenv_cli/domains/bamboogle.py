@@ -37,9 +37,15 @@ from genenv_cli.evals.base import EvalSample
 
 SHAPES = ("person", "place", "date", "number", "other")
 MAX_ANSWER_WORDS = 6
-_STOP = set("a an the of in on at to for by with from and or is was were be been are what who whom whose which "
-            "when where how many much did does do that this these those it its as into than".split())
-_MONTHS = "january february march april may june july august september october november december".split()
+_STOP = frozenset({
+    "a", "an", "the", "of", "in", "on", "at", "to", "for", "by", "with", "from", "and", "or", "is", "was", "were",
+    "be", "been", "are", "what", "who", "whom", "whose", "which", "when", "where", "how", "many", "much", "did",
+    "does", "do", "that", "this", "these", "those", "it", "its", "as", "into", "than"
+})
+_MONTHS = (
+    "january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november",
+    "december"
+)
 
 ENV_SYSTEM = """You write two-hop questions for a quiz, in the format of the Bamboogle benchmark. Start from two \
 true facts that share an entity (the bridge): the first fact is about something the question names, and it \
@@ -80,8 +86,11 @@ def shape_of(question: str, answers: list[str]) -> str:
     return "other"
 
 
-_NUMBER_WORDS = set("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
-                    "sixteen seventeen eighteen nineteen twenty thirty forty fifty hundred thousand million billion".split())
+_NUMBER_WORDS = frozenset({
+    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+    "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty", "thirty",
+    "forty", "fifty", "hundred", "thousand", "million", "billion"
+})
 
 
 def asks_for(question: str) -> str | None:

@@ -28,8 +28,8 @@ from genenv_cli.checkpoints import derive_seed, env_model_for
 from genenv_cli.config import Config
 from genenv_cli.contract import StagePlan, StageResult, Staging, execute
 from genenv_cli.curriculum import agent_statistics, env_reward
-from genenv_cli.domains.seedfiles import domain_for_run
 from genenv_cli.domains.base import Domain, EnvContext, Reject, SeedTask, jaccard
+from genenv_cli.domains.seedfiles import domain_for_run
 from genenv_cli.pools import iter_jsonl, read_parquet, write_jsonl
 from genenv_cli.rundir import RunDir, write_text_atomic
 from genenv_cli.ui import UI
