@@ -37,7 +37,6 @@ from genenv_cli.evals.base import EvalSample
 from genenv_cli.evals.bfcl import (
     AST_CATEGORIES,
     annotate_functions,
-    file_name,
     language_of,
     prompt_messages,
     render_calls,
@@ -303,8 +302,3 @@ def _check_answer(answer: Any, docs: dict[str, dict], i: int, typed: bool = True
         if req not in params or not _first(params[req])[0]:
             return f"ground truth {i}: required parameter {name}.{req} has no allowed value"
     return None
-
-
-def question_file_name(category: str, version: str = "v4") -> str:
-    """BFCL's file name for a category (what --seeds expects)."""
-    return file_name(category, version)

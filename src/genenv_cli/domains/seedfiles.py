@@ -49,6 +49,9 @@ def read_sources(domain: Domain, paths: list[Path]) -> list[tuple[Path, list[See
         for t in tasks:
             if t.split not in ("", *SPLITS):
                 raise InputError(f"{path}: task {t.id!r} has split {t.split!r}; expected train or validation.")
+            if domain.shapes and t.shape not in domain.shapes:
+                raise InputError(f"{path}: task {t.id!r} has shape {t.shape!r}; {domain.name} knows "
+                                 f"{', '.join(domain.shapes)}.")
             problem = domain.check_payload(t.payload)
             if problem:
                 raise InputError(f"{path}: task {t.id!r} is not a valid {domain.name} task: {problem}.")
