@@ -136,3 +136,21 @@ def test_a_domain_without_builtin_seeds_requires_seeds(tmp_path, monkeypatch):
 def test_init_works_out_of_the_box_with_builtin_seeds(tmp_path, domain):
     invoke("init", tmp_path / domain, "--domain", domain)
     assert not (tmp_path / domain / "seeds").exists()
+
+
+def test_items_that_fail_their_own_check_are_left_out_with_reasons(tmp_path):
+    (src,) = bfcl_copy(tmp_path, "simple_python")
+    answers = src.parent / "possible_answer" / src.name
+    rows = [json.loads(x) for x in answers.read_text().splitlines()]
+    name = next(iter(rows[1]["ground_truth"][0]))
+    rows[1]["ground_truth"][0][name]["no_such_param"] = [1]
+    answers.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = invoke("init", tmp_path / "run", "--domain", "bfcl", "--seeds", src).output
+    assert "1 items left out" in out
+    manifest = json.loads((tmp_path / "run" / "seeds" / "manifest.json").read_text())
+    assert [s["id"] for s in manifest["skipped"]] == [rows[1]["id"]]
+    assert "no parameter 'no_such_param'" in manifest["skipped"][0]["reason"]
+    assert sum(manifest["counts"].values()) == len(rows) - 1
+    (rel,) = bfcl_copy(tmp_path / "b", "live_relevance")
+    result = invoke("init", tmp_path / "run2", "--domain", "bfcl", "--seeds", rel, ok=False)
+    assert result.exit_code != 0 and "none of its" in result.output and not (tmp_path / "run2" / "seeds").exists()

@@ -189,6 +189,9 @@ def init(
             cfg = config_from_dict(data, "genenv init options")
             c = manifest["counts"]
             note = f", {c['train']} train + {c['validation']} validation seeds ({manifest['split']})"
+            if manifest["skipped"]:
+                note += (f"; {len(manifest['skipped'])} items left out as not self-consistent, reasons in "
+                         f"{directory / 'seeds' / 'manifest.json'}")
         elif not dom.builtin_seeds:
             raise ConfigError(f"domain {domain} ships no seed tasks: --seeds FILE is required "
                               f"({dom.seed_format}).")

@@ -144,6 +144,7 @@ class APIBankDomain(FamilyDomain):
         docs, _, _ = _catalog(points, lay.apis_dir)
         by_id = {s.id: s for s in loaded.samples}
         out = []
+        self.seed_skips = []
         for name, level, turns, requirement in dialogues:
             used = list(dict.fromkeys(t["api_name"] for t in _api_turns(turns)))
             apis = [docs[a] for a in used if a in docs]
@@ -156,8 +157,12 @@ class APIBankDomain(FamilyDomain):
                     payload["requirement"] = requirement
                 problem = self.check_payload(payload)
                 if problem:
-                    raise InputError(f"{path}: API-Bank point {sid} is not a usable {self.name} task: {problem}.")
-                out.append(SeedTask(sid, "", level, payload))
+                    self.seed_skips.append((sid, problem))
+                else:
+                    out.append(SeedTask(sid, "", level, payload))
+        if not out and self.seed_skips:
+            raise InputError(f"{path}: none of its {len(self.seed_skips)} API calls is a usable {self.name} task "
+                             f"(e.g. {self.seed_skips[0][0]}: {self.seed_skips[0][1]}).")
         return out
 
     def seed_files(self, path: Path) -> list[tuple[Path, str]]:

@@ -5,7 +5,7 @@
 [{func_name: {param: [allowed values]}}]}` (`[]` for irrelevance), plus `"version"` (v4 unless the seed file was
 v3: the prompt lists the documents as that version did). Categories are BFCL's AST and irrelevance categories;
 the shape is the kind of item: `simple`, `multiple`, `parallel`, `parallel_multiple`, `irrelevance`.
-`live_relevance` items have no ground truth and are refused as seeds.
+`live_relevance` items have no ground truth; as seeds they are left out (category not trainable).
 
 **Agent prompt and R_agent**: the `bfcl` suite's (`evals/bfcl.py`: `prompt_messages`, `annotate_functions`,
 `BFCL.score` with the official protocol): the answer `[func(a=1), g(b='x')]` is decoded and judged by BFCL's AST
@@ -19,7 +19,8 @@ several calls -> parallel (one function) or parallel_multiple.
 **Self-consistency** (`check_payload`, for seeds and generated items alike): the documents are well formed
 (`parameters.properties`, required parameters documented, names unique), every possible answer names a
 documented function and documented parameters, every required parameter has an allowed value, the structure fits
-the category, and -- the benchmark's own rule -- the gold answer built from the first allowed value of every
+the category, generated items' allowed values are of their documented types, and -- the benchmark's own rule --
+the gold answer built from the first allowed value of every
 parameter, written in BFCL's answer syntax, is judged correct by the suite's scorer against the item's own
 documents (Python items; for Java/JavaScript seeds the structure is checked, since their gold values would need
 writing as Java/JavaScript source).
@@ -154,12 +155,7 @@ class BFCLDomain(FamilyDomain):
         rest = first["content"][len(head):].removeprefix("\n\n")
         if rest:
             messages.insert(0, {"role": "system", "content": rest})
-        if "relevance" in sample.category and "irrelevance" not in sample.category:
-            from genenv_cli.errors import InputError
-
-            raise InputError(f"bfcl item {sample.id}: live_relevance items have no ground truth to train on; "
-                             f"pass the AST or irrelevance categories as --seeds.")
-        truth = [] if "irrelevance" in sample.category else sample.gold["possible_answer"]
+        truth = [] if "relevance" in sample.category else sample.gold["possible_answer"]
         payload = {"category": sample.category, "question": [messages], "function": sample.meta["functions"],
                    "ground_truth": truth}
         if version != "v4":
@@ -198,12 +194,17 @@ class BFCLDomain(FamilyDomain):
             shape = "simple" if len(functions) == 1 else "multiple"
         else:
             shape = "parallel" if len(functions) == 1 else "parallel_multiple"
-        return {"category": GENERATED_CATEGORY[shape], "question": question, "function": functions,
-                "ground_truth": truth}, shape
+        payload = {"category": GENERATED_CATEGORY[shape], "question": question, "function": functions,
+                   "ground_truth": truth}
+        problem = self.check_payload(payload, generated=True)
+        if problem:
+            raise Reject(f"invalid: {problem}")
+        return payload, shape
 
     # ------------------------------------------------------------ self-consistency
 
-    def check_payload(self, payload: Any) -> str | None:
+    def check_payload(self, payload: Any, generated: bool = False) -> str | None:
+        """None when the item is self-consistent; `generated` adds the type rule (see the module docstring)."""
         if not isinstance(payload, dict):
             return "payload must be a JSON object"
         cat = payload.get("category")
@@ -233,7 +234,7 @@ class BFCLDomain(FamilyDomain):
             return f"a {cat} item expects several calls, the ground truth has {len(truth)}"
         docs = {f["name"]: f for f in payload["function"]}
         for i, answer in enumerate(truth, 1):
-            problem = _check_answer(answer, docs, i, typed=language_of(cat) == "python")
+            problem = _check_answer(answer, docs, i, typed=generated)
             if problem:
                 return problem
         if shape == "simple" and next(iter(truth[0])) != payload["function"][0]["name"]:

@@ -8,6 +8,9 @@ training and `genenv evaluate` agree, item for item, on what "correct" means.
 Base tasks come from the domain's built-in seed file (`data/<name>_seeds.jsonl`: `{"id", "split", "shape",
 "payload"}` per line, written by hand in the benchmark's format) or, with `genenv init --seeds FILE`, from the
 benchmark's own files, read by the suite's loader (`read_seeds` -> `suite.load(data=FILE)` -> `seed_from_sample`).
+A malformed record stops the import (the loader names its file and line); a well-formed item that fails the
+domain's self-consistency check is left out, and its id and reason are recorded (`seed_skips`, then the run's
+seeds/manifest.json), since real releases hold items a checker cannot use (BFCL's live_relevance, for one).
 
 The environment is shown the example item (and items near the frontier) rendered in the benchmark's format, with
 the agent's recent statistics, and answers with one new item as a JSON object; `parse_env_output` reads the first
@@ -72,6 +75,7 @@ class FamilyDomain(Domain):
     protocol: str = "official"   # the suite protocol whose prompt and scorer the domain uses
     seed_file: str = ""          # built-in seeds under domains/data; "" = none (init needs --seeds)
     env_system: str = ""         # the environment's instructions (the item format)
+    seed_skips: list[tuple[str, str]] = []  # (id, reason) of the items the last read_seeds left out
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
@@ -146,12 +150,18 @@ class FamilyDomain(Domain):
         loaded = self.suite.load(data=Path(path), split=None, version=None, protocol=self.protocol,
                                  cache_dir=cache_dir() / "benchmarks" / self.benchmark)
         out = []
+        self.seed_skips = []
         for s in loaded.samples:
             task = self.seed_from_sample(s)
             problem = self.check_payload(task.payload)
             if problem:
-                raise InputError(f"{path}: item {s.id} is not a usable {self.name} task: {problem}.")
-            out.append(task)
+                self.seed_skips.append((task.id, problem))
+            else:
+                out.append(task)
+        if not out and self.seed_skips:
+            first = self.seed_skips[0]
+            raise InputError(f"{path}: none of its {len(self.seed_skips)} items is a usable {self.name} task "
+                             f"(e.g. {first[0]}: {first[1]}).")
         return out
 
     # ------------------------------------------------------------ the environment

@@ -36,14 +36,18 @@ def _sha256(path: Path) -> str:
         return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
-def read_sources(domain: Domain, paths: list[Path]) -> list[tuple[Path, list[SeedTask]]]:
-    """Every file's tasks, checked: known split, the domain's payload check, ids unique across files."""
+def read_sources(domain: Domain, paths: list[Path],
+                 skipped: list[dict[str, str]] | None = None) -> list[tuple[Path, list[SeedTask]]]:
+    """Every file's tasks, checked: known split, the domain's payload check, ids unique across files. Items the
+    domain left out as not self-consistent are appended to `skipped` ({"file", "id", "reason"})."""
+    skipped = [] if skipped is None else skipped
     out = []
     seen: dict[str, Path] = {}
     for path in paths:
         if not path.is_file():
             raise InputError(f"--seeds {path}: no such file (expected {domain.seed_format or 'a seed file'}).")
         tasks = domain.read_seeds(path)
+        skipped.extend({"file": str(path), "id": i, "reason": why} for i, why in getattr(domain, "seed_skips", []))
         if not tasks:
             raise InputError(f"--seeds {path}: no tasks found (expected {domain.seed_format or 'a seed file'}).")
         for t in tasks:
@@ -89,7 +93,8 @@ def import_seeds(domain: Domain, paths: list[Path], run_root: Path, *, seed: int
     """Read, check and copy the seed files into RUN/seeds (atomically); returns the manifest."""
     if not 0.0 <= validation_share < 1.0:
         raise ConfigError(f"--validation-share {validation_share}: expected a number in [0, 1).")
-    sources = read_sources(domain, paths)
+    skipped: list[dict[str, str]] = []
+    sources = read_sources(domain, paths, skipped)
     tasks, how = assign_splits([t for _, ts in sources for t in ts], seed, validation_share)
     if not any(t.split == "train" for t in tasks):
         raise InputError(f"--seeds: no train tasks among {len(tasks)} (generate-tasks draws base tasks from train).")
@@ -114,7 +119,7 @@ def import_seeds(domain: Domain, paths: list[Path], run_root: Path, *, seed: int
                                     ensure_ascii=False) + "\n")
         counts = {s: sum(t.split == s for t in tasks) for s in SPLITS}
         manifest = {"domain": domain.name, "files": files, "split": how, "counts": counts,
-                    "fingerprint": _sha256(tmp / "seeds.jsonl")[:16]}
+                    "skipped": skipped, "fingerprint": _sha256(tmp / "seeds.jsonl")[:16]}
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
         if final.exists():
             old = run_root / f".{SEEDS_DIR}.old-{os.getpid()}"
