@@ -158,25 +158,46 @@ def init(
     agent_model: Annotated[str, typer.Option(help="Base agent model: HF id, local folder or `embedded`.")] = "embedded",
     env_model: Annotated[str, typer.Option(help="Base environment model: HF id, local folder or `embedded`.")] = "embedded",
     sets: SetOpt = None,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing genenv.toml.")] = False,
+    seeds: Annotated[list[Path] | None, typer.Option(
+        "--seeds", help="Base tasks in the domain's own file format (a benchmark's file, read by the loader "
+                        "`evaluate --data` uses); repeatable. Copied into RUN/seeds. Default: the built-in seeds.")] = None,
+    validation_share: Annotated[float, typer.Option(
+        help="Share of --seeds tasks drawn (with run.seed) as validation when the file states no split.")] = 0.2,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing genenv.toml (and RUN/seeds).")] = False,
 ) -> None:
     """Create a run directory with a genenv.toml listing every setting (defaults visible)."""
     from genenv_cli.config import CONFIG_NAME, apply_overrides, config_from_dict, render_config
-    from genenv_cli.domains import DOMAINS
+    from genenv_cli.domains import get_domain
     from genenv_cli.errors import ConfigError
     from genenv_cli.rundir import write_text_atomic
 
     with _errors():
-        DOMAINS.get(domain)
+        dom = get_domain(domain)
         target = directory / CONFIG_NAME
         if target.exists() and not force:
             raise ConfigError(f"{target} already exists; edit it, or pass --force to overwrite it.")
         data = apply_overrides({"run": {"domain": domain}, "agent": {"model": agent_model},
                                 "env": {"model": env_model}}, sets or [])
         cfg = config_from_dict(data, "genenv init options")
+        note = ""
+        if seeds:
+            from genenv_cli.domains.seedfiles import SEEDS_FILE, import_seeds
+
+            manifest = import_seeds(dom, list(seeds), directory, seed=cfg.run.seed,
+                                    validation_share=validation_share, force=force)
+            data.setdefault("run", {})["seeds"] = SEEDS_FILE
+            cfg = config_from_dict(data, "genenv init options")
+            c = manifest["counts"]
+            note = f", {c['train']} train + {c['validation']} validation seeds ({manifest['split']})"
+            if manifest["skipped"]:
+                note += (f"; {len(manifest['skipped'])} items left out as not self-consistent, reasons in "
+                         f"{directory / 'seeds' / 'manifest.json'}")
+        elif not dom.builtin_seeds:
+            raise ConfigError(f"domain {domain} ships no seed tasks: --seeds FILE is required "
+                              f"({dom.seed_format}).")
         directory.mkdir(parents=True, exist_ok=True)
         write_text_atomic(target, render_config(cfg))
-        typer.echo(f"created {target} (domain {domain}, agent {agent_model}, environment {env_model}). "
+        typer.echo(f"created {target} (domain {domain}, agent {agent_model}, environment {env_model}{note}). "
                    f"Next: genenv generate-tasks --run {directory} --epoch 1")
 
 

@@ -36,6 +36,8 @@ def _f(default: Any, help: str, **rules: Any) -> Any:
 @dataclass
 class RunConfig:
     domain: str = _f("tool_call", "Task family the environment writes and the agent solves (`genenv domains` lists them).")
+    seeds: str = _f("", "Base tasks imported by `genenv init --seeds FILE` (a file in the run directory, seeds/seeds.jsonl; "
+                    "seeds/manifest.json says where they came from); empty: the domain's built-in seeds.")
     seed: int = _f(0, "Random seed for sampling and training; each stage derives its own from it and the epoch.", min=0)
     engine: str = _f("auto", "Text generation backend: vllm when installed and a GPU is present, else transformers.",
                      choices=["auto", "hf", "vllm"])

@@ -8,6 +8,9 @@ from genenv_cli.registry import Registry
 DOMAINS = Registry("domain", "genenv.domains", {
     "tool_call": "genenv_cli.domains.tool_call:ToolCallDomain",
     "arith": "genenv_cli.domains.arith:ArithDomain",
+    "bfcl": "genenv_cli.domains.bfcl:BFCLDomain",
+    "api-bank": "genenv_cli.domains.api_bank:APIBankDomain",
+    "bamboogle": "genenv_cli.domains.bamboogle:BamboogleDomain",
 })
 
 

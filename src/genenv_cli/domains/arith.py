@@ -26,6 +26,7 @@ import json
 import re
 from functools import cached_property
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from genenv_cli.domains.base import Domain, EnvContext, Reject, Score, SeedTask
@@ -214,6 +215,16 @@ class ArithDomain(Domain):
 
     def seeds(self, split: str = "train") -> list[SeedTask]:
         return [s for s in self._seeds if s.split == split]
+
+    seed_format = 'JSON lines like data/arith_seeds.jsonl: {"id", "split" (optional), "expression", "answer"}'
+
+    def read_seeds(self, path: Path) -> list[SeedTask]:
+        from genenv_cli.domains.seedfiles import read_seed_jsonl
+
+        def shape(payload: dict[str, Any]) -> str:
+            return expression_shape(payload["expression"])
+
+        return read_seed_jsonl(path, ("expression", "answer"), shape_of=shape, check=self.check_payload)
 
     @functools.cache  # noqa: B019 - one instance per process (get_domain)
     def data_fingerprint(self) -> str:

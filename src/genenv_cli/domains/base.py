@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -22,7 +23,7 @@ class Reject(Exception):
 @dataclass(frozen=True)
 class SeedTask:
     id: str
-    split: str          # train | validation
+    split: str          # train | validation ("" from a seed file that states no split: init draws one)
     shape: str
     payload: dict[str, Any]
 
@@ -71,6 +72,8 @@ class Domain(ABC):
     name: str = ""
     description: str = ""
     shapes: tuple[str, ...] = ()
+    builtin_seeds: bool = True          # False: `genenv init` needs `--seeds FILE`
+    seed_format: str = ""               # what `--seeds FILE` takes, in words ("" = it takes none)
 
     @abstractmethod
     def seeds(self, split: str = "train") -> list[SeedTask]:
@@ -115,3 +118,24 @@ class Domain(ABC):
 
     def score_many(self, payloads: list[dict[str, Any]], completions: list[str]) -> list[Score]:
         return [self.score(p, c) for p, c in zip(payloads, completions, strict=True)]
+
+    # ------------------------------------------------------------ base tasks from the user's files
+
+    def read_seeds(self, path: Path) -> list[SeedTask]:
+        """Base tasks from `path`, a file in this domain's own format (`genenv init --seeds`), read by the loader
+        `genenv evaluate --data` uses where the domain has a benchmark. Bad records raise InputError naming the
+        file and the line; a task whose file states no split has split "" (init draws one with the run's seed)."""
+        from genenv_cli.errors import ConfigError
+
+        raise ConfigError(f"domain {self.name} reads no seed files; it uses its built-in seeds.")
+
+    def seed_files(self, path: Path) -> list[tuple[Path, str]]:
+        """(file, name relative to the copy's folder) for every file the seed source `path` consists of, copied
+        into the run so it can be reread without the original (a BFCL question file brings its possible answers)."""
+        return [(path, path.name)]
+
+    def with_seeds(self, seeds: list[SeedTask], fingerprint: str) -> Domain:
+        """This domain with `seeds` (a run's imported base tasks) in place of its built-in ones."""
+        from genenv_cli.domains.seeded import SeededDomain
+
+        return SeededDomain(self, seeds, fingerprint)

@@ -40,6 +40,7 @@ import math
 import re
 from functools import cached_property
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from genenv_cli.callparse import CallParseError, parse_tool_calls, standardize_string
@@ -160,6 +161,15 @@ class ToolCallDomain(Domain):
 
     def seeds(self, split: str = "train") -> list[SeedTask]:
         return [s for s in self._seeds if s.split == split]
+
+    seed_format = ('JSON lines like data/tool_call_seeds.jsonl: {"id", "split" (optional), "shape", "request", '
+                   '"tools", "calls"}, tools named from the domain\'s library')
+
+    def read_seeds(self, path: Path) -> list[SeedTask]:
+        from genenv_cli.domains.seedfiles import read_seed_jsonl
+
+        return read_seed_jsonl(path, ("request", "tools", "calls"),
+                               shape_of=lambda p: self._shape(p, "single"), check=self.check_payload)
 
     @functools.cache  # noqa: B019 - one instance per process (get_domain)
     def data_fingerprint(self) -> str:

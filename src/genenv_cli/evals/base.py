@@ -69,8 +69,9 @@ class Benchmark(ABC):
         """{"overall": {metric: value, ...}, "categories": {category: {metric: value, "n": count}}, ...}.
         Percentages are on a 0-100 scale, as the benchmarks publish them."""
 
-    def configure(self, cfg: Any) -> None:  # noqa: B027 - optional hook
-        """Called with the run's Config before `load` (most suites need nothing from it)."""
+    def configure(self, cfg: Any, run_root: Path | None = None) -> None:  # noqa: B027 - optional hook
+        """Called with the run's Config (and its directory, when there is a run) before `load` (most suites need
+        nothing from it)."""
 
     def run_episode(self, sample: EvalSample, act: Callable[[list[dict[str, str]]], str],
                     max_steps: int) -> tuple[list[dict[str, str]], Verdict]:

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.domains import get_domain
+from genenv_cli.domains.seedfiles import domain_for_run
 from genenv_cli.errors import ConfigError
 from genenv_cli.evals.base import Benchmark, EvalSample, LoadedData, Verdict
 
@@ -31,8 +31,8 @@ class HeldOut(Benchmark):
         self.domain: Any = None
         self.threshold = 1.0
 
-    def configure(self, cfg: Any) -> None:
-        self.domain = get_domain(cfg.run.domain)
+    def configure(self, cfg: Any, run_root: Path | None = None) -> None:
+        self.domain = domain_for_run(cfg, run_root)
         self.threshold = cfg.curriculum.success_threshold
 
     def load(self, *, data: Path | None, split: str | None, version: str | None, protocol: str,

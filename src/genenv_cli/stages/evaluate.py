@@ -103,7 +103,7 @@ def evaluate(run: RunDir | None, cfg: Config, bench_name: str, *, epoch: int | N
     if sum(x is not None for x in (epoch, model, predictions)) > 1:
         raise ConfigError("give at most one of --epoch, --model and --predictions.")
     bench: Benchmark = get_benchmark(bench_name)
-    bench.configure(cfg)
+    bench.configure(cfg, run.root if run is not None else None)
     loaded = bench.load(data=data, split=split, version=version, protocol=protocol,
                         cache_dir=cache_dir() / "benchmarks" / bench_name)
     samples = loaded.samples[:limit] if limit else loaded.samples

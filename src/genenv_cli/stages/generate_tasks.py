@@ -28,8 +28,8 @@ from genenv_cli.checkpoints import derive_seed, env_model_for
 from genenv_cli.config import Config
 from genenv_cli.contract import StagePlan, StageResult, Staging, execute
 from genenv_cli.curriculum import agent_statistics, env_reward
-from genenv_cli.domains import get_domain
 from genenv_cli.domains.base import Domain, EnvContext, Reject, SeedTask, jaccard
+from genenv_cli.domains.seedfiles import domain_for_run
 from genenv_cli.pools import iter_jsonl, read_parquet, write_jsonl
 from genenv_cli.rundir import RunDir, write_text_atomic
 from genenv_cli.ui import UI
@@ -43,7 +43,7 @@ def static_set_path(run: RunDir) -> Path:
 
 
 def plan(run: RunDir, cfg: Config, epoch: int) -> StagePlan:
-    domain = get_domain(cfg.run.domain)
+    domain = domain_for_run(cfg, run.root)
     p = StagePlan(STAGE, epoch, config_sections=CONFIG_SECTIONS)
     p.outputs = {"tasks": run.epoch_dir(epoch) / "tasks.jsonl",
                  "rejects": run.epoch_dir(epoch) / "tasks.rejects.jsonl"}
@@ -124,7 +124,7 @@ def _pick_parents(rng: random.Random, count: int, seeds: list[SeedTask], prev: l
 
 def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI | None = None) -> StageResult:
     ui = ui or UI(quiet=True)
-    domain = get_domain(cfg.run.domain)
+    domain = domain_for_run(cfg, run_dir.root)
 
     def body(out: Staging) -> None:
         _generate(run_dir, cfg, epoch, domain, out, ui)

@@ -1,0 +1,211 @@
+"""A run's own base tasks: `genenv init --domain NAME --seeds FILE` (repeatable).
+
+Each FILE is read by the domain (`Domain.read_seeds`, the loader `genenv evaluate --data` uses for benchmark
+domains), so a bad record is refused with its file and line before anything is written. The run keeps:
+
+    RUN/seeds/files/<k>/...     byte copies of every source file (a BFCL question file with its possible answers)
+    RUN/seeds/seeds.jsonl       the base tasks, one per line: {"id", "split", "shape", "payload"}
+    RUN/seeds/manifest.json     the sources (path, sha256, count), and where the train/validation split came from
+
+and `run.seeds = "seeds/seeds.jsonl"` in genenv.toml. The folder is built under a temporary name and renamed into
+place, so a failed import leaves the run as it was and a rerun needs none of the original files. The split is the
+file's own where the format states one (the `split` field of the tool_call/arith seed files); otherwise
+`validation_share` of the tasks is drawn, with `run.seed`, as validation, and the manifest says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+from genenv_cli.domains.base import Domain, SeedTask
+from genenv_cli.errors import ConfigError, InputError
+
+SEEDS_DIR = "seeds"
+SEEDS_FILE = "seeds/seeds.jsonl"
+SPLITS = ("train", "validation")
+
+
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def read_sources(domain: Domain, paths: list[Path],
+                 skipped: list[dict[str, str]] | None = None) -> list[tuple[Path, list[SeedTask]]]:
+    """Every file's tasks, checked: known split, the domain's payload check, ids unique across files. Items the
+    domain left out as not self-consistent are appended to `skipped` ({"file", "id", "reason"})."""
+    skipped = [] if skipped is None else skipped
+    out = []
+    seen: dict[str, Path] = {}
+    for path in paths:
+        if not path.is_file():
+            raise InputError(f"--seeds {path}: no such file (expected {domain.seed_format or 'a seed file'}).")
+        tasks = domain.read_seeds(path)
+        skipped.extend({"file": str(path), "id": i, "reason": why} for i, why in getattr(domain, "seed_skips", []))
+        if not tasks:
+            raise InputError(f"--seeds {path}: no tasks found (expected {domain.seed_format or 'a seed file'}).")
+        for t in tasks:
+            if t.split not in ("", *SPLITS):
+                raise InputError(f"{path}: task {t.id!r} has split {t.split!r}; expected train or validation.")
+            if domain.shapes and t.shape not in domain.shapes:
+                raise InputError(f"{path}: task {t.id!r} has shape {t.shape!r}; {domain.name} knows "
+                                 f"{', '.join(domain.shapes)}.")
+            problem = domain.check_payload(t.payload)
+            if problem:
+                raise InputError(f"{path}: task {t.id!r} is not a valid {domain.name} task: {problem}.")
+            if t.id in seen:
+                raise InputError(f"{path}: task id {t.id!r} appears again (first in {seen[t.id]}); ids must be "
+                                 f"unique across the seed files.")
+            seen[t.id] = path
+        out.append((path, tasks))
+    return out
+
+
+def assign_splits(tasks: list[SeedTask], seed: int, validation_share: float) -> tuple[list[SeedTask], str]:
+    """Tasks with a split each, and how it was decided (recorded in the manifest)."""
+    open_ = [i for i, t in enumerate(tasks) if not t.split]
+    if not open_:
+        return tasks, "stated in the seed files"
+    rng = random.Random(f"genenv-seeds-{seed}")
+    order = list(open_)
+    rng.shuffle(order)
+    n_val = round(len(order) * validation_share)
+    if validation_share > 0 and len(order) > 1:
+        n_val = max(1, min(n_val, len(order) - 1))  # both splits non-empty
+    val = set(order[:n_val])
+    out = [t if t.split else SeedTask(t.id, "validation" if i in val else "train", t.shape, t.payload)
+           for i, t in enumerate(tasks)]
+    how = (f"drawn with run.seed={seed}: {n_val} of {len(order)} tasks without a stated split are validation "
+           f"(validation_share {validation_share})")
+    if len(open_) < len(tasks):
+        how += "; the others' split is stated in their file"
+    return out, how
+
+
+def import_seeds(domain: Domain, paths: list[Path], run_root: Path, *, seed: int, validation_share: float = 0.2,
+                 force: bool = False) -> dict[str, Any]:
+    """Read, check and copy the seed files into RUN/seeds (atomically); returns the manifest."""
+    if not 0.0 <= validation_share < 1.0:
+        raise ConfigError(f"--validation-share {validation_share}: expected a number in [0, 1).")
+    skipped: list[dict[str, str]] = []
+    sources = read_sources(domain, paths, skipped)
+    tasks, how = assign_splits([t for _, ts in sources for t in ts], seed, validation_share)
+    if not any(t.split == "train" for t in tasks):
+        raise InputError(f"--seeds: no train tasks among {len(tasks)} (generate-tasks draws base tasks from train).")
+    final = run_root / SEEDS_DIR
+    if final.exists() and not force:
+        raise ConfigError(f"{final} already exists; pass --force to replace the run's seeds.")
+    run_root.mkdir(parents=True, exist_ok=True)
+    tmp = run_root / f".{SEEDS_DIR}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        files = []
+        for k, (path, ts) in enumerate(sources):
+            for src, rel in domain.seed_files(path):
+                dest = tmp / "files" / str(k) / rel
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(src, dest)
+            files.append({"source": str(path.resolve()), "copy": f"{SEEDS_DIR}/files/{k}/{path.name}",
+                          "sha256": _sha256(path), "tasks": len(ts)})
+        with open(tmp / "seeds.jsonl", "w", encoding="utf-8") as fh:
+            for t in tasks:
+                fh.write(json.dumps({"id": t.id, "split": t.split, "shape": t.shape, "payload": t.payload},
+                                    ensure_ascii=False) + "\n")
+        counts = {s: sum(t.split == s for t in tasks) for s in SPLITS}
+        manifest = {"domain": domain.name, "files": files, "split": how, "counts": counts,
+                    "skipped": skipped, "fingerprint": _sha256(tmp / "seeds.jsonl")[:16]}
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        if final.exists():
+            old = run_root / f".{SEEDS_DIR}.old-{os.getpid()}"
+            os.replace(final, old)
+            os.replace(tmp, final)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return manifest
+
+
+def load_run_seeds(domain: Domain, path: Path) -> list[SeedTask]:
+    """The tasks of a run's seeds.jsonl (written by import_seeds; checked again, since users may edit it)."""
+    from genenv_cli.pools import json_lines
+
+    if not path.is_file():
+        raise InputError(f"{path}: the run's seed file is missing (run.seeds in genenv.toml names it); rerun "
+                         f"`genenv init --seeds FILE --force` or clear run.seeds to use the built-in seeds.")
+    out = []
+    for where, rec in json_lines(path, '{"id", "split", "shape", "payload"}'):
+        if not isinstance(rec, dict) or not isinstance(rec.get("id"), str) or rec.get("split") not in SPLITS \
+                or not isinstance(rec.get("shape"), str):
+            raise InputError(f"{where}: expected {{\"id\": str, \"split\": train|validation, \"shape\": str, "
+                             f"\"payload\": {{...}}}}.")
+        problem = domain.check_payload(rec.get("payload"))
+        if problem:
+            raise InputError(f"{where}: not a valid {domain.name} task: {problem}.")
+        out.append(SeedTask(rec["id"], rec["split"], rec["shape"], rec["payload"]))
+    return out
+
+
+def domain_for_run(cfg: Any, run_root: Path | None) -> Domain:
+    """The run's domain: the registered one, with the run's imported seeds when `run.seeds` names a file."""
+    from genenv_cli.domains import get_domain
+
+    domain = get_domain(cfg.run.domain)
+    rel = getattr(cfg.run, "seeds", "")
+    if not rel:
+        return domain
+    if run_root is None:
+        raise ConfigError(f"run.seeds = {rel!r} is relative to the run directory; pass --run DIR.")
+    path = Path(run_root) / rel
+    return _cached(domain, path, path.stat().st_mtime_ns if path.exists() else 0)
+
+
+_CACHE: dict[tuple[int, str, int], Domain] = {}
+
+
+def _cached(domain: Domain, path: Path, mtime: int) -> Domain:
+    key = (id(domain), str(path.resolve()), mtime)
+    if key not in _CACHE:
+        seeds = load_run_seeds(domain, path)
+        fingerprint = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+        _CACHE[key] = domain.with_seeds(seeds, fingerprint)
+    return _CACHE[key]
+
+
+def read_seed_jsonl(path: Path, fields: tuple[str, ...], shape_of: Any = None, check: Any = None) -> list[SeedTask]:
+    """The built-in domains' own seed format, one JSON object per line: `{"id", "split", "shape", <fields>}`
+    (the shipped `data/*_seeds.jsonl`); `split` may be left out (then drawn), `shape_of(payload)` fills a
+    missing shape; `check(payload)` (the domain's check_payload) refuses a bad task with its line."""
+    from genenv_cli.pools import json_lines
+
+    out = []
+    for where, rec in json_lines(path, '{"id", "split", "shape", ' + ", ".join(f'"{f}"' for f in fields) + "}"):
+        if not isinstance(rec, dict) or not isinstance(rec.get("id"), str):
+            raise InputError(f"{where}: expected a JSON object with a string \"id\".")
+        missing = [f for f in fields if f not in rec]
+        if missing:
+            raise InputError(f"{where}: missing {', '.join(missing)} (a task needs {', '.join(fields)}).")
+        split = rec.get("split", "")
+        if split not in ("", *SPLITS):
+            raise InputError(f"{where}: split {split!r}; expected train or validation (or none: drawn at init).")
+        payload = {f: rec[f] for f in fields}
+        problem = check(payload) if check else None
+        if problem:
+            raise InputError(f"{where}: not a valid task: {problem}.")
+        shape = rec.get("shape")
+        if not isinstance(shape, str) or not shape:
+            if shape_of is None:
+                raise InputError(f"{where}: missing the task's \"shape\".")
+            try:
+                shape = shape_of(payload)
+            except ValueError as exc:
+                raise InputError(f"{where}: {exc}") from None
+        out.append(SeedTask(rec["id"], split, shape, payload))
+    return out
