@@ -7,7 +7,7 @@
 them], "requirement": level 3's user requirement (level 3 only)}`. The shape is the level.
 
 **Agent prompt and R_agent**: the `api-bank` suite's official protocol (`evals/api_bank.py`): the point is built
-with the suite's own `_points_from_dialogue` and turned into its prompt by `APIBank._sample` (API-call
+with the suite's own `_points_from_dialogue` and turned into its prompt by `point_sample` (API-call
 instruction, the descriptions, the history); the answer `[ApiName(key='value')]` (or a `<tool_call>` block) is
 judged by `APIBank.score` with each API's own correctness rule. Reward 1 when correct, else 0.
 
@@ -43,6 +43,7 @@ from genenv_cli.evals.api_bank import (
     _read_dialogue,
     _read_level3,
 )
+from genenv_cli.evals.api_bank.benchmark import point_sample
 from genenv_cli.evals.base import EvalSample
 
 TYPES = ("str", "int", "float", "bool", "list", "list(str)", "dict", "datetime")
@@ -114,7 +115,7 @@ class APIBankDomain(FamilyDomain):
         p.requirement = payload.get("requirement")
         docs = {d["name"]: d for d in payload["apis"]}
         docs.setdefault("ToolSearcher", dict(TOOL_SEARCHER_DOC))
-        return self.suite._sample(p, docs, self.protocol)
+        return point_sample(p, docs, self.protocol)
 
     def valid(self, verdict: Any) -> bool:
         return isinstance(verdict.parsed, dict) and verdict.parsed.get("error") not in ("parse", "no_call", "extra_call")

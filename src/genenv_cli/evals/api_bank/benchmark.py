@@ -66,7 +66,7 @@ class APIBank(Benchmark):
             points = [point for point in points if point.call["api_name"] != "ToolSearcher"]
         if not points:
             raise InputError(f"{source}: no API calls to evaluate for split {split!r}.")
-        samples = [_sample(point, docs, protocol) for point in points]
+        samples = [point_sample(point, docs, protocol) for point in points]
         return LoadedData(samples=samples, version=f"{ver}; API docs: {origin}", source=source,
                           fingerprint=sha256_paths(files))
 
@@ -77,7 +77,7 @@ class APIBank(Benchmark):
         return summary.summarize(samples, verdicts, protocol)
 
 
-def _sample(point: _Point, docs: dict[str, dict[str, Any]], protocol: str) -> EvalSample:
+def point_sample(point: _Point, docs: dict[str, dict[str, Any]], protocol: str) -> EvalSample:
     """One evaluation point as a sample: its prompt, gold call, offered tools and parameter types."""
     if protocol == "paper":
         messages, offered = _paper_messages(point, docs)
