@@ -111,7 +111,10 @@ def _pick_parents(rng: random.Random, count: int, seeds: list[SeedTask], prev: l
     exp(-beta (p - alpha)^2) (closest to the frontier first), half from seeds."""
     parents = []
     scored = [t for t in prev if t["task_id"] in prev_p]
-    weights = [env_reward(prev_p[t["task_id"]], alpha=alpha, beta=beta) for t in scored]
+    import polars as pl
+
+    ps = pl.DataFrame({"p": [prev_p[t["task_id"]] for t in scored]}, schema={"p": pl.Float64})
+    weights = ps.select(env_reward(alpha=alpha, beta=beta, p="p"))["r_env"].to_list()
     for _ in range(count):
         if scored and rng.random() < 0.5:
             t = rng.choices(scored, weights=weights, k=1)[0]

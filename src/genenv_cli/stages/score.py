@@ -25,7 +25,14 @@ from typing import Any
 
 from genenv_cli.config import Config
 from genenv_cli.contract import StagePlan, StageResult, Staging, execute
-from genenv_cli.curriculum import epoch_statistics, informative_expr
+from genenv_cli.curriculum import (
+    env_reward,
+    epoch_statistics,
+    filtered,
+    informative_expr,
+    rwr_weight,
+    success,
+)
 from genenv_cli.domains import get_domain
 from genenv_cli.errors import InputError
 from genenv_cli.grading import grade_pairs
@@ -151,7 +158,7 @@ def _score(run_dir: RunDir, cfg: Config, epoch: int, p: StagePlan, out: Staging,
                               "shape": [t["shape"] for t in tasks]})
     scored = (meta.drop("completion").join(grades, on="_pair", how="left", maintain_order="left")
               .join(task_info, on="task_id", how="left", maintain_order="left")
-              .with_columns((pl.col("reward") >= c.success_threshold - 1e-12).alias("success")))
+              .with_columns(success(c.success_threshold)))
     scores = scored.select("rollout_id", "task_id", "batch_id", "sample_index", "source", "shape", "reward",
                            "partial", "success", "valid", "error", "completion_tokens", "finish_reason")
 
@@ -164,8 +171,7 @@ def _score(run_dir: RunDir, cfg: Config, epoch: int, p: StagePlan, out: Staging,
         (pl.col("successes").sum() / pl.col("attempts").sum()).alias("p_batch"))
     stats = (per_task.join(per_batch, on="batch_id")
              .with_columns((pl.col("successes") / pl.col("attempts")).alias("p_task"))
-             .with_columns((-c.beta * (pl.col("p_batch") - c.alpha) ** 2).exp().alias("r_env"),
-                           ((pl.col("p_batch") - c.alpha).abs() > c.k_min + 1e-9).alias("filtered"),
+             .with_columns(env_reward(alpha=c.alpha, beta=c.beta), filtered(alpha=c.alpha, k_min=c.k_min),
                            pl.col("p_task").is_between(c.band_low, c.band_high).alias("in_band"))
              .sort("task_id")
              .select("task_id", "batch_id", "source", "shape", "attempts", "successes", "p_task", "mean_reward",
@@ -222,6 +228,6 @@ def _env_sft(tasks: list[dict[str, Any]], stats: Any, epoch: int, lam: float) ->
     }, schema={k: pl.String for k in ("task_id", "batch_id", "parent_id", "prompt", "output", "env_model")})
     batches = stats.select("batch_id", "p_batch", "r_env", "filtered").unique("batch_id")
     return (pairs.join(batches, on="batch_id", how="left", maintain_order="left")
-            .with_columns(pl.lit(epoch, pl.Int64).alias("epoch"), (pl.col("r_env") * lam).exp().alias("weight"),
+            .with_columns(pl.lit(epoch, pl.Int64).alias("epoch"), rwr_weight(lam=lam),
                           (~pl.col("filtered")).alias("kept"))
             .select(list(polars_schema("env_sft"))))
