@@ -314,7 +314,7 @@ def evaluate(
         ui = UI(quiet=quiet or as_json, json_summary=as_json,
                 log_path=run_dir.logs_dir() / "evaluate.log" if run_dir else None)
         out_dir = None
-        if run_dir is not None and export is None and not _writable(run_dir.root / "evals" / bench):
+        if run_dir is not None and export is None and not _writable(run_dir.evals_dir(bench)):
             out_dir = _elsewhere(run_dir, "evals")
             ui.warn(f"{run_dir.root} is read-only; the results go to {out_dir / bench} instead")
         result = stage.evaluate(run_dir, cfg, bench, epoch=epoch, model=model, data=data, predictions=predictions,

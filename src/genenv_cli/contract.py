@@ -32,6 +32,7 @@ from genenv_cli.rundir import (
     read_json,
     recover_interrupted,
     replace_into_place,
+    shard_of,
     tmp_name,
     unchanged,
     write_json_atomic,
@@ -189,7 +190,7 @@ def _recorded_outputs(run: RunDir, epoch: int) -> dict[str, dict[str, Any]]:
     import json
 
     found: dict[str, dict[str, Any]] = {}
-    mdir = run.epoch_dir(epoch) / "manifests"
+    mdir = run.manifests_dir(epoch)
     for m in mdir.glob("*.json") if mdir.is_dir() else []:
         try:
             for rec in json.loads(m.read_text()).get("outputs", {}).values():
@@ -232,7 +233,7 @@ def execute(run: RunDir, cfg: Config, plan: StagePlan | Callable[[], StagePlan],
     if isinstance(plan, StagePlan):
         stage, epoch = plan.stage, plan.epoch
     assert stage is not None and epoch is not None, "a plan builder needs stage and epoch"
-    lock = EpochLock(run, epoch, stage, shared=".shard-" in stage) if is_main else None
+    lock = EpochLock(run, epoch, stage, shared=shard_of(stage) is not None) if is_main else None
     if lock is not None:
         lock.__enter__()
         if lock.crashed:

@@ -85,5 +85,5 @@ def gather(run: RunDir, epoch: int, band: tuple[float, float], alpha: float) -> 
 
 def refresh(run: RunDir, epoch: int, band: tuple[float, float], alpha: float) -> dict[str, Any]:
     data = gather(run, epoch, band, alpha)
-    write_json_atomic(run.epoch_dir(epoch) / "metrics.json", data)
+    write_json_atomic(run.metrics_path(epoch), data)
     return data

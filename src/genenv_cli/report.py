@@ -29,7 +29,6 @@ import datetime as _dt
 import html
 import json
 import math
-import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -37,7 +36,7 @@ from typing import Any
 from genenv_cli.config import Config
 from genenv_cli.errors import InputError
 from genenv_cli.metrics import DOCS, MAPPINGS, SOURCES
-from genenv_cli.rundir import RunDir, write_text_atomic
+from genenv_cli.rundir import RunDir, write_bytes_atomic, write_text_atomic
 
 # PAPER.md, "Curriculum dynamics": agent success on generated tasks and agent response length, epochs 1-6
 PAPER_SUCCESS = [0.138, 0.425, 0.488, 0.505, 0.517, 0.524]
@@ -77,7 +76,7 @@ def _number(value: Any, where: str, key: str) -> float | int | None:
 def read_metrics(run: RunDir, epoch: int) -> dict[str, Any] | None:
     """The epoch's metrics.json with every key present (missing keys and NaN read as null); None when the
     file does not exist yet."""
-    path = run.epoch_dir(epoch) / "metrics.json"
+    path = run.metrics_path(epoch)
     if not path.exists():
         return None
     try:
@@ -104,7 +103,7 @@ def read_metrics(run: RunDir, epoch: int) -> dict[str, Any] | None:
 
 def read_task_stats(run: RunDir, epoch: int) -> dict[str, list[Any]] | None:
     """p_task, in_band, source and attempts of every task of the epoch; None when score has not run."""
-    path = run.epoch_dir(epoch) / "task_stats.parquet"
+    path = run.file("task_stats", epoch)
     if not path.exists():
         return None
     from genenv_cli.pools import read_parquet
@@ -115,7 +114,7 @@ def read_task_stats(run: RunDir, epoch: int) -> dict[str, list[Any]] | None:
 
 def read_evals(run: RunDir) -> list[dict[str, Any]]:
     """Every `evals/<bench>/<model-tag>.json`, checked for the keys the report uses."""
-    root = run.root / "evals"
+    root = run.evals_root
     if not root.is_dir():
         return []
     found = []
@@ -562,9 +561,7 @@ def build_report(run: RunDir, cfg: Config, out: Path | None = None) -> dict[str,
     for cid, _ in CHARTS:
         path = out_dir / f"{cid}.png"
         if cid in pngs:
-            tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-            tmp.write_bytes(pngs[cid])
-            os.replace(tmp, path)
+            write_bytes_atomic(path, pngs[cid])
             paths.append(path)
         elif out_dir == default_dir.resolve() and path.exists():
             path.unlink()  # a chart of an earlier report that has no data now

@@ -14,7 +14,7 @@ from typing import Any
 from genenv_cli.config import Config
 from genenv_cli.contract import check_state
 from genenv_cli.errors import GenenvError
-from genenv_cli.rundir import RunDir, lock_held
+from genenv_cli.rundir import RunDir, lock_held, shard_of
 from genenv_cli.stages import EPOCH_STAGES, available, stage_module
 
 # the count shown for each stage, from its manifest
@@ -47,7 +47,7 @@ def _record(path: Path) -> dict[str, Any]:
 
 
 def _shard_stages(run: RunDir, epoch: int) -> list[str]:
-    mdir = run.epoch_dir(epoch) / "manifests"
+    mdir = run.manifests_dir(epoch)
     if not mdir.is_dir():
         return []
     return sorted(p.stem for p in mdir.glob("rollout.shard-*.json"))
@@ -57,11 +57,8 @@ def stage_state(run: RunDir, cfg: Config, epoch: int, stage: str) -> dict[str, A
     base = stage.split(".")[0]
     try:
         mod = stage_module(base)
-        if base == "rollout" and "." in stage:
-            from genenv_cli.stages.rollout import parse_shard
-
-            i, n = stage.split("shard-")[1].split("-of-")
-            p = mod.plan(run, cfg, epoch, shard=parse_shard(f"{i}/{n}"))
+        if base == "rollout" and shard_of(stage):
+            p = mod.plan(run, cfg, epoch, shard=shard_of(stage))
         else:
             p = mod.plan(run, cfg, epoch)
         st = check_state(run, cfg, p)
@@ -104,7 +101,7 @@ def collect(run: RunDir, cfg: Config) -> list[dict[str, Any]]:
             "valid_generation_rate": gen.get("valid_generation_rate"),
             "mean_prompt_tokens": sc.get("mean_prompt_tokens"),
         }
-        metrics_path = run.epoch_dir(epoch) / "metrics.json"
+        metrics_path = run.metrics_path(epoch)
         if metrics_path.is_file():  # a metrics.json of the wrong shape (edited by hand) adds nothing
             metrics.update({k: v for k, v in _record(metrics_path).items() if k != "epoch"})
         rows.append({"epoch": epoch, "stages": stages, "metrics": metrics,
@@ -138,8 +135,8 @@ def table_cells(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[tuple[
                 st = row["stages"][k]
                 n = st["counts"].get(_ROW_COUNT.get(name, ""), None)
                 label = st["state"] + (f" {n}" if n is not None and st["state"] != "missing" else "")
-                if "." in k:
-                    label = k.split("shard-")[1].replace("-of-", "/") + " " + label
+                if (shard := shard_of(k)) is not None:
+                    label = f"{shard[0]}/{shard[1]} {label}"
                 parts.append((label, st["state"]))
             cells.append((" / ".join(p for p, _ in parts) or "-", parts[0][1] if len(parts) == 1 else ""))
         m = row["metrics"]

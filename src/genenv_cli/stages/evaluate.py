@@ -134,7 +134,7 @@ def evaluate(run: RunDir | None, cfg: Config, bench_name: str, *, epoch: int | N
     summary = bench.summarize(samples, verdicts, protocol)
     suffix = ("" if protocol == "official" else f".{protocol}") + (f".{split}" if split else "") \
         + (f".{version}" if version else "") + (f".limit{limit}" if limit else "")
-    base = (out_dir or (run.root / "evals" if run else Path("evals"))) / bench_name
+    base = out_dir / bench_name if out_dir else run.evals_dir(bench_name) if run else Path("evals") / bench_name
     result = {
         "bench": bench_name, "model_tag": tag, "epoch": ep, "protocol": protocol, "split": split,
         "version": loaded.version, "data_source": loaded.source, "data_fingerprint": loaded.fingerprint,
@@ -196,7 +196,7 @@ def _pick_model(run: RunDir | None, cfg: Config, epoch: int | None, model: str |
         raise ConfigError("no run directory: pass --model, --predictions or --run.")
     if epoch is not None:
         require_done(run, epoch, AGENT_STAGE, "evaluate")
-        return str(run.epoch_dir(epoch) / "agent"), f"epoch-{epoch:04d}-agent", epoch
+        return str(run.checkpoint_dir(epoch, "agent")), f"epoch-{epoch:04d}-agent", epoch
     name, tag = latest_agent(run, cfg)
     m = re.match(r"epochs/(\d+)/agent", tag)
     if m:

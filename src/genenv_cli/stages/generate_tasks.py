@@ -31,7 +31,7 @@ from genenv_cli.curriculum import agent_statistics, env_reward
 from genenv_cli.domains import get_domain
 from genenv_cli.domains.base import Domain, EnvContext, Reject, SeedTask, jaccard
 from genenv_cli.pools import iter_jsonl, read_parquet, write_jsonl
-from genenv_cli.rundir import RunDir, write_text_atomic
+from genenv_cli.rundir import RunDir, clean_stale_tmp, replace_into_place, tmp_name, write_text_atomic
 from genenv_cli.ui import UI
 
 STAGE = "generate-tasks"
@@ -39,14 +39,13 @@ CONFIG_SECTIONS = ["run.domain", "run.seed", "env", "generate", "curriculum"]
 
 
 def static_set_path(run: RunDir) -> Path:
-    return run.root / "static" / "tasks.jsonl"
+    return run.root / "static" / run.file("tasks", 0).name
 
 
 def plan(run: RunDir, cfg: Config, epoch: int) -> StagePlan:
     domain = get_domain(cfg.run.domain)
     p = StagePlan(STAGE, epoch, config_sections=CONFIG_SECTIONS)
-    p.outputs = {"tasks": run.epoch_dir(epoch) / "tasks.jsonl",
-                 "rejects": run.epoch_dir(epoch) / "tasks.rejects.jsonl"}
+    p.outputs = {"tasks": run.file("tasks", epoch), "rejects": run.file("rejects", epoch)}
     p.values = {"domain_data": domain.data_fingerprint()}
     if cfg.env.mode != "seeds":
         name, tag, manifest = env_model_for(run, cfg, epoch, STAGE)
@@ -54,10 +53,10 @@ def plan(run: RunDir, cfg: Config, epoch: int) -> StagePlan:
         if manifest is not None:
             p.inputs["env_checkpoint"] = manifest
     if epoch > 1:
-        p.inputs["prev_task_stats"] = run.epoch_dir(epoch - 1) / "task_stats.parquet"
+        p.inputs["prev_task_stats"] = run.file("task_stats", epoch - 1)
         p.requires.append((epoch - 1, "score"))
         for e in range(1, epoch):
-            p.inputs[f"tasks_{e:04d}"] = run.epoch_dir(e) / "tasks.jsonl"
+            p.inputs[f"tasks_{e:04d}"] = run.file("tasks", e)
     # the static set is written by the first epoch that needs it, so it is that epoch's output, not its input:
     # declared as an input there, it would make the finished epoch stale the moment it exists
     if cfg.env.mode == "static" and epoch > 1 and static_set_path(run).exists():
@@ -92,7 +91,7 @@ class Novelty:
 def _prev_tasks(run: RunDir, epoch: int) -> list[dict[str, Any]]:
     out = []
     for e in range(1, epoch):
-        out.extend(iter_jsonl(run.epoch_dir(e) / "tasks.jsonl", "tasks"))
+        out.extend(iter_jsonl(run.file("tasks", e), "tasks"))
     return out
 
 
@@ -154,7 +153,7 @@ def _generate(run_dir: RunDir, cfg: Config, epoch: int, domain: Domain, out: Sta
 
     stats, prev_p, frontier = None, {}, []
     if epoch > 1:
-        ts = read_parquet(run_dir.epoch_dir(epoch - 1) / "task_stats.parquet", "task_stats")
+        ts = read_parquet(run_dir.file("task_stats", epoch - 1), "task_stats")
         c = cfg.curriculum
         stats = agent_statistics(ts, alpha=c.alpha, band=(c.band_low, c.band_high), examples=g.frontier_examples)
         prev_p = dict(zip(ts["task_id"].to_list(), ts["p_task"].to_list(), strict=True))
@@ -295,9 +294,10 @@ def _static_tasks(run_dir: RunDir, cfg: Config, epoch: int, domain: Domain, seed
         made = _sample_batches(run_dir, cfg, 0, domain, contexts, cfg.env.model, cfg.env.model, static_novelty,
                                len(seeds) * v, ui, counts, rejects, v, "static")
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
+        clean_stale_tmp(path.parent)
+        tmp = tmp_name(path)
         write_jsonl(tmp, made)
-        tmp.replace(path)
+        replace_into_place(tmp, path)
         write_text_atomic(path.with_name("README.txt"),
                           "GenEnv-Static: variations of the seeds generated once (epoch 0) and reused by every epoch.\n")
     pool = list(iter_jsonl(path, "tasks"))

@@ -23,7 +23,7 @@ from genenv_cli.contract import StagePlan, StageResult, Staging, execute
 from genenv_cli.domains import get_domain
 from genenv_cli.errors import ConfigError
 from genenv_cli.pools import frame, polars_schema, write_parquet
-from genenv_cli.rundir import RunDir
+from genenv_cli.rundir import RunDir, shard_tag
 from genenv_cli.taskfile import load_tasks
 from genenv_cli.ui import UI
 
@@ -45,17 +45,16 @@ def parse_shard(text: str | None) -> tuple[int, int] | None:
 
 
 def stage_name(shard: tuple[int, int] | None) -> str:
-    return STAGE if shard is None else f"{STAGE}.shard-{shard[0]}-of-{shard[1]}"
+    return STAGE if shard is None else f"{STAGE}.{shard_tag(shard)}"
 
 
 def output_path(run: RunDir, epoch: int, shard: tuple[int, int] | None) -> Path:
-    name = "rollouts.parquet" if shard is None else f"rollouts.shard-{shard[0]}-of-{shard[1]}.parquet"
-    return run.epoch_dir(epoch) / name
+    return run.file("rollouts", epoch, shard)
 
 
 def plan(run: RunDir, cfg: Config, epoch: int, shard: tuple[int, int] | None = None) -> StagePlan:
     p = StagePlan(stage_name(shard), epoch, config_sections=CONFIG_SECTIONS)
-    p.inputs["tasks"] = run.epoch_dir(epoch) / "tasks.jsonl"
+    p.inputs["tasks"] = run.file("tasks", epoch)
     p.requires.append((epoch, "generate-tasks"))
     name, tag, manifest = agent_model_for(run, cfg, epoch, STAGE)
     p.values["agent_model"] = tag

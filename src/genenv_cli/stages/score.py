@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
-import re
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -37,22 +36,22 @@ from genenv_cli.domains import get_domain
 from genenv_cli.errors import InputError
 from genenv_cli.grading import grade_pairs
 from genenv_cli.pools import polars_schema, read_parquet, write_parquet
-from genenv_cli.rundir import RunDir
+from genenv_cli.rundir import RunDir, shard_of
+from genenv_cli.stages.rollout import stage_name
 from genenv_cli.taskfile import load_tasks
 from genenv_cli.ui import UI
 
 STAGE = "score"
 CONFIG_SECTIONS = ["run.domain", "curriculum"]
-_SHARD = re.compile(r"^rollout\.shard-(\d+)-of-(\d+)\.json$")
 
 
 def rollout_sources(run: RunDir, epoch: int) -> list[tuple[str, str]]:
     """[(input name, rollout stage)] to merge: the unsharded file, else every shard of one split."""
     if run.manifest_path(epoch, "rollout").exists():
         return [("rollouts", "rollout")]
-    mdir = run.epoch_dir(epoch) / "manifests"
-    shards = sorted((int(m.group(1)), int(m.group(2))) for p in (mdir.iterdir() if mdir.is_dir() else [])
-                    if (m := _SHARD.match(p.name)))
+    mdir = run.manifests_dir(epoch)
+    shards = sorted(s for p in (mdir.glob("rollout.shard-*.json") if mdir.is_dir() else [])
+                    if (s := shard_of(p.stem)) and p.stem == stage_name(s))
     if not shards:
         raise InputError(f"`score --epoch {epoch}` needs the epoch's rollouts, but neither `rollout` nor any "
                          f"`rollout --shard I/N` of epoch {epoch} has completed. Run `genenv rollout --epoch {epoch}`.")
@@ -66,21 +65,17 @@ def rollout_sources(run: RunDir, epoch: int) -> list[tuple[str, str]]:
         raise InputError(f"epoch {epoch}: rollout shards {', '.join(f'{i}/{n}' for i in missing)} have not completed "
                          f"(have {len(shards)} of {n}); score refuses an incomplete set. Run "
                          f"`genenv rollout --epoch {epoch} --shard {missing[0]}/{n}`.")
-    return [(f"rollouts_shard_{i}", f"rollout.shard-{i}-of-{n}") for i in range(1, n + 1)]
+    return [(f"rollouts_shard_{i}", stage_name((i, n))) for i in range(1, n + 1)]
 
 
 def plan(run: RunDir, cfg: Config, epoch: int) -> StagePlan:
     p = StagePlan(STAGE, epoch, config_sections=CONFIG_SECTIONS)
-    p.inputs["tasks"] = run.epoch_dir(epoch) / "tasks.jsonl"
+    p.inputs["tasks"] = run.file("tasks", epoch)
     p.requires.append((epoch, "generate-tasks"))
     for name, stage in rollout_sources(run, epoch):
-        fname = "rollouts.parquet" if stage == "rollout" else stage.replace("rollout.", "rollouts.") + ".parquet"
-        p.inputs[name] = run.epoch_dir(epoch) / fname
+        p.inputs[name] = run.file("rollouts", epoch, shard_of(stage))
         p.requires.append((epoch, stage))
-    e = run.epoch_dir(epoch)
-    p.outputs = {"scores": e / "scores.parquet", "task_stats": e / "task_stats.parquet",
-                 "agent_train": run.pool_partition("agent_train", epoch),
-                 "env_sft": run.pool_partition("env_sft", epoch)}
+    p.outputs = {key: run.file(key, epoch) for key in ("scores", "task_stats", "agent_train", "env_sft")}
     p.values["domain_data"] = get_domain(cfg.run.domain).data_fingerprint()
     return p
 

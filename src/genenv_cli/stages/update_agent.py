@@ -39,9 +39,8 @@ def plan(run: RunDir, cfg: Config, epoch: int) -> StagePlan:
     for e in range(max(1, epoch - cfg.agent_update.replay_epochs), epoch):
         if cfg.agent_update.replay_epochs:
             p.inputs[f"replay_{e:04d}"] = run.pool_partition("agent_train", e)
-    d = run.epoch_dir(epoch)
-    p.outputs = {"agent": d / "agent", "agent_update": d / "agent_update.parquet",
-                 "agent_update_steps": d / "agent_update_steps.parquet"}
+    p.outputs = {"agent": run.checkpoint_dir(epoch, "agent"), "agent_update": run.file("agent_update", epoch),
+                 "agent_update_steps": run.file("agent_update_steps", epoch)}
     return p
 
 

@@ -44,9 +44,8 @@ def plan(run: RunDir, cfg: Config, epoch: int) -> StagePlan:
     p.values["env_model"] = tag
     if manifest is not None:
         p.inputs["env_checkpoint"] = manifest
-    d = run.epoch_dir(epoch)
-    p.outputs = {"env": d / "env", "env_update": d / "env_update.parquet",
-                 "env_update_steps": d / "env_update_steps.parquet"}
+    p.outputs = {"env": run.checkpoint_dir(epoch, "env"), "env_update": run.file("env_update", epoch),
+                 "env_update_steps": run.file("env_update_steps", epoch)}
     return p
 
 
