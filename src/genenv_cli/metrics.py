@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from genenv_cli.rundir import RunDir, write_json_atomic
+
+if TYPE_CHECKING:
+    from genenv_cli.config import Config
+    from genenv_cli.contract import StagePlan
 
 # keys whose value is a mapping (by shape), not a number
 MAPPINGS = {"env_shape_mix", "shape_success"}
@@ -87,3 +91,9 @@ def refresh(run: RunDir, epoch: int, band: tuple[float, float], alpha: float) ->
     data = gather(run, epoch, band, alpha)
     write_json_atomic(run.metrics_path(epoch), data)
     return data
+
+
+def after_stage(run: RunDir, cfg: Config, plan: StagePlan) -> None:
+    """Every epoch stage's `after_commit` hook: metrics.json follows the manifest just written."""
+    c = cfg.curriculum
+    refresh(run, plan.epoch, (c.band_low, c.band_high), c.alpha)

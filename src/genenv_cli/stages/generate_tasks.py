@@ -30,6 +30,7 @@ from genenv_cli.contract import StagePlan, StageResult, Staging, execute
 from genenv_cli.curriculum import agent_statistics, env_reward
 from genenv_cli.domains import get_domain
 from genenv_cli.domains.base import Domain, EnvContext, Reject, SeedTask, jaccard
+from genenv_cli.metrics import after_stage
 from genenv_cli.pools import iter_jsonl, read_parquet, write_jsonl
 from genenv_cli.rundir import RunDir, clean_stale_tmp, replace_into_place, tmp_name, write_text_atomic
 from genenv_cli.ui import UI
@@ -49,6 +50,7 @@ def plan(run: RunDir, cfg: Config, epoch: int) -> StagePlan:
     p.values = {"domain_data": domain.data_fingerprint()}
     if cfg.env.mode != "seeds":
         name, tag, manifest = env_model_for(run, cfg, epoch, STAGE)
+        p.models["env"] = (name, tag)
         p.values["env_model"] = tag
         if manifest is not None:
             p.inputs["env_checkpoint"] = manifest
@@ -131,7 +133,8 @@ def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI
     def body(out: Staging) -> None:
         _generate(run_dir, cfg, epoch, domain, out, ui)
 
-    return execute(run_dir, cfg, lambda: plan(run_dir, cfg, epoch), body, force=force, stage=STAGE, epoch=epoch)
+    return execute(run_dir, cfg, STAGE, epoch, lambda: plan(run_dir, cfg, epoch), body, force=force,
+                   after_commit=after_stage)
 
 
 def _generate(run_dir: RunDir, cfg: Config, epoch: int, domain: Domain, out: Staging, ui: UI) -> None:
@@ -172,7 +175,7 @@ def _generate(run_dir: RunDir, cfg: Config, epoch: int, domain: Domain, out: Sta
         n_batches = math.ceil(n_env / g.variations)
         parents = _pick_parents(rng, n_batches, seeds, prev, prev_p, cfg.curriculum.alpha, cfg.curriculum.beta)
         contexts = [EnvContext(pid, shape, payload, pp, stats, frontier) for pid, shape, payload, pp in parents]
-        name, tag, _ = env_model_for(run_dir, cfg, epoch, STAGE)
+        name, tag = out.plan.models["env"]
         env_tasks = _sample_batches(run_dir, cfg, epoch, domain, contexts, name, tag, novelty, n_env, ui,
                                     counts, rejects, g.variations, f"e{epoch:04d}")
     else:

@@ -20,6 +20,7 @@ from typing import Any
 from genenv_cli.checkpoints import AGENT_STAGE, agent_model_for
 from genenv_cli.config import Config
 from genenv_cli.contract import StagePlan, StageResult, Staging, execute
+from genenv_cli.metrics import after_stage
 from genenv_cli.pools import check_parquet, reading
 from genenv_cli.rundir import RunDir
 from genenv_cli.ui import UI
@@ -33,6 +34,7 @@ def plan(run: RunDir, cfg: Config, epoch: int) -> StagePlan:
     p.requires.append((epoch, "score"))
     p.inputs["pool"] = run.pool_partition("agent_train", epoch)
     name, tag, manifest = agent_model_for(run, cfg, epoch, STAGE)
+    p.models["agent"] = (name, tag)
     p.values["agent_model"] = tag
     if manifest is not None:
         p.inputs["agent_checkpoint"] = manifest
@@ -50,7 +52,8 @@ def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI
     def body(out: Staging) -> None:
         _update(run_dir, cfg, epoch, out, ui)
 
-    return execute(run_dir, cfg, lambda: plan(run_dir, cfg, epoch), body, force=force, stage=STAGE, epoch=epoch)
+    return execute(run_dir, cfg, STAGE, epoch, lambda: plan(run_dir, cfg, epoch), body, force=force,
+                   after_commit=after_stage)
 
 
 def select_samples(pool: Path, replay: list[Path], temperature: float | None = None) -> tuple[list[dict], Any]:
@@ -128,7 +131,7 @@ def _update(run_dir: RunDir, cfg: Config, epoch: int, out: Staging, ui: UI) -> N
     skipped = records.filter(pl.col("skip_reason").is_not_null())
     skipped_by_reason = {r["skip_reason"]: r["n"] for r in skipped.group_by("skip_reason")
                          .agg(pl.struct("epoch", "group_id").n_unique().alias("n")).iter_rows(named=True)}
-    name, tag, _ = agent_model_for(run_dir, cfg, epoch, STAGE)
+    name, tag = out.plan.models["agent"]
     rank, size = world()
     ui.info(f"update-agent epoch {epoch}: {len(rows)} samples in {groups_used} groups from {tag}"
             + (f" (rank {rank} of {size})" if size > 1 else ""))

@@ -20,6 +20,7 @@ from genenv_cli.checkpoints import ENV_STAGE, env_model_for, env_trained
 from genenv_cli.config import Config
 from genenv_cli.contract import StagePlan, StageResult, Staging, execute
 from genenv_cli.curriculum import normalized_weights
+from genenv_cli.metrics import after_stage
 from genenv_cli.pools import check_parquet, reading
 from genenv_cli.rundir import RunDir
 from genenv_cli.ui import UI
@@ -41,6 +42,7 @@ def plan(run: RunDir, cfg: Config, epoch: int) -> StagePlan:
     for e in window_epochs(epoch, cfg.env_update.window):
         p.inputs[f"pool_{e:04d}"] = run.pool_partition("env_sft", e)
     name, tag, manifest = env_model_for(run, cfg, epoch, STAGE)
+    p.models["env"] = (name, tag)
     p.values["env_model"] = tag
     if manifest is not None:
         p.inputs["env_checkpoint"] = manifest
@@ -59,7 +61,8 @@ def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI
             return
         _update(run_dir, cfg, epoch, out, ui)
 
-    return execute(run_dir, cfg, lambda: plan(run_dir, cfg, epoch), body, force=force, stage=STAGE, epoch=epoch)
+    return execute(run_dir, cfg, STAGE, epoch, lambda: plan(run_dir, cfg, epoch), body, force=force,
+                   after_commit=after_stage)
 
 
 def select_pairs(paths: list[Path], lam: float) -> tuple[list[dict[str, Any]], Any]:
@@ -105,7 +108,7 @@ def _update(run_dir: RunDir, cfg: Config, epoch: int, out: Staging, ui: UI) -> N
         check_parquet(p, "env_sft")
     with reading(paths, f"update-env epoch {epoch}"):
         used, records = select_pairs(paths, cfg.curriculum.lam)
-    name, tag, _ = env_model_for(run_dir, cfg, epoch, STAGE)
+    name, tag = out.plan.models["env"]
     _, size = world()
     ui.info(f"update-env epoch {epoch}: {len(used)} of {records.height} generations from epochs "
             f"{window_epochs(epoch, u.window)} pass the filter; training {tag}")
