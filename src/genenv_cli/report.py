@@ -38,7 +38,8 @@ from genenv_cli.errors import InputError
 from genenv_cli.metrics import DOCS, MAPPINGS, SOURCES
 from genenv_cli.rundir import RunDir, write_bytes_atomic, write_text_atomic
 
-# PAPER.md, "Curriculum dynamics": agent success on generated tasks and agent response length, epochs 1-6
+# the GenEnv paper's "Curriculum dynamics" figure (the paper: docs/design.md): agent success on generated
+# tasks and agent response length, epochs 1-6
 PAPER_SUCCESS = [0.138, 0.425, 0.488, 0.505, 0.517, 0.524]
 PAPER_RESPONSE_TOKENS = [137, 147, 160, 174, 187, 204]
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import json
 import math
 import os
 import warnings
@@ -30,7 +29,6 @@ from typing import Any
 
 from genenv_cli.config import TrainingConfig
 from genenv_cli.models import (
-    CHECKPOINT_META,
     ModelRef,
     dtype_name,
     load_model,
@@ -302,17 +300,6 @@ def publish_update(policy: Policy, out: Any, *, role: str, epoch: int, trained_f
     return digest
 
 
-def copy_checkpoint(src: Path, folder: Path, *, epoch: int, note: str) -> None:
-    """Carry a checkpoint over unchanged (an update with nothing to train on)."""
-    import shutil
-
-    shutil.copytree(src, folder)
-    meta_path = folder / CHECKPOINT_META
-    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
-    meta.update({"epoch": epoch, "note": note})
-    meta_path.write_text(json.dumps(meta, indent=2) + "\n")
-
-
 def parameter_digest(model: Any) -> str:
     """sha256 of the trainable parameters, to compare ranks and checkpoints. Under FSDP or ZeRO-3 a rank holds
     shards (FSDP2: DTensors, read through their local part), so the digests then differ between ranks."""
@@ -341,8 +328,8 @@ def world() -> tuple[int, int]:
 
 
 def finish_distributed() -> None:
-    """Every rank waits for the others, then the process group is closed (STACK.md: without this, one run
-    in nine aborted at exit)."""
+    """Every rank waits for the others, then the process group is closed (without it, about one
+    torchrun in nine aborted at exit)."""
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
