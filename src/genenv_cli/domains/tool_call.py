@@ -43,7 +43,7 @@ from importlib import resources
 from typing import Any
 
 from genenv_cli.callparse import CallParseError, parse_tool_calls, standardize_string
-from genenv_cli.domains.base import Domain, EnvContext, Reject, Score, SeedTask
+from genenv_cli.domains.base import Domain, EnvContext, Reject, Score
 
 SHAPES = ("single", "conversion", "multiple", "parallel", "no_tool")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -142,24 +142,12 @@ class ToolCallDomain(Domain):
     name = "tool_call"
     description = "Answer a request with the right tool calls (API-Bank / BFCL style), exact structured match."
     shapes = SHAPES
+    seed_file = "tool_call_seeds.jsonl"
+    payload_keys = ("request", "tools", "calls")
 
     @cached_property
     def library(self) -> dict[str, dict[str, Any]]:
         return {t["name"]: t for t in _load_json("tool_call_tools.json")}
-
-    @cached_property
-    def _seeds(self) -> list[SeedTask]:
-        text = resources.files("genenv_cli.domains").joinpath("data", "tool_call_seeds.jsonl").read_text("utf-8")
-        out = []
-        for line in text.splitlines():
-            if line.strip():
-                r = json.loads(line)
-                out.append(SeedTask(r["id"], r["split"], r["shape"],
-                                    {"request": r["request"], "tools": r["tools"], "calls": r["calls"]}))
-        return out
-
-    def seeds(self, split: str = "train") -> list[SeedTask]:
-        return [s for s in self._seeds if s.split == split]
 
     @functools.cache  # noqa: B019 - one instance per process (get_domain)
     def data_fingerprint(self) -> str:
