@@ -42,6 +42,11 @@ def shard_tag(shard: tuple[int, int]) -> str:
     return f"shard-{shard[0]}-of-{shard[1]}"
 
 
+def shard_stage(stage: str, shard: tuple[int, int]) -> str:
+    """The name of shard I of N of `stage` (its manifest's name and its lock's): `rollout.shard-I-of-N`."""
+    return f"{stage}.{shard_tag(shard)}"
+
+
 def shard_of(name: str) -> tuple[int, int] | None:
     """(I, N) from a stage name or file stem that `shard_tag` spelled, None for an unsharded one.
 
@@ -148,6 +153,17 @@ def lock_held(path: Path) -> bool:
             return False
         fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
     return False
+
+
+def read_record(path: Path) -> dict[str, Any]:
+    """A JSON object the run wrote, leniently: {} when the file is missing, empty, unreadable or not an object.
+    The one reader of a lock's holder ({stage, pid, host, since}; a clean exit empties it), also used where a
+    damaged file should add nothing rather than fail (`status`)."""
+    try:
+        info = json.loads(path.read_bytes() or b"{}")
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return info if isinstance(info, dict) else {}
 
 
 def _only_locks(folder: Path) -> bool:
@@ -372,11 +388,8 @@ class EpochLock:
         self._created_folder = False
 
     def _holder(self, path: Path) -> str:
-        try:
-            info = json.loads(path.read_text() or "{}")
-        except (OSError, ValueError):
-            info = {}
-        if not isinstance(info, dict) or not info:
+        info = read_record(path)
+        if not info:
             others = sorted(p.name[len(".lock."):] for p in path.parent.glob(".lock.*"))
             return f"`{', '.join(others)}`" if others else "another process"
         return f"`{info.get('stage')}` (pid {info.get('pid')} on {info.get('host')}, since {info.get('since')})"

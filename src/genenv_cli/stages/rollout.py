@@ -24,7 +24,7 @@ from genenv_cli.domains import get_domain
 from genenv_cli.errors import ConfigError
 from genenv_cli.metrics import after_stage
 from genenv_cli.pools import frame, polars_schema, write_parquet
-from genenv_cli.rundir import RunDir, shard_tag
+from genenv_cli.rundir import RunDir, shard_stage
 from genenv_cli.taskfile import load_tasks
 from genenv_cli.ui import UI
 
@@ -46,24 +46,29 @@ def parse_shard(text: str | None) -> tuple[int, int] | None:
 
 
 def stage_name(shard: tuple[int, int] | None) -> str:
-    return STAGE if shard is None else f"{STAGE}.{shard_tag(shard)}"
+    return STAGE if shard is None else shard_stage(STAGE, shard)
 
 
 def output_path(run: RunDir, epoch: int, shard: tuple[int, int] | None) -> Path:
     return run.file("rollouts", epoch, shard)
 
 
-def plan(run: RunDir, cfg: Config, epoch: int, shard: tuple[int, int] | None = None) -> StagePlan:
+def plan(run_dir: RunDir, cfg: Config, epoch: int, shard: tuple[int, int] | None = None) -> StagePlan:
     p = StagePlan(stage_name(shard), epoch, config_sections=CONFIG_SECTIONS)
-    p.inputs["tasks"] = run.file("tasks", epoch)
+    p.inputs["tasks"] = run_dir.file("tasks", epoch)
     p.requires.append((epoch, "generate-tasks"))
-    name, tag, manifest = agent_model_for(run, cfg, epoch, STAGE)
+    name, tag, manifest = agent_model_for(run_dir, cfg, epoch, STAGE)
     p.models["agent"] = (name, tag)
     p.values["agent_model"] = tag
     if manifest is not None:
         p.inputs["agent_checkpoint"] = manifest
-    p.outputs["rollouts"] = output_path(run, epoch, shard)
+    p.outputs["rollouts"] = output_path(run_dir, epoch, shard)
     return p
+
+
+def summary(counts: dict[str, Any], metrics: dict[str, Any]) -> str:
+    return (f"{counts.get('rollouts')} rollouts of {counts.get('tasks')} tasks, "
+            f"{counts.get('completion_tokens')} tokens, {counts.get('truncated', 0)} truncated")
 
 
 def run(run_dir: RunDir, cfg: Config, epoch: int, *, shard: tuple[int, int] | None = None, force: bool = False,

@@ -37,8 +37,7 @@ from genenv_cli.errors import InputError
 from genenv_cli.grading import grade_pairs
 from genenv_cli.metrics import after_stage
 from genenv_cli.pools import polars_schema, read_parquet, write_parquet
-from genenv_cli.rundir import RunDir, shard_of
-from genenv_cli.stages.rollout import stage_name
+from genenv_cli.rundir import RunDir, shard_of, shard_stage
 from genenv_cli.taskfile import load_tasks
 from genenv_cli.ui import UI
 
@@ -52,7 +51,7 @@ def rollout_sources(run: RunDir, epoch: int) -> list[tuple[str, str]]:
         return [("rollouts", "rollout")]
     mdir = run.manifests_dir(epoch)
     shards = sorted(s for p in (mdir.glob("rollout.shard-*.json") if mdir.is_dir() else [])
-                    if (s := shard_of(p.stem)) and p.stem == stage_name(s))
+                    if (s := shard_of(p.stem)) and p.stem == shard_stage("rollout", s))
     if not shards:
         raise InputError(f"`score --epoch {epoch}` needs the epoch's rollouts, but neither `rollout` nor any "
                          f"`rollout --shard I/N` of epoch {epoch} has completed. Run `genenv rollout --epoch {epoch}`.")
@@ -66,19 +65,27 @@ def rollout_sources(run: RunDir, epoch: int) -> list[tuple[str, str]]:
         raise InputError(f"epoch {epoch}: rollout shards {', '.join(f'{i}/{n}' for i in missing)} have not completed "
                          f"(have {len(shards)} of {n}); score refuses an incomplete set. Run "
                          f"`genenv rollout --epoch {epoch} --shard {missing[0]}/{n}`.")
-    return [(f"rollouts_shard_{i}", stage_name((i, n))) for i in range(1, n + 1)]
+    return [(f"rollouts_shard_{i}", shard_stage("rollout", (i, n))) for i in range(1, n + 1)]
 
 
-def plan(run: RunDir, cfg: Config, epoch: int) -> StagePlan:
+def plan(run_dir: RunDir, cfg: Config, epoch: int) -> StagePlan:
     p = StagePlan(STAGE, epoch, config_sections=CONFIG_SECTIONS)
-    p.inputs["tasks"] = run.file("tasks", epoch)
+    p.inputs["tasks"] = run_dir.file("tasks", epoch)
     p.requires.append((epoch, "generate-tasks"))
-    for name, stage in rollout_sources(run, epoch):
-        p.inputs[name] = run.file("rollouts", epoch, shard_of(stage))
+    for name, stage in rollout_sources(run_dir, epoch):
+        p.inputs[name] = run_dir.file("rollouts", epoch, shard_of(stage))
         p.requires.append((epoch, stage))
-    p.outputs = {key: run.file(key, epoch) for key in ("scores", "task_stats", "agent_train", "env_sft")}
+    p.outputs = {key: run_dir.file(key, epoch) for key in ("scores", "task_stats", "agent_train", "env_sft")}
     p.values["domain_data"] = get_domain(cfg.run.domain).data_fingerprint()
     return p
+
+
+def summary(counts: dict[str, Any], metrics: dict[str, Any]) -> str:
+    from genenv_cli.summaries import num, pct
+
+    return (f"success {num(metrics.get('success_rate'))}, mean p_batch {num(metrics.get('batch_p_mean'))}, "
+            f"{pct(metrics.get('band_share'))} of tasks in band, mean R_env {num(metrics.get('env_r_mean'))} over "
+            f"{metrics.get('env_batches', 0)} env batches ({metrics.get('env_batches_kept', 0)} kept)")
 
 
 def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI | None = None) -> StageResult:

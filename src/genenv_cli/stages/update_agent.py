@@ -29,28 +29,36 @@ STAGE = AGENT_STAGE
 CONFIG_SECTIONS = ["run.seed", "agent", "agent_update"]
 
 
-def plan(run: RunDir, cfg: Config, epoch: int) -> StagePlan:
+def plan(run_dir: RunDir, cfg: Config, epoch: int) -> StagePlan:
     p = StagePlan(STAGE, epoch, config_sections=CONFIG_SECTIONS)
     p.requires.append((epoch, "score"))
-    p.inputs["pool"] = run.pool_partition("agent_train", epoch)
-    name, tag, manifest = agent_model_for(run, cfg, epoch, STAGE)
+    p.inputs["pool"] = run_dir.pool_partition("agent_train", epoch)
+    name, tag, manifest = agent_model_for(run_dir, cfg, epoch, STAGE)
     p.models["agent"] = (name, tag)
     p.values["agent_model"] = tag
     if manifest is not None:
         p.inputs["agent_checkpoint"] = manifest
     for e in range(max(1, epoch - cfg.agent_update.replay_epochs), epoch):
         if cfg.agent_update.replay_epochs:
-            p.inputs[f"replay_{e:04d}"] = run.pool_partition("agent_train", e)
-    p.outputs = {"agent": run.checkpoint_dir(epoch, "agent"), "agent_update": run.file("agent_update", epoch),
-                 "agent_update_steps": run.file("agent_update_steps", epoch)}
+            p.inputs[f"replay_{e:04d}"] = run_dir.pool_partition("agent_train", e)
+    p.outputs = {"agent": run_dir.checkpoint_dir(epoch, "agent"), "agent_update": run_dir.file("agent_update", epoch),
+                 "agent_update_steps": run_dir.file("agent_update_steps", epoch)}
     return p
+
+
+def summary(counts: dict[str, Any], metrics: dict[str, Any]) -> str:
+    from genenv_cli.summaries import num
+
+    return (f"{counts.get('samples_used', 0)} samples in {counts.get('groups_used', 0)} groups "
+            f"({counts.get('groups_skipped', 0)} all-equal groups skipped), {counts.get('steps', 0)} steps, "
+            f"train reward {num(metrics.get('train_reward'))}")
 
 
 def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI | None = None) -> StageResult:
     ui = ui or UI(quiet=True)
 
     def body(out: Staging) -> None:
-        _update(run_dir, cfg, epoch, out, ui)
+        _update(cfg, epoch, out, ui)
 
     return execute(run_dir, cfg, STAGE, epoch, lambda: plan(run_dir, cfg, epoch), body, force=force,
                    after_commit=after_stage)
@@ -102,7 +110,7 @@ def select_samples(pool: Path, replay: list[Path], temperature: float | None = N
     return rows, records
 
 
-def _update(run_dir: RunDir, cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
+def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
     import tempfile
 
     from genenv_cli.training.common import (

@@ -33,22 +33,30 @@ def window_epochs(epoch: int, window: int) -> list[int]:
     return list(range(1 if window == 0 else max(1, epoch - window + 1), epoch + 1))
 
 
-def plan(run: RunDir, cfg: Config, epoch: int) -> StagePlan:
+def plan(run_dir: RunDir, cfg: Config, epoch: int) -> StagePlan:
     p = StagePlan(STAGE, epoch, config_sections=CONFIG_SECTIONS)
     p.values["env_mode"] = cfg.env.mode
     if not env_trained(cfg):
         return p
     p.requires.append((epoch, "score"))
     for e in window_epochs(epoch, cfg.env_update.window):
-        p.inputs[f"pool_{e:04d}"] = run.pool_partition("env_sft", e)
-    name, tag, manifest = env_model_for(run, cfg, epoch, STAGE)
+        p.inputs[f"pool_{e:04d}"] = run_dir.pool_partition("env_sft", e)
+    name, tag, manifest = env_model_for(run_dir, cfg, epoch, STAGE)
     p.models["env"] = (name, tag)
     p.values["env_model"] = tag
     if manifest is not None:
         p.inputs["env_checkpoint"] = manifest
-    p.outputs = {"env": run.checkpoint_dir(epoch, "env"), "env_update": run.file("env_update", epoch),
-                 "env_update_steps": run.file("env_update_steps", epoch)}
+    p.outputs = {"env": run_dir.checkpoint_dir(epoch, "env"), "env_update": run_dir.file("env_update", epoch),
+                 "env_update_steps": run_dir.file("env_update_steps", epoch)}
     return p
+
+
+def summary(counts: dict[str, Any], metrics: dict[str, Any]) -> str:
+    from genenv_cli.summaries import num
+
+    stopped = " (stopped by kl_max)" if metrics.get("kl_stopped") else ""
+    return (f"{counts.get('samples_used', 0)} generations, {counts.get('steps', 0)} steps, "
+            f"final KL {num(metrics.get('kl_final'))}{stopped}")
 
 
 def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI | None = None) -> StageResult:
@@ -59,7 +67,7 @@ def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI
             out.counts.update({"samples_used": 0, "skipped": f"env.mode = {cfg.env.mode}: the environment is not trained"})
             ui.info(f"update-env epoch {epoch}: env.mode = {cfg.env.mode}, the environment is not trained")
             return
-        _update(run_dir, cfg, epoch, out, ui)
+        _update(cfg, epoch, out, ui)
 
     return execute(run_dir, cfg, STAGE, epoch, lambda: plan(run_dir, cfg, epoch), body, force=force,
                    after_commit=after_stage)
@@ -88,7 +96,7 @@ def select_pairs(paths: list[Path], lam: float) -> tuple[list[dict[str, Any]], A
     return pairs.to_dicts(), records
 
 
-def _update(run_dir: RunDir, cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
+def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
     import tempfile
 
     from genenv_cli.training.common import (

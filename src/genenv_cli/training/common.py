@@ -256,7 +256,7 @@ def merged_logs(trainer: Any) -> dict[int, dict[str, Any]]:
     return logged
 
 
-def gather_state_dict(trainer: Any | None, model: Any) -> dict[str, Any] | None:
+def gather_state_dict(trainer: Any | None) -> dict[str, Any] | None:
     """The full state dict of the trained model, gathered by accelerate from whatever wraps it (DDP: the module's
     own; FSDP and DeepSpeed ZeRO-3: the shards of every rank, assembled on the main process). A collective under
     sharding: every rank calls it. None when nothing was trained (the model is not wrapped: save it directly)."""
@@ -290,7 +290,7 @@ def publish_update(policy: Policy, out: Any, *, role: str, epoch: int, trained_f
     digest = parameter_digest(policy.model)
     for rank, d in enumerate(gather_objects(digest)):
         ui.info(f"rank {rank} trainable-parameter digest {d}")
-    state_dict = gather_state_dict(trainer, policy.model)
+    state_dict = gather_state_dict(trainer)
     if out.is_main:
         save_checkpoint(policy, out.path(role), role=role, epoch=epoch, trainer=trainer, state_dict=state_dict,
                         extra={"trained_from": trained_from, "parameter_digest": digest})
