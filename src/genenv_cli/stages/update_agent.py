@@ -111,15 +111,11 @@ def select_samples(pool: Path, replay: list[Path], temperature: float | None = N
 
 
 def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
-    import tempfile
-
     from genenv_cli.training.common import (
         all_mean,
         load_policy,
-        merged_logs,
         publish_update,
-        train_with_progress,
-        training_arguments,
+        train_policy,
         world,
     )
     from genenv_cli.training.grpo import make_trainer
@@ -149,21 +145,17 @@ def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
     steps: list[dict[str, Any]] = []
     trainer = None
     if rows:
-        with tempfile.TemporaryDirectory(prefix="genenv-trainer-") as tmp:
-            args = training_arguments(tmp, u, seed=cfg.run.seed + epoch, device=cfg.run.device,
-                                      dtype=cfg.run.dtype)
-            trainer = make_trainer(policy, args, rows, clip_eps=u.clip_eps, kl_coef=u.kl_coef, loss_type=u.loss_type,
-                                   temperature=temperature, replay_clip=u.replay_clip)
-            train_with_progress(trainer, ui, f"update-agent e{epoch}", u.passes, u.grad_accum,
-                                warmup_ratio=u.warmup_ratio)
-            logged = merged_logs(trainer)
-            for s in trainer.step_stats:
-                lg = logged.get(s["step"], {})
-                steps.append({"step": s["step"], "pass": float(s["pass"] or 0.0), "loss": s["loss"],
-                              "policy_loss": s["policy_loss"], "kl": s["kl"], "clip_frac": s["clip_frac"],
-                              "ratio_mean": s["ratio_mean"], "grad_norm": lg.get("grad_norm"),
-                              "learning_rate": lg.get("learning_rate"), "tokens": s["tokens"]})
-            policy.model = trainer.model
+        trainer, logged, _ = train_policy(
+            policy, u, lambda args: make_trainer(policy, args, rows, clip_eps=u.clip_eps, kl_coef=u.kl_coef,
+                                                 loss_type=u.loss_type, temperature=temperature,
+                                                 replay_clip=u.replay_clip),
+            seed=cfg.run.seed + epoch, device=cfg.run.device, dtype=cfg.run.dtype, ui=ui, desc=f"update-agent e{epoch}")
+        for s in trainer.step_stats:
+            lg = logged.get(s["step"], {})
+            steps.append({"step": s["step"], "pass": float(s["pass"] or 0.0), "loss": s["loss"],
+                          "policy_loss": s["policy_loss"], "kl": s["kl"], "clip_frac": s["clip_frac"],
+                          "ratio_mean": s["ratio_mean"], "grad_norm": lg.get("grad_norm"),
+                          "learning_rate": lg.get("learning_rate"), "tokens": s["tokens"]})
     loss_mean = all_mean(sum(s["loss"] for s in steps) / len(steps)) if steps else None
     digest = publish_update(policy, out, role="agent", epoch=epoch, trained_from=tag, records=records, steps=steps,
                             ui=ui, trainer=trainer)

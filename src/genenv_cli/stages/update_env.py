@@ -97,14 +97,10 @@ def select_pairs(paths: list[Path], lam: float) -> tuple[list[dict[str, Any]], A
 
 
 def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
-    import tempfile
-
     from genenv_cli.training.common import (
         load_policy,
-        merged_logs,
         publish_update,
-        train_with_progress,
-        training_arguments,
+        train_policy,
         world,
     )
     from genenv_cli.training.rwr import KLCapReached, make_trainer
@@ -134,27 +130,22 @@ def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
     stopped = None
     trainer = None
     if rows:
-        with tempfile.TemporaryDirectory(prefix="genenv-trainer-") as tmp:
-            args = training_arguments(tmp, u, seed=cfg.run.seed + epoch, device=cfg.run.device,
-                                      dtype=cfg.run.dtype)
-            trainer = make_trainer(policy, args, rows, kl_coef=u.kl_coef, kl_max=u.kl_max)
-            try:
-                train_with_progress(trainer, ui, f"update-env e{epoch}", u.passes, u.grad_accum,
-                                    warmup_ratio=u.warmup_ratio)
-            except KLCapReached as exc:
-                stopped = trainer.stopped
-                ui.info(f"update-env epoch {epoch}: stopped at step {stopped['step']}: {exc}")
-            logged = merged_logs(trainer)
-            for s in trainer.step_stats:
-                lg = logged.get(s["step"], {})
-                steps.append({"step": s["step"], "loss": s["loss"], "nll": s["nll"], "kl": s["kl"], "applied": True,
-                              "stopped_by_kl": False, "grad_norm": lg.get("grad_norm"),
-                              "learning_rate": lg.get("learning_rate")})
-            if stopped is not None:
-                steps.append({"step": stopped["step"], "loss": stopped["loss"], "nll": stopped["nll"],
-                              "kl": stopped["kl"], "applied": False, "stopped_by_kl": True, "grad_norm": None,
-                              "learning_rate": None})
-            policy.model = trainer.model
+        trainer, logged, cap = train_policy(
+            policy, u, lambda args: make_trainer(policy, args, rows, kl_coef=u.kl_coef, kl_max=u.kl_max),
+            seed=cfg.run.seed + epoch, device=cfg.run.device, dtype=cfg.run.dtype, ui=ui, desc=f"update-env e{epoch}",
+            stop_on=(KLCapReached,))
+        if cap is not None:
+            stopped = trainer.stopped
+            ui.info(f"update-env epoch {epoch}: stopped at step {stopped['step']}: {cap}")
+        for s in trainer.step_stats:
+            lg = logged.get(s["step"], {})
+            steps.append({"step": s["step"], "loss": s["loss"], "nll": s["nll"], "kl": s["kl"], "applied": True,
+                          "stopped_by_kl": False, "grad_norm": lg.get("grad_norm"),
+                          "learning_rate": lg.get("learning_rate")})
+        if stopped is not None:
+            steps.append({"step": stopped["step"], "loss": stopped["loss"], "nll": stopped["nll"],
+                          "kl": stopped["kl"], "applied": False, "stopped_by_kl": True, "grad_norm": None,
+                          "learning_rate": None})
     digest = publish_update(policy, out, role="env", epoch=epoch, trained_from=tag, records=records, steps=steps,
                             ui=ui, trainer=trainer)
     applied = [s for s in steps if s["applied"]]

@@ -280,6 +280,27 @@ def save_checkpoint(policy: Policy, folder: Path, *, role: str, epoch: int, extr
                           epoch=epoch, extra=extra)
 
 
+def train_policy(policy: Policy, train: TrainingConfig, build: Any, *, seed: int, device: str, dtype: str, ui: Any,
+                 desc: str, stop_on: tuple[type[BaseException], ...] = ()) -> tuple[Any, dict[int, dict[str, Any]],
+                                                                            BaseException | None]:
+    """The middle both update stages share: trainer settings in a scratch folder, `build(args)` makes the
+    trainer, it trains with a progress bar, and the trained model becomes the policy's. Returns (the trainer,
+    its log records by step, the `stop_on` exception that ended training early or None)."""
+    import tempfile
+
+    stopped = None
+    with tempfile.TemporaryDirectory(prefix="genenv-trainer-") as tmp:
+        args = training_arguments(tmp, train, seed=seed, device=device, dtype=dtype)
+        trainer = build(args)
+        try:
+            train_with_progress(trainer, ui, desc, train.passes, train.grad_accum, warmup_ratio=train.warmup_ratio)
+        except stop_on as exc:
+            stopped = exc
+        logged = merged_logs(trainer)
+        policy.model = trainer.model
+    return trainer, logged, stopped
+
+
 def publish_update(policy: Policy, out: Any, *, role: str, epoch: int, trained_from: str, records: Any,
                    steps: list[dict[str, Any]], ui: Any, trainer: Any = None) -> str:
     """The end both update stages share: every rank's parameter digest, logged by the main rank; the state dict
