@@ -154,6 +154,7 @@ def complete_stage(run: Any, module: Any, epoch: int, writers: dict[str, Any]) -
     import shutil
 
     from genenv_cli.contract import execute
+    from genenv_cli.metrics import after_stage
 
     cfg = run.load_config()
 
@@ -164,7 +165,8 @@ def complete_stage(run: Any, module: Any, epoch: int, writers: dict[str, Any]) -
             else:
                 shutil.copy(w, out.path(name))
 
-    execute(run, cfg, module.plan(run, cfg, epoch), body, force=True)
+    plan = module.plan(run, cfg, epoch)
+    execute(run, cfg, plan.stage, epoch, lambda: plan, body, force=True, after_commit=after_stage)
 
 
 def synthetic_run(root: Path, epochs: int, n_tasks: int, k: int, *, train_stages: bool = True, seed: int = 0) -> Any:

@@ -9,13 +9,19 @@ import time
 
 import polars as pl
 import pytest
+import typer.main
 from typer.testing import CliRunner
 
 from genenv_cli.cli import app
 from genenv_cli.pools import SCHEMAS, read_jsonl, read_parquet
+from genenv_cli.stages import STAGES
 
 runner = CliRunner()
-COMMANDS = ["init", "generate-tasks", "rollout", "score", "status", "domains"]
+COMMANDS = sorted(typer.main.get_command(app).commands)  # every command the CLI has, read from the CLI
+
+
+def test_every_stage_has_a_command():
+    assert set(STAGES) <= set(COMMANDS) and {"init", "run", "status", "report", "compare", "domains"} <= set(COMMANDS)
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -23,6 +29,8 @@ def test_help(command):
     result = runner.invoke(app, [command, "--help"])
     assert result.exit_code == 0, result.output
     assert "Usage" in result.output
+    if command in STAGES:  # the help a stage declares is the help its command shows
+        assert " ".join(STAGES[command].help.split()[:4]) in " ".join(result.output.split())
 
 
 def test_help_does_not_import_heavy_libraries():
@@ -137,8 +145,8 @@ def test_sigkill_in_rollout_leaves_nothing_and_rerun_completes(make_run):
 def test_second_writer_fails_fast_naming_the_holder(make_run):
     run = make_run()
     holder = subprocess.Popen([sys.executable, "-c",
-                               "import sys, time; from genenv_cli.rundir import RunDir, EpochLock; "
-                               f"l = EpochLock(RunDir(__import__('pathlib').Path({str(run)!r})), 1, 'score'); "
+                               "import sys, time; from pathlib import Path; from genenv_cli.rundir import RunDir, EpochLock; "
+                               f"l = EpochLock(RunDir(Path({str(run)!r})), 1, 'score'); "
                                "l.__enter__(); print('held', flush=True); time.sleep(60)"],
                               stdout=subprocess.PIPE, text=True)
     try:

@@ -145,8 +145,8 @@ def test_checkpoint_is_written_from_the_gathered_state_dict(tiny_model, tmp_path
             return m.module
 
     trainer = SimpleNamespace(accelerator=Gathering(), model_wrapped=wrapped)
-    assert gather_state_dict(None, model) is None                # nothing trained: nothing wrapped to gather
-    state = gather_state_dict(trainer, model)
+    assert gather_state_dict(None) is None                # nothing trained: nothing wrapped to gather
+    state = gather_state_dict(trainer)
     assert calls == [wrapped]
     folder = tmp_path / "agent"
     save_checkpoint(Policy(model=wrapped, tokenizer=load_tokenizer(resolve(str(tiny_model))), lora=False,

@@ -5,10 +5,10 @@ import math
 import polars as pl
 import pytest
 
-from genenv_cli.curriculum import normalized_weights
 from genenv_cli.pools import frame, read_parquet, write_parquet
 from genenv_cli.rundir import RunDir
 from genenv_cli.stages import score
+from genenv_cli.stages.update_env import select_pairs
 from stagekit import fake_stage, jsonl
 
 GOOD = '<tool_call>{"name": "get_weather", "arguments": {"city": "Lima"}}</tool_call>'
@@ -80,14 +80,29 @@ def test_numbers_by_hand(epoch1):
     assert env["task_id"].to_list() == ["A1", "A2", "B1", "B2"]
     assert env["weight"].to_list() == pytest.approx([math.e, math.e, math.exp(0.7548396), math.exp(0.7548396)], abs=1e-5)
     assert env["kept"].to_list() == [True, True, False, False]
-    # normalised over the kept pairs (what update-env trains on): equal rewards, equal weights
-    assert normalized_weights(env.filter(pl.col("kept"))["r_env"].to_list(), lam=1.0) == [0.5, 0.5]
 
     pool = read_parquet(run.pool_partition("agent_train", 1), "agent_train")
     assert pool.height == 20 and pool["group_id"].n_unique() == 5
     assert pool.filter(pl.col("task_id") == "B2")["reward"].sum() == 3.0
     scores = read_parquet(run.epoch_dir(1) / "scores.parquet", "scores")
     assert scores["success"].sum() == 11 and scores["valid"].all()
+
+
+def test_weights_of_kept_pairs_by_hand(epoch1):
+    """With k_min wide enough to keep both batches and lambda = 2, score's weights are exp(2 R_env) of each
+    batch, and normalised over the kept pairs (what update-env trains on) they are unequal as computed by hand."""
+    run = epoch1
+    score.run(run, run.load_config(["curriculum.k_min=0.4", "curriculum.lam=2.0"]), 1)
+    env = read_parquet(run.pool_partition("env_sft", 1), "env_sft").sort("task_id")
+    assert env["kept"].to_list() == [True, True, True, True]
+    r_b = math.exp(-2.0 * 0.375 ** 2)  # batch B, p_batch 0.875
+    raw = [math.exp(2.0), math.exp(2.0), math.exp(2.0 * r_b), math.exp(2.0 * r_b)]
+    assert env["weight"].to_list() == pytest.approx(raw)
+    total = 2 * math.e ** 2 + 2 * math.exp(2.0 * r_b)
+    _, records = select_pairs([run.pool_partition("env_sft", 1)], lam=2.0)
+    normalised = records.sort("task_id")["weight"].to_list()
+    assert normalised == pytest.approx([math.e ** 2 / total] * 2 + [math.exp(2.0 * r_b) / total] * 2)
+    assert normalised == pytest.approx([w / sum(raw) for w in raw]) and normalised[0] > normalised[2]
 
 
 def test_rerun_is_a_noop_and_force_rewrites_identically(epoch1):

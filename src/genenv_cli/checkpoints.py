@@ -29,7 +29,7 @@ def agent_model_for(run: RunDir, cfg: Config, epoch: int, needed_by: str) -> tup
     if epoch <= 1:
         return cfg.agent.model, cfg.agent.model, None
     require_done(run, epoch - 1, AGENT_STAGE, needed_by)
-    folder = run.epoch_dir(epoch - 1) / "agent"
+    folder = run.checkpoint_dir(epoch - 1, "agent")
     return str(folder), run.rel(folder), run.manifest_path(epoch - 1, AGENT_STAGE)
 
 
@@ -41,14 +41,14 @@ def env_model_for(run: RunDir, cfg: Config, epoch: int, needed_by: str) -> tuple
     if epoch <= 1 or not env_trained(cfg):
         return cfg.env.model, cfg.env.model, None
     require_done(run, epoch - 1, ENV_STAGE, needed_by)
-    folder = run.epoch_dir(epoch - 1) / "env"
+    folder = run.checkpoint_dir(epoch - 1, "env")
     return str(folder), run.rel(folder), run.manifest_path(epoch - 1, ENV_STAGE)
 
 
 def latest_agent(run: RunDir, cfg: Config) -> tuple[str, str]:
     """The newest agent checkpoint of the run (name, tag), or the base model."""
     for epoch in reversed(run.epochs()):
-        if run.manifest_path(epoch, AGENT_STAGE).exists() and (run.epoch_dir(epoch) / "agent").is_dir():
-            folder = run.epoch_dir(epoch) / "agent"
+        if run.manifest_path(epoch, AGENT_STAGE).exists() and run.checkpoint_dir(epoch, "agent").is_dir():
+            folder = run.checkpoint_dir(epoch, "agent")
             return str(folder), run.rel(folder)
     return cfg.agent.model, cfg.agent.model

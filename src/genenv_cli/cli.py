@@ -20,6 +20,7 @@ import typer
 
 from genenv_cli import __version__
 from genenv_cli.errors import ConfigError, GenenvError
+from genenv_cli.stages import STAGES
 
 app = typer.Typer(
     name="genenv",
@@ -136,7 +137,8 @@ def _open(run: Path | None, sets: list[str] | None):
 
 
 def _stage(stage: str, run: Path | None, sets: list[str] | None, quiet: bool, as_json: bool,
-           call: Callable[[Any, Any, Any], Any], epoch: int | None) -> None:
+           call: Callable[[Any, Any, Any, Any], Any], epoch: int | None) -> None:
+    """Run `call(stage module, run_dir, cfg, ui)` for a stage command, with its log and its summary line."""
     from genenv_cli.summaries import summarize
     from genenv_cli.ui import UI
 
@@ -146,8 +148,8 @@ def _stage(stage: str, run: Path | None, sets: list[str] | None, quiet: bool, as
         where.run, where.log = run_dir.root, run_dir.logs_dir() / f"{stage}.log"
         ui = UI(quiet=quiet or as_json, json_summary=as_json, log_path=run_dir.logs_dir() / f"{stage}.log")
         ui.log(f"START {stage} epoch={epoch} pid={os.getpid()} argv={sys.argv[1:]}")
-        result = call(run_dir, cfg, ui)
-        fields, text = summarize(result, run_dir)
+        result = call(STAGES[stage].load(), run_dir, cfg, ui)
+        fields, text = summarize(result)
         ui.summary(stage, epoch, fields, text)
 
 
@@ -201,51 +203,41 @@ def init(
                    f"Next: genenv generate-tasks --run {directory} --epoch 1")
 
 
-@app.command("generate-tasks")
+# The stage commands: typer reads their options from real signatures; their names and help come from STAGES.
+
+@app.command("generate-tasks", help=STAGES["generate-tasks"].help)
 def generate_tasks(epoch: EpochOpt, run: RunOpt = None, sets: SetOpt = None, force: ForceOpt = False,
                    quiet: QuietOpt = False, as_json: JsonOpt = False) -> None:
-    """The environment writes the epoch's tasks (epochs/N/tasks.jsonl)."""
-    from genenv_cli.stages import generate_tasks as stage
-
-    _stage(stage.STAGE, run, sets, quiet, as_json, lambda r, c, ui: stage.run(r, c, epoch, force=force, ui=ui), epoch)
+    _stage("generate-tasks", run, sets, quiet, as_json, lambda m, r, c, ui: m.run(r, c, epoch, force=force, ui=ui),
+           epoch)
 
 
-@app.command()
+@app.command("rollout", help=STAGES["rollout"].help)
 def rollout(epoch: EpochOpt, run: RunOpt = None, sets: SetOpt = None, force: ForceOpt = False,
             shard: Annotated[str | None, typer.Option(help="Do shard I of N of the tasks, e.g. 2/4; `score` merges them.")] = None,
             quiet: QuietOpt = False, as_json: JsonOpt = False) -> None:
-    """The agent attempts every task K times (epochs/N/rollouts.parquet)."""
-    from genenv_cli.stages import rollout as stage
-
-    _stage(stage.STAGE, run, sets, quiet, as_json,
-           lambda r, c, ui: stage.run(r, c, epoch, shard=stage.parse_shard(shard), force=force, ui=ui), epoch)
+    _stage("rollout", run, sets, quiet, as_json,
+           lambda m, r, c, ui: m.run(r, c, epoch, shard=m.parse_shard(shard), force=force, ui=ui), epoch)
 
 
-@app.command()
+@app.command("score", help=STAGES["score"].help)
 def score(epoch: EpochOpt, run: RunOpt = None, sets: SetOpt = None, force: ForceOpt = False,
           quiet: QuietOpt = False, as_json: JsonOpt = False) -> None:
-    """Grade the rollouts: scores, task stats, R_env, and the pools' partitions."""
-    from genenv_cli.stages import score as stage
-
-    _stage(stage.STAGE, run, sets, quiet, as_json, lambda r, c, ui: stage.run(r, c, epoch, force=force, ui=ui), epoch)
+    _stage("score", run, sets, quiet, as_json, lambda m, r, c, ui: m.run(r, c, epoch, force=force, ui=ui), epoch)
 
 
-@app.command("update-agent")
+@app.command("update-agent", help=STAGES["update-agent"].help)
 def update_agent(epoch: EpochOpt, run: RunOpt = None, sets: SetOpt = None, force: ForceOpt = False,
                  quiet: QuietOpt = False, as_json: JsonOpt = False) -> None:
-    """GRPO on the epoch's scored rollouts -> epochs/N/agent/ (runs under accelerate launch too)."""
-    from genenv_cli.stages import update_agent as stage
-
-    _stage(stage.STAGE, run, sets, quiet, as_json, lambda r, c, ui: stage.run(r, c, epoch, force=force, ui=ui), epoch)
+    _stage("update-agent", run, sets, quiet, as_json, lambda m, r, c, ui: m.run(r, c, epoch, force=force, ui=ui),
+           epoch)
 
 
-@app.command("update-env")
+@app.command("update-env", help=STAGES["update-env"].help)
 def update_env(epoch: EpochOpt, run: RunOpt = None, sets: SetOpt = None, force: ForceOpt = False,
                quiet: QuietOpt = False, as_json: JsonOpt = False) -> None:
-    """Reward-weighted regression of the environment with a KL leash -> epochs/N/env/."""
-    from genenv_cli.stages import update_env as stage
-
-    _stage(stage.STAGE, run, sets, quiet, as_json, lambda r, c, ui: stage.run(r, c, epoch, force=force, ui=ui), epoch)
+    _stage("update-env", run, sets, quiet, as_json, lambda m, r, c, ui: m.run(r, c, epoch, force=force, ui=ui),
+           epoch)
 
 
 @app.command("run")
@@ -299,7 +291,7 @@ def status(run: RunOpt = None, sets: SetOpt = None,
             console.print(note, style="yellow")
 
 
-@app.command()
+@app.command("evaluate", help=STAGES["evaluate"].help)
 def evaluate(
     bench: Annotated[str | None, typer.Option("--bench", help="Benchmark (see --list).")] = None,
     epoch: Annotated[int | None, typer.Option("--epoch", min=1, max=EPOCH_MAX, help="Evaluate epoch N's agent (default: the run's latest).")] = None,
@@ -314,7 +306,6 @@ def evaluate(
     list_: Annotated[bool, typer.Option("--list", help="List the benchmarks and exit.")] = False,
     run: RunOpt = None, sets: SetOpt = None, quiet: QuietOpt = False, as_json: JsonOpt = False,
 ) -> None:
-    """Run an agent on a benchmark, or score predictions made elsewhere, with the benchmark's metric."""
     from genenv_cli.stages import evaluate as stage
 
     with _errors() as where:
@@ -335,7 +326,7 @@ def evaluate(
         ui = UI(quiet=quiet or as_json, json_summary=as_json,
                 log_path=run_dir.logs_dir() / "evaluate.log" if run_dir else None)
         out_dir = None
-        if run_dir is not None and export is None and not _writable(run_dir.root / "evals" / bench):
+        if run_dir is not None and export is None and not _writable(run_dir.evals_dir(bench)):
             out_dir = _elsewhere(run_dir, "evals")
             ui.warn(f"{run_dir.root} is read-only; the results go to {out_dir / bench} instead")
         result = stage.evaluate(run_dir, cfg, bench, epoch=epoch, model=model, data=data, predictions=predictions,

@@ -1,8 +1,9 @@
 """The stage contract (docs/design.md): declared inputs and outputs, atomic outputs, manifest last.
 
-A stage builds a `StagePlan` (what it reads, what it writes, which config sections matter) and hands
-`execute` a body that writes each output to the temporary path `Staging.path(name)` gives it. Only after
-the body returns are the outputs renamed into place, and only then is the manifest written, so:
+A stage builds a `StagePlan` (what it reads, what it writes, which config sections matter, which models it
+uses) and hands `execute` a body that writes each output to the temporary path `Staging.path(name)` gives it.
+Only after the body returns are the outputs renamed into place, and only then is the manifest written (then
+the caller's `after_commit` hook runs: the stages rewrite the epoch's metrics.json there), so:
 
 - a crash or SIGKILL at any point leaves the previous outputs as they were (at worst a `.tmp-PID` file,
   removed by the next run);
@@ -32,6 +33,7 @@ from genenv_cli.rundir import (
     read_json,
     recover_interrupted,
     replace_into_place,
+    shard_of,
     tmp_name,
     unchanged,
     write_json_atomic,
@@ -53,6 +55,8 @@ class StagePlan:
     optional_outputs: set[str] = field(default_factory=set)
     config_sections: list[str] = field(default_factory=list)
     requires: list[tuple[int, str]] = field(default_factory=list)
+    # role ("agent" | "env") -> (name to load, tag for records): resolved once, when the plan is built
+    models: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -189,7 +193,7 @@ def _recorded_outputs(run: RunDir, epoch: int) -> dict[str, dict[str, Any]]:
     import json
 
     found: dict[str, dict[str, Any]] = {}
-    mdir = run.epoch_dir(epoch) / "manifests"
+    mdir = run.manifests_dir(epoch)
     for m in mdir.glob("*.json") if mdir.is_dir() else []:
         try:
             for rec in json.loads(m.read_text()).get("outputs", {}).values():
@@ -222,85 +226,78 @@ def require_done(run: RunDir, epoch: int, stage: str, needed_by: str) -> dict[st
     return manifest
 
 
-def execute(run: RunDir, cfg: Config, plan: StagePlan | Callable[[], StagePlan], body: Callable[[Staging], None], *,
-            force: bool = False, stage: str | None = None, epoch: int | None = None) -> StageResult:
-    """Run one stage under the contract. `plan` may be a callable that builds the plan; it is then called
-    under the epoch's lock (pass `stage` and `epoch`), so a second writer fails on the lock before it
-    looks at any input."""
-    rank = process_rank()
-    is_main = rank == 0
-    if isinstance(plan, StagePlan):
-        stage, epoch = plan.stage, plan.epoch
-    assert stage is not None and epoch is not None, "a plan builder needs stage and epoch"
-    lock = EpochLock(run, epoch, stage, shared=".shard-" in stage) if is_main else None
-    if lock is not None:
-        lock.__enter__()
+def execute(run: RunDir, cfg: Config, stage: str, epoch: int, build_plan: Callable[[], StagePlan],
+            body: Callable[[Staging], None], *, force: bool = False,
+            after_commit: Callable[[RunDir, Config, StagePlan], None] | None = None) -> StageResult:
+    """Run one stage under the contract. `build_plan` is called under the epoch's lock, so a second writer
+    fails on the lock before it looks at any input. `after_commit` runs (on the main rank) once the outputs
+    and the manifest are in place, still under the lock."""
+    if process_rank() != 0:  # other ranks of a distributed update: no lock, nothing written but by rank 0
+        return _execute(run, cfg, build_plan(), body, force=force, is_main=False, after_commit=None)
+    with EpochLock(run, epoch, stage, shared=shard_of(stage) is not None) as lock:
         if lock.crashed:
             _report_crashed(run, lock.crashed)
-    try:
-        if not isinstance(plan, StagePlan):
-            plan = plan()
-        if is_main:
-            for d in {p.parent for p in plan.outputs.values()}:
-                # a killed writer's leftovers, even when this run turns out to have nothing to do: a folder output
-                # killed between its two renames gets its old copy back, temporary files of dead pids go
-                recover_interrupted(d)
-                clean_stale_tmp(d)
-        for up_epoch, up_stage in plan.requires:
-            require_done(run, up_epoch, up_stage, plan.stage)
-        for name, p in plan.inputs.items():
-            if not p.exists():
-                raise InputError(f"`{plan.stage} --epoch {plan.epoch}`: input {name} ({p}) does not exist.")
-        state = check_state(run, cfg, plan)
-        if state.state == "done" and not force:
-            finished = state.manifest.get("finished", "?") if state.manifest else "?"
-            return StageResult(plan.stage, plan.epoch, True, state.manifest or {},
-                               f"{plan.stage} epoch {plan.epoch}: up to date (completed {finished}, inputs "
-                               f"unchanged); nothing to do. Use --force to redo it.")
-        known = _recorded_outputs(run, plan.epoch)
-        inputs_fp = {name: {"path": run.rel(p), "fingerprint": _fingerprint_reusing(p, known.get(run.rel(p)))}
-                     for name, p in plan.inputs.items()}
-        started = time.time()
-        staging = Staging(plan, is_main=is_main)
-        try:
-            body(staging)
-            if is_main:
-                staging.commit()
-        except BaseException as exc:
-            staging.discard()
-            if disk_full(exc):
-                where = sorted({str(p.parent) for p in plan.outputs.values()}) or [str(run.epoch_dir(plan.epoch))]
-                raise DiskError(f"no space left on device at {', '.join(where)} while `{plan.stage} --epoch "
-                                f"{plan.epoch}` wrote its outputs. Nothing was changed: the previous outputs are as "
-                                f"they were and the partial ones were removed. Free some space (or move the run to a "
-                                f"bigger disk) and rerun the command.") from exc
-            raise
-        finished = time.time()
-        manifest = {
-            "stage": plan.stage,
-            "epoch": plan.epoch,
-            "genenv_version": __version__,
-            "host": os.uname().nodename,
-            "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
-            "finished": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(finished)),
-            "seconds": round(finished - started, 3),
-            "config_sections": plan.config_sections,
-            "config_digest": cfg.digest(plan.config_sections),
-            "config": {s: _config_entry(cfg, s) for s in plan.config_sections},
-            "inputs": inputs_fp,
-            "values": _jsonable(plan.values),
-            "outputs": {name: {"path": run.rel(p), "fingerprint": fingerprint(p)}
-                        for name, p in plan.outputs.items() if p.exists()} if is_main else {},
-            "counts": staging.counts,
-            "metrics": staging.metrics,
-        }
-        if is_main:
-            write_json_atomic(run.manifest_path(plan.epoch, plan.stage), manifest)
-            from genenv_cli.metrics import refresh
+        return _execute(run, cfg, build_plan(), body, force=force, is_main=True, after_commit=after_commit)
 
-            c = cfg.curriculum
-            refresh(run, plan.epoch, (c.band_low, c.band_high), c.alpha)
-        return StageResult(plan.stage, plan.epoch, False, manifest, f"{plan.stage} epoch {plan.epoch}: done")
-    finally:
-        if lock is not None:
-            lock.__exit__(None, None, None)
+
+def _execute(run: RunDir, cfg: Config, plan: StagePlan, body: Callable[[Staging], None], *, force: bool,
+             is_main: bool, after_commit: Callable[[RunDir, Config, StagePlan], None] | None) -> StageResult:
+    if is_main:
+        for d in {p.parent for p in plan.outputs.values()}:
+            # a killed writer's leftovers, even when this run turns out to have nothing to do: a folder output
+            # killed between its two renames gets its old copy back, temporary files of dead pids go
+            recover_interrupted(d)
+            clean_stale_tmp(d)
+    for up_epoch, up_stage in plan.requires:
+        require_done(run, up_epoch, up_stage, plan.stage)
+    for name, p in plan.inputs.items():
+        if not p.exists():
+            raise InputError(f"`{plan.stage} --epoch {plan.epoch}`: input {name} ({p}) does not exist.")
+    state = check_state(run, cfg, plan)
+    if state.state == "done" and not force:
+        finished = state.manifest.get("finished", "?") if state.manifest else "?"
+        return StageResult(plan.stage, plan.epoch, True, state.manifest or {},
+                           f"{plan.stage} epoch {plan.epoch}: up to date (completed {finished}, inputs "
+                           f"unchanged); nothing to do. Use --force to redo it.")
+    known = _recorded_outputs(run, plan.epoch)
+    inputs_fp = {name: {"path": run.rel(p), "fingerprint": _fingerprint_reusing(p, known.get(run.rel(p)))}
+                 for name, p in plan.inputs.items()}
+    started = time.time()
+    staging = Staging(plan, is_main=is_main)
+    try:
+        body(staging)
+        if is_main:
+            staging.commit()
+    except BaseException as exc:
+        staging.discard()
+        if disk_full(exc):
+            where = sorted({str(p.parent) for p in plan.outputs.values()}) or [str(run.epoch_dir(plan.epoch))]
+            raise DiskError(f"no space left on device at {', '.join(where)} while `{plan.stage} --epoch "
+                            f"{plan.epoch}` wrote its outputs. Nothing was changed: the previous outputs are as "
+                            f"they were and the partial ones were removed. Free some space (or move the run to a "
+                            f"bigger disk) and rerun the command.") from exc
+        raise
+    finished = time.time()
+    manifest = {
+        "stage": plan.stage,
+        "epoch": plan.epoch,
+        "genenv_version": __version__,
+        "host": os.uname().nodename,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(finished)),
+        "seconds": round(finished - started, 3),
+        "config_sections": plan.config_sections,
+        "config_digest": cfg.digest(plan.config_sections),
+        "config": {s: _config_entry(cfg, s) for s in plan.config_sections},
+        "inputs": inputs_fp,
+        "values": _jsonable(plan.values),
+        "outputs": {name: {"path": run.rel(p), "fingerprint": fingerprint(p)}
+                    for name, p in plan.outputs.items() if p.exists()} if is_main else {},
+        "counts": staging.counts,
+        "metrics": staging.metrics,
+    }
+    if is_main:
+        write_json_atomic(run.manifest_path(plan.epoch, plan.stage), manifest)
+        if after_commit is not None:
+            after_commit(run, cfg, plan)
+    return StageResult(plan.stage, plan.epoch, False, manifest, f"{plan.stage} epoch {plan.epoch}: done")

@@ -1,12 +1,21 @@
-"""The α-curriculum (GenEnv §3): the environment's reward, the difficulty filter, RWR weights, and the
+"""The α-curriculum (GenEnv §3): the environment's reward, the difficulty filter, success, RWR weights, and the
 statistics of the agent that condition the environment's next tasks.
 
->>> round(env_reward(0.5, alpha=0.5, beta=2.0), 6)
-1.0
->>> round(env_reward(0.0, alpha=0.5, beta=2.0), 6)   # exp(-2 * 0.25)
-0.606531
->>> is_filtered(0.62, alpha=0.5, k_min=0.1), is_filtered(0.6, alpha=0.5, k_min=0.1)
-(True, False)
+The per-rollout and per-batch formulas are stated here once, as polars expressions; `score` builds
+task_stats and env_sft from them, and `generate-tasks` weights its parents with `env_reward`.
+
+>>> import polars as pl
+>>> df = pl.DataFrame({"p_batch": [0.5, 0.0, 0.62, 0.6]})
+>>> [round(r, 6) for r in df.select(env_reward(alpha=0.5, beta=2.0))["r_env"]]   # exp(-2 * 0.25) for p = 0
+[1.0, 0.606531, 0.971611, 0.980199]
+>>> df.select(filtered(alpha=0.5, k_min=0.1))["filtered"].to_list()   # 0.6 - 0.5 is 0.0999...98: not filtered
+[False, True, True, False]
+>>> pl.DataFrame({"reward": [1.0, 0.9999999999999, 0.5]}).select(success(1.0))["success"].to_list()
+[True, True, False]
+>>> is_success(0.9999999999999, 1.0), is_success(0.5, 0.5), is_success(0.4, 0.5)
+(True, True, False)
+>>> [round(w, 4) for w in pl.DataFrame({"r_env": [1.0, 0.0]}).select(rwr_weight(lam=1.0))["weight"]]   # e, 1
+[2.7183, 1.0]
 >>> [round(w, 4) for w in normalized_weights([1.0, 0.0], lam=1.0)]   # e / (e + 1), 1 / (e + 1)
 [0.7311, 0.2689]
 """
@@ -17,23 +26,44 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-# |p - alpha| is compared with k_min after rounding away float noise: 0.6 - 0.5 is 0.09999999999999998
-_EPS = 1e-9
+# The one tolerance for comparing rewards and rates with a threshold: it rounds away float noise
+# (0.6 - 0.5 is 0.09999999999999998; a reward summed from parts may land a hair under 1.0).
+EPS = 1e-9
 
 
-def env_reward(p_batch: float, *, alpha: float, beta: float) -> float:
-    """R_env = exp(-beta (p_batch - alpha)^2): 1 when the agent solves the batch alpha of the time."""
-    return math.exp(-beta * (p_batch - alpha) ** 2)
+def env_reward(*, alpha: float, beta: float, p: str = "p_batch") -> Any:
+    """R_env = exp(-beta (p_batch - alpha)^2), as a polars expression named `r_env`: 1 when the agent solves the
+    batch alpha of the time."""
+    import polars as pl
+
+    return (-beta * (pl.col(p) - alpha) ** 2).exp().alias("r_env")
 
 
-def is_filtered(p_batch: float, *, alpha: float, k_min: float) -> bool:
-    """True when the batch is too far from alpha to train the environment on: |p_batch - alpha| > k_min."""
-    return abs(p_batch - alpha) > k_min + _EPS
+def filtered(*, alpha: float, k_min: float, p: str = "p_batch") -> Any:
+    """|p_batch - alpha| > k_min, as a polars expression named `filtered`: the batch is too far from alpha to
+    train the environment on."""
+    import polars as pl
+
+    return ((pl.col(p) - alpha).abs() > k_min + EPS).alias("filtered")
 
 
-def rwr_weight(r_env: float, *, lam: float) -> float:
-    """Unnormalised reward-weighted-regression weight exp(lambda R_env)."""
-    return math.exp(lam * r_env)
+def success(threshold: float, reward: str = "reward") -> Any:
+    """R_agent >= success_threshold, as a polars expression named `success` (see `is_success` for one value)."""
+    import polars as pl
+
+    return (pl.col(reward) >= threshold - EPS).alias("success")
+
+
+def is_success(reward: float, threshold: float) -> bool:
+    """`success` for one reward (evaluations score samples one at a time); the same comparison, the same EPS."""
+    return reward >= threshold - EPS
+
+
+def rwr_weight(*, lam: float, r_env: str = "r_env") -> Any:
+    """The unnormalised reward-weighted-regression weight exp(lambda R_env), as a polars expression named `weight`."""
+    import polars as pl
+
+    return (pl.col(r_env) * lam).exp().alias("weight")
 
 
 def normalized_weights(r_envs: Sequence[float], *, lam: float) -> list[float]:

@@ -8,38 +8,20 @@ from __future__ import annotations
 
 import contextlib
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from genenv_cli.rundir import RunDir, write_json_atomic
+from genenv_cli.stages import STAGES
+
+if TYPE_CHECKING:
+    from genenv_cli.config import Config
+    from genenv_cli.contract import StagePlan
 
 # keys whose value is a mapping (by shape), not a number
 MAPPINGS = {"env_shape_mix", "shape_success"}
-# key: (stage whose manifest has it, "counts" | "metrics", key there)
-SOURCES: dict[str, tuple[str, str, str]] = {
-    "tasks": ("generate-tasks", "counts", "tasks"),
-    "env_tasks": ("generate-tasks", "counts", "env_tasks"),
-    "seed_tasks": ("generate-tasks", "counts", "seed_tasks"),
-    "valid_generation_rate": ("generate-tasks", "counts", "valid_generation_rate"),
-    "rollouts": ("score", "counts", "rollouts"),
-    "success_rate": ("score", "metrics", "success_rate"),
-    "batch_p_mean": ("score", "metrics", "batch_p_mean"),
-    "band_share": ("score", "metrics", "band_share"),
-    "env_r_mean": ("score", "metrics", "env_r_mean"),
-    "env_batches_kept": ("score", "metrics", "env_batches_kept"),
-    "env_batches": ("score", "metrics", "env_batches"),
-    "env_batch_band_share": ("score", "metrics", "env_batch_band_share"),
-    "informative_share": ("score", "metrics", "informative_share"),
-    "env_shape_mix": ("score", "metrics", "env_shape_mix"),
-    "shape_success": ("score", "metrics", "shape_success"),
-    "mean_prompt_tokens": ("score", "metrics", "mean_prompt_tokens"),
-    "mean_completion_tokens": ("score", "metrics", "mean_completion_tokens"),
-    "agent_train_reward": ("update-agent", "metrics", "train_reward"),
-    "agent_loss": ("update-agent", "metrics", "loss_mean"),
-    "agent_kl": ("update-agent", "metrics", "kl_mean"),
-    "env_loss": ("update-env", "metrics", "loss_mean"),
-    "env_kl": ("update-env", "metrics", "kl_final"),
-    "env_kl_stopped": ("update-env", "metrics", "kl_stopped"),
-}
+# key: (stage whose manifest has it, "counts" | "metrics", key there), as each stage declares in `stages.STAGES`
+SOURCES: dict[str, tuple[str, str, str]] = {key: (stage.name, part, name) for stage in STAGES.values()
+                                            for key, (part, name) in stage.metrics.items()}
 
 DOCS: dict[str, str] = {
     "tasks": "tasks in tasks.jsonl",
@@ -85,5 +67,11 @@ def gather(run: RunDir, epoch: int, band: tuple[float, float], alpha: float) -> 
 
 def refresh(run: RunDir, epoch: int, band: tuple[float, float], alpha: float) -> dict[str, Any]:
     data = gather(run, epoch, band, alpha)
-    write_json_atomic(run.epoch_dir(epoch) / "metrics.json", data)
+    write_json_atomic(run.metrics_path(epoch), data)
     return data
+
+
+def after_stage(run: RunDir, cfg: Config, plan: StagePlan) -> None:
+    """Every epoch stage's `after_commit` hook: metrics.json follows the manifest just written."""
+    c = cfg.curriculum
+    refresh(run, plan.epoch, (c.band_low, c.band_high), c.alpha)

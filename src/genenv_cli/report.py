@@ -29,17 +29,19 @@ import datetime as _dt
 import html
 import json
 import math
-import os
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from genenv_cli.config import Config
 from genenv_cli.errors import InputError
 from genenv_cli.metrics import DOCS, MAPPINGS, SOURCES
-from genenv_cli.rundir import RunDir, write_text_atomic
+from genenv_cli.rundir import RunDir, write_bytes_atomic, write_text_atomic
 
-# PAPER.md, "Curriculum dynamics": agent success on generated tasks and agent response length, epochs 1-6
+# the GenEnv paper's "Curriculum dynamics" figure (the paper: docs/design.md): agent success on generated
+# tasks and agent response length, epochs 1-6
 PAPER_SUCCESS = [0.138, 0.425, 0.488, 0.505, 0.517, 0.524]
 PAPER_RESPONSE_TOKENS = [137, 147, 160, 174, 187, 204]
 
@@ -77,7 +79,7 @@ def _number(value: Any, where: str, key: str) -> float | int | None:
 def read_metrics(run: RunDir, epoch: int) -> dict[str, Any] | None:
     """The epoch's metrics.json with every key present (missing keys and NaN read as null); None when the
     file does not exist yet."""
-    path = run.epoch_dir(epoch) / "metrics.json"
+    path = run.metrics_path(epoch)
     if not path.exists():
         return None
     try:
@@ -104,7 +106,7 @@ def read_metrics(run: RunDir, epoch: int) -> dict[str, Any] | None:
 
 def read_task_stats(run: RunDir, epoch: int) -> dict[str, list[Any]] | None:
     """p_task, in_band, source and attempts of every task of the epoch; None when score has not run."""
-    path = run.epoch_dir(epoch) / "task_stats.parquet"
+    path = run.file("task_stats", epoch)
     if not path.exists():
         return None
     from genenv_cli.pools import read_parquet
@@ -115,7 +117,7 @@ def read_task_stats(run: RunDir, epoch: int) -> dict[str, list[Any]] | None:
 
 def read_evals(run: RunDir) -> list[dict[str, Any]]:
     """Every `evals/<bench>/<model-tag>.json`, checked for the keys the report uses."""
-    root = run.root / "evals"
+    root = run.evals_root
     if not root.is_dir():
         return []
     found = []
@@ -334,13 +336,264 @@ def _section(cid: str, what: str, body: str) -> str:
 
 # ---------------------------------------------------------------- the report
 
+@dataclass
+class _Run:
+    """What every chart builder reads: the config, the epochs and their numbers, the evaluations."""
+
+    cfg: Config
+    epochs: list[int]
+    mrows: list[dict[str, Any]]                      # each epoch's metrics.json (gaps as None)
+    metrics: dict[int, dict[str, Any] | None]        # as read (None: no metrics.json yet)
+    stats: dict[int, dict[str, list[Any]] | None]    # each epoch's task_stats columns
+    evals: list[dict[str, Any]]
+    mode_note: str                                   # what env.mode leaves out, for the environment's charts
+
+    @property
+    def c(self) -> Any:
+        return self.cfg.curriculum
+
+    @property
+    def band(self) -> tuple[float, float]:
+        return (self.c.band_low, self.c.band_high)
+
+    def col(self, key: str) -> list[Any]:
+        return _col(self.mrows, key)
+
+    def line(self, cid: str, series: list[Any], decor: Any) -> bytes:
+        from genenv_cli import report_charts as ch
+
+        return ch.timeseries(self.epochs, series, decor, title=HEADINGS[cid])
+
+
+# each builder returns (the numbers behind its chart, the chart's PNG or None, its HTML section)
+Built = tuple[Any, bytes | None, str]
+
+
+def _success_rate(r: _Run) -> Built:
+    """The paper's headline curve: success on generated tasks, beside the paper's own."""
+    from genenv_cli import report_charts as ch
+
+    c, epochs = r.c, r.epochs
+    succ, bpm = r.col("success_rate"), r.col("batch_p_mean")
+    paper_x = list(range(1, len(PAPER_SUCCESS) + 1))
+    numbers = {"epoch": epochs, "success_rate": succ, "batch_p_mean": bpm,
+               "paper": {"epoch": paper_x, "success_rate": PAPER_SUCCESS}}
+    png = r.line("success-rate", [
+        ch.Series("GenEnv paper, Qwen2.5-7B (reference)", PAPER_SUCCESS, ch.GREY, "--", "s", paper_x,
+                  linewidth=1.2, zorder=2),
+        ch.Series("success rate (pooled p̂)", succ, ch.BLUE),
+        ch.Series("mean p_batch", bpm, ch.PURPLE, ":", "D", linewidth=1.4),
+    ], ch.Decor(ylabel="success on generated tasks", ylim=(0, 1), hlines=[(c.alpha, f"α = {c.alpha:g}", ch.RED)],
+                band=r.band))
+    paper_cells = [PAPER_SUCCESS[e - 1] if 1 <= e <= len(PAPER_SUCCESS) else None for e in epochs]
+    return numbers, png, _section(
+        "success-rate",
+        f"Successful rollouts / rollouts on each epoch's generated tasks, and the mean of the per-batch rates "
+        f"p_batch that R_env rewards. The environment is rewarded for keeping them near α = {c.alpha:g}. Dashed "
+        f"grey: the GenEnv paper's curve (7B agent, epochs 1-6), for reference only.",
+        _img(png, "success rate per epoch")
+        + _wide_table(epochs, [("success rate", succ, "num"), ("mean p_batch", bpm, "num"),
+                               ("paper (reference)", paper_cells, "num")]))
+
+
+def _p_task(r: _Run) -> Built:
+    """One histogram of task p̂ per epoch."""
+    from genenv_cli import report_charts as ch
+
+    c, stats = r.c, r.stats
+    prow, skipped = p_task_rows(r.epochs, stats, r.metrics, r.cfg)
+    skip_note = "".join(f'<p class="note">Epoch {e}: no task_stats.parquet (score has not run); skipped.</p>'
+                        for e in skipped)
+    png = None
+    if prow:
+        png = ch.histograms([{"epoch": row["epoch"], "p_task": stats[row["epoch"]]["p_task"],
+                              "source": stats[row["epoch"]]["source"], "alpha": row["alpha"],
+                              "band": (row["band_low"], row["band_high"]), "edges": row["hist_edges"],
+                              "in_band": row["in_band"]} for row in prow],
+                            title=HEADINGS["p-task"])
+        table = _long_table([("epoch", "epoch", "int"), ("tasks", "tasks", "int"), ("seed_tasks", "seed", "int"),
+                             ("env_tasks", "env", "int"), ("mean", "mean p̂", "num"), ("median", "median p̂", "num"),
+                             ("zero", "p̂ = 0", "int"), ("below", "below band", "int"),
+                             ("in_band", "in band", "int"), ("above", "above band", "int"),
+                             ("one", "p̂ = 1", "int"), ("in_band_share", "in band %", "pct")], prow)
+        body = _img(png, "task p-hat histograms per epoch") + table + skip_note
+    else:
+        body = '<p class="empty">No epoch has task_stats.parquet yet (run <code>genenv score</code>).</p>' + skip_note
+    return {"epochs": prow, "skipped": skipped}, png, _section(
+        "p-task",
+        f"How often the agent solved each task (p̂ = successes / K), one histogram per epoch: seed tasks grey, "
+        f"environment tasks blue, the band [{c.band_low:g}, {c.band_high:g}] green, α dashed. Counts in the table "
+        f"are by where p̂ falls: never solved, below the band, in it, above it, always solved.", body)
+
+
+def _band_share(r: _Run) -> Built:
+    from genenv_cli import report_charts as ch
+
+    c = r.c
+    bshare = r.col("band_share")
+    png = r.line("band-share", [ch.Series("tasks in band", bshare, ch.GREEN)],
+                 ch.Decor(ylabel="share of tasks", percent=True, ylim=(0, 1)))
+    return {"epoch": r.epochs, "band_share": bshare}, png, _section(
+        "band-share", f"Share of the epoch's tasks whose p̂ is in [{c.band_low:g}, {c.band_high:g}]: the zone "
+        f"where the policy gradient p(1-p) is largest.",
+        _img(png, "band share per epoch") + _wide_table(r.epochs, [("in band", bshare, "pct")]))
+
+
+def _env_reward(r: _Run) -> Built:
+    from genenv_cli import report_charts as ch
+
+    c = r.c
+    renv, kept = r.col("env_r_mean"), r.col("env_batches_kept")
+    png = r.line("env-reward", [ch.Series("mean R_env", renv, ch.TEAL)],
+                 ch.Decor(ylabel="R_env", ylim=(0, 1.05), hlines=[(1.0, "maximum (p_batch = α)", ch.GREY)]))
+    return {"epoch": r.epochs, "env_r_mean": renv, "env_batches_kept": kept}, png, _section(
+        "env-reward", f"Mean over the epoch's environment batches of R_env = exp(-β (p_batch - α)²), "
+        f"β = {c.beta:g}; 1 when a batch's success rate is exactly α. Kept: batches within k_min = {c.k_min:g} "
+        f"of α, which the environment trains on.",
+        r.mode_note + _img(png, "mean R_env per epoch")
+        + _wide_table(r.epochs, [("mean R_env", renv, "num"), ("batches kept", kept, "int")]))
+
+
+def _valid_generation(r: _Run) -> Built:
+    from genenv_cli import report_charts as ch
+
+    vgr, env_t, seed_t = r.col("valid_generation_rate"), r.col("env_tasks"), r.col("seed_tasks")
+    png = r.line("valid-generation", [ch.Series("valid and novel", vgr, ch.ORANGE)],
+                 ch.Decor(ylabel="of generations", percent=True, ylim=(0, 1.02)))
+    return {"epoch": r.epochs, "valid_generation_rate": vgr, "env_tasks": env_t, "seed_tasks": seed_t}, png, _section(
+        "valid-generation", "Environment generations that became tasks (parsed, valid and novel) / all its "
+        "generations.",
+        r.mode_note + _img(png, "valid-generation rate per epoch")
+        + _wide_table(r.epochs, [("valid rate", vgr, "pct"), ("env tasks", env_t, "int"),
+                                 ("seed tasks", seed_t, "int")]))
+
+
+def _lengths(r: _Run) -> Built:
+    from genenv_cli import report_charts as ch
+
+    ptok, ctok = r.col("mean_prompt_tokens"), r.col("mean_completion_tokens")
+    pg, cg = _growth(ptok), _growth(ctok)
+    png = ch.panels(r.epochs, [
+        ("task length: agent prompt tokens", [ch.Series("prompt", ptok, ch.PURPLE)], ch.Decor(ylabel="tokens")),
+        ("agent response length: completion tokens", [ch.Series("completion", ctok, ch.BLUE)],
+         ch.Decor(ylabel="tokens")),
+    ])
+    numbers = {"epoch": r.epochs, "mean_prompt_tokens": ptok, "mean_completion_tokens": ctok,
+               "prompt_growth": pg, "completion_growth": cg}
+    return numbers, png, _section(
+        "lengths", "Mean agent prompt length (the task, rendered) and mean completion length, in tokens; change "
+        "against the first epoch. The paper reports the response length of its 7B agent growing "
+        f"{' → '.join(str(v) for v in PAPER_RESPONSE_TOKENS)} tokens (+49%) over 6 epochs.",
+        _img(png, "prompt and completion length per epoch")
+        + _wide_table(r.epochs, [("prompt tokens", ptok, "tok"), ("change", pg, "signed"),
+                                 ("completion tokens", ctok, "tok"), ("change", cg, "signed")]))
+
+
+def _agent_reward(r: _Run) -> Built:
+    from genenv_cli import report_charts as ch
+
+    atr, aloss, akl = r.col("agent_train_reward"), r.col("agent_loss"), r.col("agent_kl")
+    png = r.line("agent-reward", [ch.Series("train reward", atr, ch.BLUE)],
+                 ch.Decor(ylabel="mean R_agent", ylim=(0, 1.02)))
+    return {"epoch": r.epochs, "agent_train_reward": atr, "agent_loss": aloss, "agent_kl": akl}, png, _section(
+        "agent-reward", "Mean reward of the samples update-agent trained on (GRPO), with its mean loss and KL "
+        "to the reference policy.",
+        _img(png, "agent training reward per epoch")
+        + _wide_table(r.epochs, [("train reward", atr, "num"), ("loss", aloss, "g"), ("KL", akl, "g")]))
+
+
+def _informative(r: _Run) -> Built:
+    """Where GRPO's signal comes from, and whether the environment hits the band."""
+    from genenv_cli import report_charts as ch
+
+    c = r.c
+    inf, ebb = r.col("informative_share"), r.col("env_batch_band_share")
+    png = r.line("informative", [
+        ch.Series("informative groups", inf, ch.BLUE),
+        ch.Series("env batches in band", ebb, ch.GREEN, "--", "s")],
+        ch.Decor(ylabel="share", percent=True, ylim=(0, 1.02)))
+    return {"epoch": r.epochs, "informative_share": inf, "env_batch_band_share": ebb}, png, _section(
+        "informative", "Share of GRPO groups (a task's K rollouts) whose rewards are not all equal: only these "
+        "give the agent a non-zero advantage, and for success rate p that happens with probability "
+        "1 - p^K - (1-p)^K, largest at p = ½. Beside it, the share of the environment's batches whose p_batch is "
+        f"in [{c.band_low:g}, {c.band_high:g}].",
+        _img(png, "informative groups per epoch")
+        + _wide_table(r.epochs, [("informative groups", inf, "pct"), ("env batches in band", ebb, "pct")])
+        + _shape_tables(r.epochs, r.mrows))
+
+
+def _env_kl(r: _Run) -> Built:
+    from genenv_cli import report_charts as ch
+
+    kl_max = r.cfg.env_update.kl_max
+    ekl, stop, eloss = r.col("env_kl"), r.col("env_kl_stopped"), r.col("env_loss")
+    finite = [v for v in ekl if v is not None]
+    top = max([*finite, kl_max])
+    marks = [(e, v if v is not None else top, "stopped by kl_max") for e, v, s in zip(r.epochs, ekl, stop, strict=True)
+             if s]
+    png = r.line("env-kl", [ch.Series("KL at the end of update-env", ekl, ch.PURPLE)],
+                 ch.Decor(ylabel="per-token KL", ylim=(0, None), markers=marks,
+                          hlines=[(kl_max, f"kl_max = {kl_max:g}", ch.RED)]))
+    mode_note = r.mode_note
+    if r.cfg.env.mode != "genenv":
+        mode_note = mode_note or (f'<p class="note">env.mode = {_esc(r.cfg.env.mode)}: the environment is never '
+                                  f"updated, so there is no KL to show.</p>")
+    numbers = {"epoch": r.epochs, "env_kl": ekl, "env_kl_stopped": stop, "env_loss": eloss, "kl_max": kl_max}
+    return numbers, png, _section(
+        "env-kl", "Mean per-token KL of the environment to its initial model at the end of update-env (RWR). "
+        "A red ring marks an epoch whose update stopped because the KL passed env_update.kl_max.",
+        mode_note + _img(png, "environment KL per epoch")
+        + _wide_table(r.epochs, [("KL", ekl, "g"), ("stopped by kl_max", stop, "bool"), ("loss", eloss, "g")]))
+
+
+def _evals(r: _Run) -> Built:
+    """Evaluation scores; these may exist before any epoch (base-model evaluations)."""
+    from genenv_cli import report_charts as ch
+
+    evals = r.evals
+    groups = eval_groups(evals)
+    png = None
+    if groups:
+        png = ch.evals(groups, r.epochs, title=HEADINGS["evals"])
+        table = _long_table([("bench", "benchmark", "str"), ("protocol", "protocol", "str"),
+                             ("model_tag", "model", "str"), ("epoch", "epoch", "int"), ("metric", "metric", "str"),
+                             ("value", "score", "score"), ("n", "n", "int"), ("split", "split", "str"),
+                             ("created", "created", "str")],
+                            sorted(evals, key=lambda v: (v["bench"], v["protocol"], v["epoch"] is not None,
+                                                         v["epoch"] or 0, v["created"] or "")),
+                            row_class=lambda row: "" if row["charted"] else "old")
+        old = "" if all(v["charted"] for v in evals) else \
+            '<p class="what">Greyed rows: superseded by a newer evaluation of the same model; not charted.</p>'
+        body = _img(png, "evaluation scores per benchmark") + table + old
+    else:
+        body = ('<p class="empty">No evaluations yet: <code>genenv evaluate</code> writes them into RUN/evals/&lt;bench&gt;/.'
+                "</p>")
+    return {"groups": groups, "files": evals}, png, _section(
+        "evals", "Headline score (%) of each benchmark per epoch's agent, one line per protocol; dashed "
+        "horizontal lines are models outside the run (the base model, references).", body)
+
+
+# (chart id, builder, shown only once an epoch exists), in the page's order (CHARTS)
+BUILDERS: list[tuple[str, Callable[[_Run], Built], bool]] = [
+    ("success-rate", _success_rate, True),
+    ("p-task", _p_task, True),
+    ("band-share", _band_share, True),
+    ("env-reward", _env_reward, True),
+    ("valid-generation", _valid_generation, True),
+    ("lengths", _lengths, True),
+    ("agent-reward", _agent_reward, True),
+    ("informative", _informative, True),
+    ("env-kl", _env_kl, True),
+    ("evals", _evals, False),
+]
+
+
 def build_report(run: RunDir, cfg: Config, out: Path | None = None) -> dict[str, Any]:
     """Write the HTML report (default RUN/report/report.html) and the chart PNGs beside it.
 
     Returns {"html": path, "pngs": [paths], "epochs": number of epochs, "numbers": the data behind every
     chart, keyed by chart id, plus "metrics" (every epoch's metrics.json) and "notes"}."""
     from genenv_cli import __version__
-    from genenv_cli import report_charts as ch
 
     default_dir = run.root / "report"
     if out is None:
@@ -367,204 +620,31 @@ def build_report(run: RunDir, cfg: Config, out: Path | None = None) -> dict[str,
         notes.append(f"Some epochs ran with alpha = {', '.join(f'{a:g}' for a in sorted(alphas))}; the lines show "
                      f"the config's alpha = {c.alpha:g}, the p̂ histograms each epoch's own.")
 
-    def col(key: str) -> list[Any]:
-        return _col(mrows, key)
-
-    def line(cid: str, series: list[Any], decor: Any) -> bytes:
-        return ch.timeseries(epochs, series, decor, title=HEADINGS[cid])
-
     numbers: dict[str, Any] = {"epochs": epochs, "metrics": mrows, "notes": notes,
                                "config": {"alpha": c.alpha, "beta": c.beta, "k_min": c.k_min,
                                           "band_low": c.band_low, "band_high": c.band_high,
                                           "kl_max": cfg.env_update.kl_max}}
-    pngs: dict[str, bytes] = {}
-    sections: list[str] = []
-    band = (c.band_low, c.band_high)
     mode_note = ""
     if cfg.env.mode == "seeds":
         mode_note = ('<p class="note">env.mode = seeds: no environment model writes tasks, so there are no '
                      "environment generations, rewards or updates to show.</p>")
-    alpha_line = (c.alpha, f"α = {c.alpha:g}", ch.RED)
-
-    if epochs:
-        # 1. success rate, the paper's headline curve
-        succ, bpm = col("success_rate"), col("batch_p_mean")
-        paper_x = list(range(1, len(PAPER_SUCCESS) + 1))
-        numbers["success-rate"] = {"epoch": epochs, "success_rate": succ, "batch_p_mean": bpm,
-                                   "paper": {"epoch": paper_x, "success_rate": PAPER_SUCCESS}}
-        pngs["success-rate"] = line("success-rate", [
-            ch.Series("GenEnv paper, Qwen2.5-7B (reference)", PAPER_SUCCESS, ch.GREY, "--", "s", paper_x,
-                      linewidth=1.2, zorder=2),
-            ch.Series("success rate (pooled p̂)", succ, ch.BLUE),
-            ch.Series("mean p_batch", bpm, ch.PURPLE, ":", "D", linewidth=1.4),
-        ], ch.Decor(ylabel="success on generated tasks", ylim=(0, 1), hlines=[alpha_line], band=band))
-        paper_cells = [PAPER_SUCCESS[e - 1] if 1 <= e <= len(PAPER_SUCCESS) else None for e in epochs]
-        sections.append(_section(
-            "success-rate",
-            f"Successful rollouts / rollouts on each epoch's generated tasks, and the mean of the per-batch rates "
-            f"p_batch that R_env rewards. The environment is rewarded for keeping them near α = {c.alpha:g}. Dashed "
-            f"grey: the GenEnv paper's curve (7B agent, epochs 1-6), for reference only.",
-            _img(pngs["success-rate"], "success rate per epoch")
-            + _wide_table(epochs, [("success rate", succ, "num"), ("mean p_batch", bpm, "num"),
-                                   ("paper (reference)", paper_cells, "num")])))
-
-        # 2. p-hat distribution
-        prow, skipped = p_task_rows(epochs, stats, metrics, cfg)
-        numbers["p-task"] = {"epochs": prow, "skipped": skipped}
-        skip_note = "".join(f'<p class="note">Epoch {e}: no task_stats.parquet (score has not run); skipped.</p>'
-                            for e in skipped)
-        if prow:
-            pngs["p-task"] = ch.histograms([{"epoch": r["epoch"], "p_task": stats[r["epoch"]]["p_task"],
-                                             "source": stats[r["epoch"]]["source"], "alpha": r["alpha"],
-                                             "band": (r["band_low"], r["band_high"]), "edges": r["hist_edges"],
-                                             "in_band": r["in_band"]} for r in prow],
-                                           title=HEADINGS["p-task"])
-            table = _long_table([("epoch", "epoch", "int"), ("tasks", "tasks", "int"), ("seed_tasks", "seed", "int"),
-                                 ("env_tasks", "env", "int"), ("mean", "mean p̂", "num"), ("median", "median p̂", "num"),
-                                 ("zero", "p̂ = 0", "int"), ("below", "below band", "int"),
-                                 ("in_band", "in band", "int"), ("above", "above band", "int"),
-                                 ("one", "p̂ = 1", "int"), ("in_band_share", "in band %", "pct")], prow)
-            body = _img(pngs["p-task"], "task p-hat histograms per epoch") + table + skip_note
-        else:
-            body = '<p class="empty">No epoch has task_stats.parquet yet (run <code>genenv score</code>).</p>' + skip_note
-        sections.append(_section(
-            "p-task",
-            f"How often the agent solved each task (p̂ = successes / K), one histogram per epoch: seed tasks grey, "
-            f"environment tasks blue, the band [{c.band_low:g}, {c.band_high:g}] green, α dashed. Counts in the table "
-            f"are by where p̂ falls: never solved, below the band, in it, above it, always solved.", body))
-
-        # 3. band share
-        bshare = col("band_share")
-        numbers["band-share"] = {"epoch": epochs, "band_share": bshare}
-        pngs["band-share"] = line("band-share", [ch.Series("tasks in band", bshare, ch.GREEN)],
-                                           ch.Decor(ylabel="share of tasks", percent=True, ylim=(0, 1)))
-        sections.append(_section(
-            "band-share", f"Share of the epoch's tasks whose p̂ is in [{c.band_low:g}, {c.band_high:g}]: the zone "
-            f"where the policy gradient p(1-p) is largest.",
-            _img(pngs["band-share"], "band share per epoch") + _wide_table(epochs, [("in band", bshare, "pct")])))
-
-        # 4. R_env
-        renv, kept = col("env_r_mean"), col("env_batches_kept")
-        numbers["env-reward"] = {"epoch": epochs, "env_r_mean": renv, "env_batches_kept": kept}
-        pngs["env-reward"] = line("env-reward", [ch.Series("mean R_env", renv, ch.TEAL)],
-                                           ch.Decor(ylabel="R_env", ylim=(0, 1.05),
-                                                    hlines=[(1.0, "maximum (p_batch = α)", ch.GREY)]))
-        sections.append(_section(
-            "env-reward", f"Mean over the epoch's environment batches of R_env = exp(-β (p_batch - α)²), "
-            f"β = {c.beta:g}; 1 when a batch's success rate is exactly α. Kept: batches within k_min = {c.k_min:g} "
-            f"of α, which the environment trains on.",
-            mode_note + _img(pngs["env-reward"], "mean R_env per epoch")
-            + _wide_table(epochs, [("mean R_env", renv, "num"), ("batches kept", kept, "int")])))
-
-        # 5. valid generations
-        vgr, env_t, seed_t = col("valid_generation_rate"), col("env_tasks"), col("seed_tasks")
-        numbers["valid-generation"] = {"epoch": epochs, "valid_generation_rate": vgr, "env_tasks": env_t,
-                                       "seed_tasks": seed_t}
-        pngs["valid-generation"] = line("valid-generation", [ch.Series("valid and novel", vgr, ch.ORANGE)],
-                                                 ch.Decor(ylabel="of generations", percent=True, ylim=(0, 1.02)))
-        sections.append(_section(
-            "valid-generation", "Environment generations that became tasks (parsed, valid and novel) / all its "
-            "generations.",
-            mode_note + _img(pngs["valid-generation"], "valid-generation rate per epoch")
-            + _wide_table(epochs, [("valid rate", vgr, "pct"), ("env tasks", env_t, "int"),
-                                   ("seed tasks", seed_t, "int")])))
-
-        # 6. lengths
-        ptok, ctok = col("mean_prompt_tokens"), col("mean_completion_tokens")
-        pg, cg = _growth(ptok), _growth(ctok)
-        numbers["lengths"] = {"epoch": epochs, "mean_prompt_tokens": ptok, "mean_completion_tokens": ctok,
-                              "prompt_growth": pg, "completion_growth": cg}
-        pngs["lengths"] = ch.panels(epochs, [
-            ("task length: agent prompt tokens", [ch.Series("prompt", ptok, ch.PURPLE)], ch.Decor(ylabel="tokens")),
-            ("agent response length: completion tokens", [ch.Series("completion", ctok, ch.BLUE)],
-             ch.Decor(ylabel="tokens")),
-        ])
-        sections.append(_section(
-            "lengths", "Mean agent prompt length (the task, rendered) and mean completion length, in tokens; change "
-            "against the first epoch. The paper reports the response length of its 7B agent growing "
-            f"{' → '.join(str(v) for v in PAPER_RESPONSE_TOKENS)} tokens (+49%) over 6 epochs.",
-            _img(pngs["lengths"], "prompt and completion length per epoch")
-            + _wide_table(epochs, [("prompt tokens", ptok, "tok"), ("change", pg, "signed"),
-                                   ("completion tokens", ctok, "tok"), ("change", cg, "signed")])))
-
-        # 7. agent reward
-        atr, aloss, akl = col("agent_train_reward"), col("agent_loss"), col("agent_kl")
-        numbers["agent-reward"] = {"epoch": epochs, "agent_train_reward": atr, "agent_loss": aloss, "agent_kl": akl}
-        pngs["agent-reward"] = line("agent-reward", [ch.Series("train reward", atr, ch.BLUE)],
-                                             ch.Decor(ylabel="mean R_agent", ylim=(0, 1.02)))
-        sections.append(_section(
-            "agent-reward", "Mean reward of the samples update-agent trained on (GRPO), with its mean loss and KL "
-            "to the reference policy.",
-            _img(pngs["agent-reward"], "agent training reward per epoch")
-            + _wide_table(epochs, [("train reward", atr, "num"), ("loss", aloss, "g"), ("KL", akl, "g")])))
-
-        # 7b. informative groups: where GRPO's signal comes from, and whether the environment hits the band
-        inf, ebb = col("informative_share"), col("env_batch_band_share")
-        numbers["informative"] = {"epoch": epochs, "informative_share": inf, "env_batch_band_share": ebb}
-        pngs["informative"] = line("informative", [
-            ch.Series("informative groups", inf, ch.BLUE),
-            ch.Series("env batches in band", ebb, ch.GREEN, "--", "s")],
-            ch.Decor(ylabel="share", percent=True, ylim=(0, 1.02)))
-        sections.append(_section(
-            "informative", "Share of GRPO groups (a task's K rollouts) whose rewards are not all equal: only these "
-            "give the agent a non-zero advantage, and for success rate p that happens with probability "
-            "1 - p^K - (1-p)^K, largest at p = ½. Beside it, the share of the environment's batches whose p_batch is "
-            f"in [{c.band_low:g}, {c.band_high:g}].",
-            _img(pngs["informative"], "informative groups per epoch")
-            + _wide_table(epochs, [("informative groups", inf, "pct"), ("env batches in band", ebb, "pct")])
-            + _shape_tables(epochs, mrows)))
-
-        # 8. environment KL
-        ekl, stop, eloss = col("env_kl"), col("env_kl_stopped"), col("env_loss")
-        numbers["env-kl"] = {"epoch": epochs, "env_kl": ekl, "env_kl_stopped": stop, "env_loss": eloss,
-                             "kl_max": cfg.env_update.kl_max}
-        finite = [v for v in ekl if v is not None]
-        top = max([*finite, cfg.env_update.kl_max])
-        marks = [(e, v if v is not None else top, "stopped by kl_max") for e, v, s in zip(epochs, ekl, stop, strict=True)
-                 if s]
-        pngs["env-kl"] = line("env-kl", [ch.Series("KL at the end of update-env", ekl, ch.PURPLE)],
-                                       ch.Decor(ylabel="per-token KL", ylim=(0, None), markers=marks,
-                                                hlines=[(cfg.env_update.kl_max, f"kl_max = {cfg.env_update.kl_max:g}",
-                                                         ch.RED)]))
-        if cfg.env.mode != "genenv":
-            mode_note = mode_note or (f'<p class="note">env.mode = {_esc(cfg.env.mode)}: the environment is never '
-                                      f"updated, so there is no KL to show.</p>")
-        sections.append(_section(
-            "env-kl", "Mean per-token KL of the environment to its initial model at the end of update-env (RWR). "
-            "A red ring marks an epoch whose update stopped because the KL passed env_update.kl_max.",
-            mode_note + _img(pngs["env-kl"], "environment KL per epoch")
-            + _wide_table(epochs, [("KL", ekl, "g"), ("stopped by kl_max", stop, "bool"), ("loss", eloss, "g")])))
-
-    # 9. evaluations (these may exist before any epoch: base-model evals)
-    groups = eval_groups(evals)
-    numbers["evals"] = {"groups": groups, "files": evals}
-    if groups:
-        pngs["evals"] = ch.evals(groups, epochs, title=HEADINGS["evals"])
-        table = _long_table([("bench", "benchmark", "str"), ("protocol", "protocol", "str"),
-                             ("model_tag", "model", "str"), ("epoch", "epoch", "int"), ("metric", "metric", "str"),
-                             ("value", "score", "score"), ("n", "n", "int"), ("split", "split", "str"),
-                             ("created", "created", "str")],
-                            sorted(evals, key=lambda v: (v["bench"], v["protocol"], v["epoch"] is not None,
-                                                         v["epoch"] or 0, v["created"] or "")),
-                            row_class=lambda r: "" if r["charted"] else "old")
-        old = "" if all(v["charted"] for v in evals) else \
-            '<p class="what">Greyed rows: superseded by a newer evaluation of the same model; not charted.</p>'
-        body = _img(pngs["evals"], "evaluation scores per benchmark") + table + old
-    else:
-        body = ('<p class="empty">No evaluations yet: <code>genenv evaluate</code> writes them into RUN/evals/&lt;bench&gt;/.'
-                "</p>")
-    sections.append(_section(
-        "evals", "Headline score (%) of each benchmark per epoch's agent, one line per protocol; dashed "
-        "horizontal lines are models outside the run (the base model, references).", body))
+    inputs = _Run(cfg, epochs, mrows, metrics, stats, evals, mode_note)
+    pngs: dict[str, bytes] = {}
+    sections: list[str] = []
+    for cid, build, needs_epoch in BUILDERS:
+        if needs_epoch and not epochs:
+            continue
+        numbers[cid], png, section = build(inputs)
+        if png is not None:
+            pngs[cid] = png
+        sections.append(section)
 
     # write
     paths = []
     for cid, _ in CHARTS:
         path = out_dir / f"{cid}.png"
         if cid in pngs:
-            tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-            tmp.write_bytes(pngs[cid])
-            os.replace(tmp, path)
+            write_bytes_atomic(path, pngs[cid])
             paths.append(path)
         elif out_dir == default_dir.resolve() and path.exists():
             path.unlink()  # a chart of an earlier report that has no data now

@@ -7,6 +7,8 @@ Layout (docs/pools.md describes every file and column):
                      agent/, env/, agent_update.parquet, env_update.parquet, metrics.json, manifests/<stage>.json}
     RUN/pools/agent_train/epoch=0003.parquet   RUN/pools/env_sft/epoch=0003.parquet
     RUN/evals/<bench>/<model-tag>.json         RUN/logs/<stage>.log
+
+The paths of the data files come from `pools.SCHEMAS` (`RunDir.file`), so a file's place is written once.
 """
 
 from __future__ import annotations
@@ -26,10 +28,33 @@ from typing import Any
 
 from genenv_cli.config import CONFIG_NAME, Config, load_config
 from genenv_cli.errors import ConfigError, InputError, LockError
+from genenv_cli.pools import SCHEMAS
 
 POOLS = ("agent_train", "env_sft")
 EPOCH_MAX = 99_999  # epochs are folder names (`epochs/0003`): a bound keeps them names, not numbers too big to use
 _PARTITION = re.compile(r"^epoch=(\d{4,})\.parquet$")
+_SHARD = re.compile(r"\.shard-(\d+)-of-(\d+)$")
+
+
+def shard_tag(shard: tuple[int, int]) -> str:
+    """The one spelling of rollout shard I of N in names: stage `rollout.shard-I-of-N`, its manifest
+    `manifests/rollout.shard-I-of-N.json`, its file `rollouts.shard-I-of-N.parquet`."""
+    return f"shard-{shard[0]}-of-{shard[1]}"
+
+
+def shard_stage(stage: str, shard: tuple[int, int]) -> str:
+    """The name of shard I of N of `stage` (its manifest's name and its lock's): `rollout.shard-I-of-N`."""
+    return f"{stage}.{shard_tag(shard)}"
+
+
+def shard_of(name: str) -> tuple[int, int] | None:
+    """(I, N) from a stage name or file stem that `shard_tag` spelled, None for an unsharded one.
+
+    >>> shard_of("rollout.shard-2-of-4"), shard_of("rollouts.shard-10-of-12"), shard_of("rollout")
+    ((2, 4), (10, 12), None)
+    """
+    m = _SHARD.search(name)
+    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 @dataclass(frozen=True)
@@ -47,13 +72,29 @@ class RunDir:
         return self.root / "epochs" / f"{epoch:04d}"
 
     def manifest_path(self, epoch: int, stage: str) -> Path:
-        return self.epoch_dir(epoch) / "manifests" / f"{stage}.json"
+        return self.manifests_dir(epoch) / f"{stage}.json"
+
+    def manifests_dir(self, epoch: int) -> Path:
+        return self.epoch_dir(epoch) / "manifests"
+
+    def checkpoint_dir(self, epoch: int, role: str) -> Path:
+        """The model `update-agent` (role "agent") or `update-env` (role "env") wrote for the epoch."""
+        return self.epoch_dir(epoch) / role
+
+    def metrics_path(self, epoch: int) -> Path:
+        return self.epoch_dir(epoch) / "metrics.json"
+
+    def file(self, key: str, epoch: int, shard: tuple[int, int] | None = None) -> Path:
+        """The epoch's file `key` of `pools.SCHEMAS` (`tasks`, `task_stats`, `agent_train`, ...) where its schema
+        says it lives; a rollout shard's file carries `shard_tag` before the suffix."""
+        path = self.root / SCHEMAS[key].path.replace("NNNN", f"{epoch:04d}")
+        return path if shard is None else path.with_name(f"{path.stem}.{shard_tag(shard)}{path.suffix}")
 
     def pool_dir(self, pool: str) -> Path:
-        return self.root / "pools" / pool
+        return self.file(pool, 0).parent
 
     def pool_partition(self, pool: str, epoch: int) -> Path:
-        return self.pool_dir(pool) / f"epoch={epoch:04d}.parquet"
+        return self.file(pool, epoch)
 
     def pool_partitions(self, pool: str) -> dict[int, Path]:
         """Existing partitions of a pool, by epoch."""
@@ -79,8 +120,12 @@ class RunDir:
                 found.append(int(p.name))
         return sorted(found)
 
+    @property
+    def evals_root(self) -> Path:
+        return self.root / "evals"
+
     def evals_dir(self, bench: str) -> Path:
-        return self.root / "evals" / bench
+        return self.evals_root / bench
 
     def logs_dir(self) -> Path:
         return self.root / "logs"
@@ -108,6 +153,17 @@ def lock_held(path: Path) -> bool:
             return False
         fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
     return False
+
+
+def read_record(path: Path) -> dict[str, Any]:
+    """A JSON object the run wrote, leniently: {} when the file is missing, empty, unreadable or not an object.
+    The one reader of a lock's holder ({stage, pid, host, since}; a clean exit empties it), also used where a
+    damaged file should add nothing rather than fail (`status`)."""
+    try:
+        info = json.loads(path.read_bytes() or b"{}")
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return info if isinstance(info, dict) else {}
 
 
 def _only_locks(folder: Path) -> bool:
@@ -235,14 +291,19 @@ def replace_into_place(tmp: Path, final: Path) -> None:
         os.replace(tmp, final)
 
 
-def write_text_atomic(path: Path, text: str) -> None:
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write under `tmp_name` (which `clean_stale_tmp` recognises if the writer is killed), then rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = tmp_name(path)
-    with open(tmp, "w") as fh:
-        fh.write(text)
+    with open(tmp, "wb") as fh:
+        fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    write_bytes_atomic(path, text.encode("utf-8"))
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:
@@ -327,11 +388,8 @@ class EpochLock:
         self._created_folder = False
 
     def _holder(self, path: Path) -> str:
-        try:
-            info = json.loads(path.read_text() or "{}")
-        except (OSError, ValueError):
-            info = {}
-        if not isinstance(info, dict) or not info:
+        info = read_record(path)
+        if not info:
             others = sorted(p.name[len(".lock."):] for p in path.parent.glob(".lock.*"))
             return f"`{', '.join(others)}`" if others else "another process"
         return f"`{info.get('stage')}` (pid {info.get('pid')} on {info.get('host')}, since {info.get('since')})"

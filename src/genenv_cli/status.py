@@ -7,19 +7,14 @@ modified; **missing** — never completed; **running** — another process holds
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 from genenv_cli.config import Config
 from genenv_cli.contract import check_state
 from genenv_cli.errors import GenenvError
-from genenv_cli.rundir import RunDir, lock_held
-from genenv_cli.stages import EPOCH_STAGES, available, stage_module
-
-# the count shown for each stage, from its manifest
-_ROW_COUNT = {"generate-tasks": "tasks", "rollout": "rollouts", "score": "rollouts", "update-agent": "samples_used",
-              "update-env": "samples_used"}
+from genenv_cli.metrics import gather
+from genenv_cli.rundir import RunDir, lock_held, read_record, shard_of
+from genenv_cli.stages import EPOCH_STAGES, STAGES, available, stage_module
 
 
 def _running(run: RunDir, epoch: int) -> dict[str, dict[str, Any]]:
@@ -28,26 +23,18 @@ def _running(run: RunDir, epoch: int) -> dict[str, dict[str, Any]]:
     path = run.epoch_dir(epoch) / ".lock"
     running: dict[str, dict[str, Any]] = {}
     if lock_held(path):
-        info = _record(path)
+        info = read_record(path)
         if info.get("stage"):
             return {str(info["stage"]): info}
     for own in path.parent.glob(".lock.*"):  # rollout shards share the epoch lock and each hold their own
         if lock_held(own):
-            info = _record(own)
+            info = read_record(own)
             running[str(info.get("stage", own.name[6:]))] = info
     return running
 
 
-def _record(path: Path) -> dict[str, Any]:
-    try:
-        info = json.loads(path.read_bytes() or b"{}")
-    except (OSError, ValueError, RecursionError):
-        return {}
-    return info if isinstance(info, dict) else {}
-
-
 def _shard_stages(run: RunDir, epoch: int) -> list[str]:
-    mdir = run.epoch_dir(epoch) / "manifests"
+    mdir = run.manifests_dir(epoch)
     if not mdir.is_dir():
         return []
     return sorted(p.stem for p in mdir.glob("rollout.shard-*.json"))
@@ -57,18 +44,15 @@ def stage_state(run: RunDir, cfg: Config, epoch: int, stage: str) -> dict[str, A
     base = stage.split(".")[0]
     try:
         mod = stage_module(base)
-        if base == "rollout" and "." in stage:
-            from genenv_cli.stages.rollout import parse_shard
-
-            i, n = stage.split("shard-")[1].split("-of-")
-            p = mod.plan(run, cfg, epoch, shard=parse_shard(f"{i}/{n}"))
+        if base == "rollout" and shard_of(stage):
+            p = mod.plan(run, cfg, epoch, shard=shard_of(stage))
         else:
             p = mod.plan(run, cfg, epoch)
         st = check_state(run, cfg, p)
         state, reasons, manifest = st.state, st.reasons, st.manifest
     except GenenvError as exc:
         path = run.manifest_path(epoch, stage)
-        manifest = _record(path) if path.is_file() else None
+        manifest = read_record(path) if path.is_file() else None
         state = "stale" if manifest else "missing"
         reasons = [str(exc).split(". ")[0]]
     if not isinstance(manifest, dict) or not all(isinstance(manifest.get(k, {}), dict) for k in ("counts", "metrics")):
@@ -79,6 +63,8 @@ def stage_state(run: RunDir, cfg: Config, epoch: int, stage: str) -> dict[str, A
 
 
 def collect(run: RunDir, cfg: Config) -> list[dict[str, Any]]:
+    c = cfg.curriculum
+    band = (c.band_low, c.band_high)
     rows = []
     for epoch in run.epochs():
         running = _running(run, epoch)
@@ -94,19 +80,10 @@ def collect(run: RunDir, cfg: Config) -> list[dict[str, Any]]:
                 h = running[name]
                 stages[name]["state"] = "running"
                 stages[name]["reasons"] = [f"pid {h.get('pid')} on {h.get('host')} since {h.get('since')}"]
-        gen = stages.get("generate-tasks", {}).get("counts", {})
-        sc = stages.get("score", {}).get("metrics", {})
-        metrics: dict[str, Any] = {
-            "success_rate": sc.get("success_rate"),
-            "batch_p_mean": sc.get("batch_p_mean"),
-            "band_share": sc.get("band_share"),
-            "env_r_mean": sc.get("env_r_mean"),
-            "valid_generation_rate": gen.get("valid_generation_rate"),
-            "mean_prompt_tokens": sc.get("mean_prompt_tokens"),
-        }
-        metrics_path = run.epoch_dir(epoch) / "metrics.json"
+        metrics = {k: v for k, v in gather(run, epoch, band, c.alpha).items() if k != "epoch"}
+        metrics_path = run.metrics_path(epoch)
         if metrics_path.is_file():  # a metrics.json of the wrong shape (edited by hand) adds nothing
-            metrics.update({k: v for k, v in _record(metrics_path).items() if k != "epoch"})
+            metrics.update({k: v for k, v in read_record(metrics_path).items() if k != "epoch"})
         rows.append({"epoch": epoch, "stages": stages, "metrics": metrics,
                      "running": ", ".join(sorted(running)) or None})
     return rows
@@ -121,13 +98,12 @@ def _fmt(v: Any, pct: bool = False, digits: int = 3) -> str:
 
 
 COLUMNS = ("p̂ batch", "in band", "inform.", "R_env", "valid gen", "task tok", "agent R", "env KL")
-SHORT = {"generate-tasks": "generate", "update-agent": "upd-agent", "update-env": "upd-env"}
 
 
 def table_cells(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[tuple[str, str]]]]:
     """(header, rows of (text, state) cells): what both the rich and the plain table show."""
     stages = [n for n in EPOCH_STAGES if available(n)]
-    header = ["epoch", *(SHORT.get(n, n) for n in stages), *COLUMNS]
+    header = ["epoch", *(STAGES[n].column for n in stages), *COLUMNS]
     out = []
     for row in rows:
         cells = [(str(row["epoch"]), "")]
@@ -136,10 +112,10 @@ def table_cells(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[tuple[
             parts = []
             for k in keys:
                 st = row["stages"][k]
-                n = st["counts"].get(_ROW_COUNT.get(name, ""), None)
+                n = st["counts"].get(STAGES[name].count or "", None)
                 label = st["state"] + (f" {n}" if n is not None and st["state"] != "missing" else "")
-                if "." in k:
-                    label = k.split("shard-")[1].replace("-of-", "/") + " " + label
+                if (shard := shard_of(k)) is not None:
+                    label = f"{shard[0]}/{shard[1]} {label}"
                 parts.append((label, st["state"]))
             cells.append((" / ".join(p for p, _ in parts) or "-", parts[0][1] if len(parts) == 1 else ""))
         m = row["metrics"]

@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import re
-from functools import cached_property
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -200,21 +198,10 @@ def read_answer(text: str) -> int | None:
 class ArithDomain(Domain):
     name = "arith"
     description = "Integer arithmetic exercises; difficulty from operations and digits (a domain small models can take)."
+    seed_file = "arith_seeds.jsonl"
+    payload_keys = ("expression", "answer")
     shapes = tuple([shape_of(1, d, k) for k in KINDS for d in range(1, MAX_DIGITS + 1)]
                    + [shape_of(o, d) for o in range(2, MAX_OPS + 1) for d in range(1, MAX_DIGITS + 1)])
-
-    @cached_property
-    def _seeds(self) -> list[SeedTask]:
-        text = resources.files("genenv_cli.domains").joinpath("data", "arith_seeds.jsonl").read_text("utf-8")
-        out = []
-        for line in text.splitlines():
-            if line.strip():
-                r = json.loads(line)
-                out.append(SeedTask(r["id"], r["split"], r["shape"], {"expression": r["expression"], "answer": r["answer"]}))
-        return out
-
-    def seeds(self, split: str = "train") -> list[SeedTask]:
-        return [s for s in self._seeds if s.split == split]
 
     seed_format = 'JSON lines like data/arith_seeds.jsonl: {"id", "split" (optional), "expression", "answer"}'
 
@@ -224,11 +211,11 @@ class ArithDomain(Domain):
         def shape(payload: dict[str, Any]) -> str:
             return expression_shape(payload["expression"])
 
-        return read_seed_jsonl(path, ("expression", "answer"), shape_of=shape, check=self.check_payload)
+        return read_seed_jsonl(path, self.payload_keys, shape_of=shape, check=self.check_payload)
 
     @functools.cache  # noqa: B019 - one instance per process (get_domain)
     def data_fingerprint(self) -> str:
-        raw = resources.files("genenv_cli.domains").joinpath("data", "arith_seeds.jsonl").read_bytes()
+        raw = resources.files("genenv_cli.domains").joinpath("data", self.seed_file).read_bytes()
         return hashlib.sha256(raw).hexdigest()[:16]
 
     def agent_messages(self, payload: dict[str, Any]) -> list[dict[str, str]]:

@@ -9,9 +9,12 @@ model text as data.
 
 from __future__ import annotations
 
+import json
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from functools import cached_property
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -74,10 +77,21 @@ class Domain(ABC):
     shapes: tuple[str, ...] = ()
     builtin_seeds: bool = True          # False: `genenv init` needs `--seeds FILE`
     seed_format: str = ""               # what `--seeds FILE` takes, in words ("" = it takes none)
+    # the packaged seed set (genenv_cli/domains/data/): JSON lines of {id, split, shape, *payload_keys}
+    seed_file: str = ""
+    payload_keys: tuple[str, ...] = ()
 
-    @abstractmethod
+    @cached_property
+    def _seeds(self) -> list[SeedTask]:
+        if not self.seed_file:
+            raise TypeError(f"domain {self.name!r} names no seed_file; it must override seeds()")
+        text = resources.files("genenv_cli.domains").joinpath("data", self.seed_file).read_text("utf-8")
+        return [SeedTask(r["id"], r["split"], r["shape"], {k: r[k] for k in self.payload_keys})
+                for r in map(json.loads, filter(str.strip, text.splitlines()))]
+
     def seeds(self, split: str = "train") -> list[SeedTask]:
         """The domain's seed tasks of a split (`train` feeds epochs; `validation` is held out)."""
+        return [s for s in self._seeds if s.split == split]
 
     @abstractmethod
     def data_fingerprint(self) -> str:

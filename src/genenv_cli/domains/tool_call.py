@@ -143,24 +143,12 @@ class ToolCallDomain(Domain):
     name = "tool_call"
     description = "Answer a request with the right tool calls (API-Bank / BFCL style), exact structured match."
     shapes = SHAPES
+    seed_file = "tool_call_seeds.jsonl"
+    payload_keys = ("request", "tools", "calls")
 
     @cached_property
     def library(self) -> dict[str, dict[str, Any]]:
         return {t["name"]: t for t in _load_json("tool_call_tools.json")}
-
-    @cached_property
-    def _seeds(self) -> list[SeedTask]:
-        text = resources.files("genenv_cli.domains").joinpath("data", "tool_call_seeds.jsonl").read_text("utf-8")
-        out = []
-        for line in text.splitlines():
-            if line.strip():
-                r = json.loads(line)
-                out.append(SeedTask(r["id"], r["split"], r["shape"],
-                                    {"request": r["request"], "tools": r["tools"], "calls": r["calls"]}))
-        return out
-
-    def seeds(self, split: str = "train") -> list[SeedTask]:
-        return [s for s in self._seeds if s.split == split]
 
     seed_format = ('JSON lines like data/tool_call_seeds.jsonl: {"id", "split" (optional), "shape", "request", '
                    '"tools", "calls"}, tools named from the domain\'s library')
@@ -168,7 +156,7 @@ class ToolCallDomain(Domain):
     def read_seeds(self, path: Path) -> list[SeedTask]:
         from genenv_cli.domains.seedfiles import read_seed_jsonl
 
-        return read_seed_jsonl(path, ("request", "tools", "calls"),
+        return read_seed_jsonl(path, self.payload_keys,
                                shape_of=lambda p: self._shape(p, "single"), check=self.check_payload)
 
     @functools.cache  # noqa: B019 - one instance per process (get_domain)

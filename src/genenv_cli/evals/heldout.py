@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from genenv_cli.curriculum import is_success
 from genenv_cli.domains.seedfiles import domain_for_run
 from genenv_cli.errors import ConfigError
 from genenv_cli.evals.base import Benchmark, EvalSample, LoadedData, Verdict
@@ -53,7 +54,7 @@ class HeldOut(Benchmark):
 
     def score(self, sample: EvalSample, output: str, protocol: str) -> Verdict:
         s = self.domain.score(sample.gold, output)
-        ok = s.reward >= self.threshold - 1e-12
+        ok = is_success(s.reward, self.threshold)
         return Verdict(ok, None, "" if ok else (s.error or "wrong"), {"reward": s.reward, "partial": s.partial})
 
     def summarize(self, samples: list[EvalSample], verdicts: list[Verdict], protocol: str) -> dict[str, Any]:

@@ -134,7 +134,7 @@ def evaluate(run: RunDir | None, cfg: Config, bench_name: str, *, epoch: int | N
     summary = bench.summarize(samples, verdicts, protocol)
     suffix = ("" if protocol == "official" else f".{protocol}") + (f".{split}" if split else "") \
         + (f".{version}" if version else "") + (f".limit{limit}" if limit else "")
-    base = (out_dir or (run.root / "evals" if run else Path("evals"))) / bench_name
+    base = out_dir / bench_name if out_dir else run.evals_dir(bench_name) if run else Path("evals") / bench_name
     result = {
         "bench": bench_name, "model_tag": tag, "epoch": ep, "protocol": protocol, "split": split,
         "version": loaded.version, "data_source": loaded.source, "data_fingerprint": loaded.fingerprint,
@@ -196,7 +196,7 @@ def _pick_model(run: RunDir | None, cfg: Config, epoch: int | None, model: str |
         raise ConfigError("no run directory: pass --model, --predictions or --run.")
     if epoch is not None:
         require_done(run, epoch, AGENT_STAGE, "evaluate")
-        return str(run.epoch_dir(epoch) / "agent"), f"epoch-{epoch:04d}-agent", epoch
+        return str(run.checkpoint_dir(epoch, "agent")), f"epoch-{epoch:04d}-agent", epoch
     name, tag = latest_agent(run, cfg)
     m = re.match(r"epochs/(\d+)/agent", tag)
     if m:
@@ -209,15 +209,15 @@ def _generate(bench: Benchmark, samples: list[EvalSample], cfg: Config, name: st
     from genenv_cli.engines import SamplingParams, open_engine
     from genenv_cli.models import resolve
 
-    e = cfg.evaluate
+    settings = cfg.evaluate
     ref = resolve(name, tag=tag)
     ui.info(f"evaluate {bench.name}: loading {tag}")
     engine = open_engine(ref, engine=cfg.run.engine, device=cfg.run.device, dtype=cfg.run.dtype,
-                         trust_remote_code=cfg.run.trust_remote_code, batch_size=e.batch_size, seed=cfg.run.seed,
+                         trust_remote_code=cfg.run.trust_remote_code, batch_size=settings.batch_size, seed=cfg.run.seed,
                          vllm_settings=cfg.vllm)
-    params = SamplingParams(temperature=e.temperature, top_p=1.0, max_new_tokens=e.max_new_tokens, n=1,
+    params = SamplingParams(temperature=settings.temperature, top_p=1.0, max_new_tokens=settings.max_new_tokens, n=1,
                             seed=cfg.run.seed)
-    limit = _context_limit(engine) - e.max_new_tokens
+    limit = _context_limit(engine) - settings.max_new_tokens
     outputs: list[str] = [""] * len(samples)
     verdicts: list[Verdict | None] = [None] * len(samples)
     notes: list[str | None] = [None] * len(samples)
@@ -249,12 +249,12 @@ def _generate(bench: Benchmark, samples: list[EvalSample], cfg: Config, name: st
                     def act(messages: list[dict[str, str]]) -> str:
                         return engine.generate([messages], params)[0][0].text
 
-                    transcript, verdicts[i] = bench.run_episode(samples[i], act, e.max_steps)
+                    transcript, verdicts[i] = bench.run_episode(samples[i], act, settings.max_steps)
                     outputs[i] = "\n".join(m["content"] for m in transcript if m["role"] == "assistant")
                     bar.advance(1)
     finally:
         engine.close()
-    sampling = {"temperature": e.temperature, "max_new_tokens": e.max_new_tokens, "seed": cfg.run.seed,
+    sampling = {"temperature": settings.temperature, "max_new_tokens": settings.max_new_tokens, "seed": cfg.run.seed,
                 "engine": engine.name}
     return outputs, verdicts, notes, sampling, ref.identity()  # type: ignore[return-value]
 

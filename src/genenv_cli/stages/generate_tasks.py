@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +31,9 @@ from genenv_cli.contract import StagePlan, StageResult, Staging, execute
 from genenv_cli.curriculum import agent_statistics, env_reward
 from genenv_cli.domains.base import Domain, EnvContext, Reject, SeedTask, jaccard
 from genenv_cli.domains.seedfiles import domain_for_run
+from genenv_cli.metrics import after_stage
 from genenv_cli.pools import iter_jsonl, read_parquet, write_jsonl
-from genenv_cli.rundir import RunDir, write_text_atomic
+from genenv_cli.rundir import RunDir, clean_stale_tmp, replace_into_place, tmp_name, write_text_atomic
 from genenv_cli.ui import UI
 
 STAGE = "generate-tasks"
@@ -39,29 +41,29 @@ CONFIG_SECTIONS = ["run.domain", "run.seed", "env", "generate", "curriculum"]
 
 
 def static_set_path(run: RunDir) -> Path:
-    return run.root / "static" / "tasks.jsonl"
+    return run.root / "static" / run.file("tasks", 0).name
 
 
-def plan(run: RunDir, cfg: Config, epoch: int) -> StagePlan:
-    domain = domain_for_run(cfg, run.root)
+def plan(run_dir: RunDir, cfg: Config, epoch: int) -> StagePlan:
+    domain = domain_for_run(cfg, run_dir.root)
     p = StagePlan(STAGE, epoch, config_sections=CONFIG_SECTIONS)
-    p.outputs = {"tasks": run.epoch_dir(epoch) / "tasks.jsonl",
-                 "rejects": run.epoch_dir(epoch) / "tasks.rejects.jsonl"}
+    p.outputs = {"tasks": run_dir.file("tasks", epoch), "rejects": run_dir.file("rejects", epoch)}
     p.values = {"domain_data": domain.data_fingerprint()}
     if cfg.env.mode != "seeds":
-        name, tag, manifest = env_model_for(run, cfg, epoch, STAGE)
+        name, tag, manifest = env_model_for(run_dir, cfg, epoch, STAGE)
+        p.models["env"] = (name, tag)
         p.values["env_model"] = tag
         if manifest is not None:
             p.inputs["env_checkpoint"] = manifest
     if epoch > 1:
-        p.inputs["prev_task_stats"] = run.epoch_dir(epoch - 1) / "task_stats.parquet"
+        p.inputs["prev_task_stats"] = run_dir.file("task_stats", epoch - 1)
         p.requires.append((epoch - 1, "score"))
         for e in range(1, epoch):
-            p.inputs[f"tasks_{e:04d}"] = run.epoch_dir(e) / "tasks.jsonl"
+            p.inputs[f"tasks_{e:04d}"] = run_dir.file("tasks", e)
     # the static set is written by the first epoch that needs it, so it is that epoch's output, not its input:
     # declared as an input there, it would make the finished epoch stale the moment it exists
-    if cfg.env.mode == "static" and epoch > 1 and static_set_path(run).exists():
-        p.inputs["static_set"] = static_set_path(run)
+    if cfg.env.mode == "static" and epoch > 1 and static_set_path(run_dir).exists():
+        p.inputs["static_set"] = static_set_path(run_dir)
     return p
 
 
@@ -92,7 +94,7 @@ class Novelty:
 def _prev_tasks(run: RunDir, epoch: int) -> list[dict[str, Any]]:
     out = []
     for e in range(1, epoch):
-        out.extend(iter_jsonl(run.epoch_dir(e) / "tasks.jsonl", "tasks"))
+        out.extend(iter_jsonl(run.file("tasks", e), "tasks"))
     return out
 
 
@@ -111,7 +113,10 @@ def _pick_parents(rng: random.Random, count: int, seeds: list[SeedTask], prev: l
     exp(-beta (p - alpha)^2) (closest to the frontier first), half from seeds."""
     parents = []
     scored = [t for t in prev if t["task_id"] in prev_p]
-    weights = [env_reward(prev_p[t["task_id"]], alpha=alpha, beta=beta) for t in scored]
+    import polars as pl
+
+    ps = pl.DataFrame({"p": [prev_p[t["task_id"]] for t in scored]}, schema={"p": pl.Float64})
+    weights = ps.select(env_reward(alpha=alpha, beta=beta, p="p"))["r_env"].to_list()
     for _ in range(count):
         if scored and rng.random() < 0.5:
             t = rng.choices(scored, weights=weights, k=1)[0]
@@ -122,6 +127,14 @@ def _pick_parents(rng: random.Random, count: int, seeds: list[SeedTask], prev: l
     return parents
 
 
+def summary(counts: dict[str, Any], metrics: dict[str, Any]) -> str:
+    from genenv_cli.summaries import pct
+
+    return (f"{counts.get('tasks')} tasks ({counts.get('seed_tasks')} seed, {counts.get('env_tasks')} env) in "
+            f"{counts.get('batches')} batches; {counts.get('accepted', 0)}/{counts.get('generations', 0)} "
+            f"generations valid and novel ({pct(counts.get('valid_generation_rate'))})")
+
+
 def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI | None = None) -> StageResult:
     ui = ui or UI(quiet=True)
     domain = domain_for_run(cfg, run_dir.root)
@@ -129,7 +142,8 @@ def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI
     def body(out: Staging) -> None:
         _generate(run_dir, cfg, epoch, domain, out, ui)
 
-    return execute(run_dir, cfg, lambda: plan(run_dir, cfg, epoch), body, force=force, stage=STAGE, epoch=epoch)
+    return execute(run_dir, cfg, STAGE, epoch, lambda: plan(run_dir, cfg, epoch), body, force=force,
+                   after_commit=after_stage)
 
 
 def _generate(run_dir: RunDir, cfg: Config, epoch: int, domain: Domain, out: Staging, ui: UI) -> None:
@@ -151,7 +165,7 @@ def _generate(run_dir: RunDir, cfg: Config, epoch: int, domain: Domain, out: Sta
 
     stats, prev_p, frontier = None, {}, []
     if epoch > 1:
-        ts = read_parquet(run_dir.epoch_dir(epoch - 1) / "task_stats.parquet", "task_stats")
+        ts = read_parquet(run_dir.file("task_stats", epoch - 1), "task_stats")
         c = cfg.curriculum
         stats = agent_statistics(ts, alpha=c.alpha, band=(c.band_low, c.band_high), examples=g.frontier_examples)
         prev_p = dict(zip(ts["task_id"].to_list(), ts["p_task"].to_list(), strict=True))
@@ -170,9 +184,9 @@ def _generate(run_dir: RunDir, cfg: Config, epoch: int, domain: Domain, out: Sta
         n_batches = math.ceil(n_env / g.variations)
         parents = _pick_parents(rng, n_batches, seeds, prev, prev_p, cfg.curriculum.alpha, cfg.curriculum.beta)
         contexts = [EnvContext(pid, shape, payload, pp, stats, frontier) for pid, shape, payload, pp in parents]
-        name, tag, _ = env_model_for(run_dir, cfg, epoch, STAGE)
-        env_tasks = _sample_batches(run_dir, cfg, epoch, domain, contexts, name, tag, novelty, n_env, ui,
-                                    counts, rejects, g.variations, f"e{epoch:04d}")
+        name, tag = out.plan.models["env"]
+        sampling = Sampling(cfg, epoch, domain, name, tag, novelty, g.variations, f"e{epoch:04d}", ui, counts, rejects)
+        env_tasks = _sample_batches(sampling, contexts, n_env)
     else:
         env_tasks = []
 
@@ -206,21 +220,37 @@ def _reject_kind(reason: str) -> str:
     return "rejected_invalid"
 
 
-def _sample_batches(run_dir: RunDir, cfg: Config, epoch: int, domain: Domain, contexts: list[EnvContext],
-                    model_name: str, model_tag: str, novelty: Novelty, wanted: int, ui: UI,
-                    counts: dict[str, Any], rejects: list[dict[str, Any]], variations: int,
-                    id_prefix: str) -> list[dict[str, Any]]:
+@dataclass
+class Sampling:
+    """What one sampling of environment batches works with (an epoch's, or the static set's), and the tallies
+    it adds to: `counts` (generations, accepted, rejected_*, rounds) and `rejects` (the rejects file's rows)."""
+
+    cfg: Config
+    epoch: int          # 0 for the static set
+    domain: Domain
+    model_name: str     # what to load
+    model_tag: str      # what the tasks record
+    novelty: Novelty
+    variations: int     # n: tasks per batch
+    id_prefix: str      # batch ids are `<id_prefix>-b0012`
+    ui: UI
+    counts: dict[str, Any]
+    rejects: list[dict[str, Any]]
+
+
+def _sample_batches(s: Sampling, contexts: list[EnvContext], wanted: int) -> list[dict[str, Any]]:
     """Sample n outputs per context, round after round, until each batch holds n tasks or rounds run out."""
     from genenv_cli.engines import SamplingParams, open_engine
     from genenv_cli.models import resolve
 
+    cfg, epoch, variations, counts, ui, model_tag = s.cfg, s.epoch, s.variations, s.counts, s.ui, s.model_tag
     g = cfg.generate
     ui.info(f"generate-tasks epoch {epoch}: loading environment model {model_tag}")
-    engine = open_engine(resolve(model_name, tag=model_tag), engine=cfg.run.engine, device=cfg.run.device,
+    engine = open_engine(resolve(s.model_name, tag=model_tag), engine=cfg.run.engine, device=cfg.run.device,
                          dtype=cfg.run.dtype, trust_remote_code=cfg.run.trust_remote_code,
                          batch_size=g.batch_size, seed=cfg.run.seed, vllm_settings=cfg.vllm)
     accepted: list[list[dict[str, Any]]] = [[] for _ in contexts]
-    messages = [domain.env_messages(c) for c in contexts]
+    messages = [s.domain.env_messages(c) for c in contexts]
     try:
         for rnd in range(g.max_rounds):
             need = {i: variations - len(accepted[i]) for i in range(len(contexts))
@@ -241,19 +271,19 @@ def _sample_batches(run_dir: RunDir, cfg: Config, epoch: int, domain: Domain, co
                 for i, gens in zip(idxs, outs, strict=True):
                     for gen in gens:
                         counts["generations"] += 1
-                        _accept(domain, epoch, f"{id_prefix}-b{i:04d}", i, contexts[i], messages[i], gen.text,
-                                model_tag, novelty, accepted, rejects, counts, variations)
+                        _accept(s, f"{s.id_prefix}-b{i:04d}", contexts[i], messages[i], gen.text, accepted[i])
     finally:
         engine.close()
     tasks = [t for batch in accepted for t in batch]
     return tasks[:wanted] if len(tasks) > wanted else tasks
 
 
-def _accept(domain: Domain, epoch: int, batch_id: str, i: int, ctx: EnvContext, messages: list[dict[str, str]],
-            text: str, model_tag: str, novelty: Novelty, accepted: list[list[dict[str, Any]]],
-            rejects: list[dict[str, Any]], counts: dict[str, Any], variations: int) -> None:
+def _accept(s: Sampling, batch_id: str, ctx: EnvContext, messages: list[dict[str, str]], text: str,
+            batch: list[dict[str, Any]]) -> None:
+    """Parse one generation; a valid, novel task joins `batch`, anything else goes to the rejects."""
+    domain, novelty, counts = s.domain, s.novelty, s.counts
     try:
-        if len(accepted[i]) >= variations:
+        if len(batch) >= s.variations:
             raise Reject("surplus: the batch is already full")
         try:
             payload, shape = domain.parse_env_output(text, ctx)
@@ -266,15 +296,15 @@ def _accept(domain: Domain, epoch: int, batch_id: str, i: int, ctx: EnvContext, 
         reason = str(exc)
         if not reason.startswith("surplus"):
             counts[_reject_kind(reason)] += 1
-        rejects.append({"batch_id": batch_id, "parent_id": ctx.parent_id, "reason": reason, "env_output": text})
+        s.rejects.append({"batch_id": batch_id, "parent_id": ctx.parent_id, "reason": reason, "env_output": text})
         return
-    tid = f"{batch_id}-v{len(accepted[i])}"
+    tid = f"{batch_id}-v{len(batch)}"
     novelty.add(payload, tid)
     counts["accepted"] += 1
-    accepted[i].append({"task_id": tid, "epoch": epoch, "batch_id": batch_id, "source": "env",
-                        "domain": domain.name, "shape": shape, "payload": payload, "parent_id": ctx.parent_id,
-                        "context": ctx.to_json(), "env_prompt": messages, "env_output": text,
-                        "env_model": model_tag})
+    batch.append({"task_id": tid, "epoch": s.epoch, "batch_id": batch_id, "source": "env",
+                  "domain": domain.name, "shape": shape, "payload": payload, "parent_id": ctx.parent_id,
+                  "context": ctx.to_json(), "env_prompt": messages, "env_output": text,
+                  "env_model": s.model_tag})
 
 
 def _static_tasks(run_dir: RunDir, cfg: Config, epoch: int, domain: Domain, seeds: list[SeedTask], wanted: int,
@@ -289,12 +319,14 @@ def _static_tasks(run_dir: RunDir, cfg: Config, epoch: int, domain: Domain, seed
             static_novelty.add(s.payload, s.id)
         contexts = [EnvContext(s.id, s.shape, s.payload, None, None, []) for s in seeds]
         v = cfg.generate.static_variations
-        made = _sample_batches(run_dir, cfg, 0, domain, contexts, cfg.env.model, cfg.env.model, static_novelty,
-                               len(seeds) * v, ui, counts, rejects, v, "static")
+        sampling = Sampling(cfg, 0, domain, cfg.env.model, cfg.env.model, static_novelty, v, "static", ui, counts,
+                            rejects)
+        made = _sample_batches(sampling, contexts, len(seeds) * v)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
+        clean_stale_tmp(path.parent)
+        tmp = tmp_name(path)
         write_jsonl(tmp, made)
-        tmp.replace(path)
+        replace_into_place(tmp, path)
         write_text_atomic(path.with_name("README.txt"),
                           "GenEnv-Static: variations of the seeds generated once (epoch 0) and reused by every epoch.\n")
     pool = list(iter_jsonl(path, "tasks"))

@@ -6,8 +6,8 @@
 K is `rollout.group_size`, the GRPO group. The agent is epoch N-1's checkpoint (the base model at epoch 1).
 Each row records the completion text, its token ids, each sampled token's logprob under the sampling
 distribution (the behaviour policy GRPO's ratio is taken against), the finish reason and the model. Rollouts
-are Parquet, not JSONL: an epoch of a million rollouts is 0.8 GB of JSON that `score` needs 6 s to parse
-on 2 cores, against about a second for the same rows in Parquet (benchmarks/score_throughput.py).
+are Parquet, not JSONL: the token lists make JSON several times larger and slower to read back
+(benchmarks/score_throughput.py measures it; benchmarks/results/ has the figures).
 Shards split the tasks round-robin so N machines share an epoch; `score` merges them and refuses an
 incomplete set.
 """
@@ -22,8 +22,9 @@ from genenv_cli.config import Config
 from genenv_cli.contract import StagePlan, StageResult, Staging, execute
 from genenv_cli.domains import get_domain
 from genenv_cli.errors import ConfigError
+from genenv_cli.metrics import after_stage
 from genenv_cli.pools import frame, polars_schema, write_parquet
-from genenv_cli.rundir import RunDir
+from genenv_cli.rundir import RunDir, shard_stage
 from genenv_cli.taskfile import load_tasks
 from genenv_cli.ui import UI
 
@@ -45,24 +46,29 @@ def parse_shard(text: str | None) -> tuple[int, int] | None:
 
 
 def stage_name(shard: tuple[int, int] | None) -> str:
-    return STAGE if shard is None else f"{STAGE}.shard-{shard[0]}-of-{shard[1]}"
+    return STAGE if shard is None else shard_stage(STAGE, shard)
 
 
 def output_path(run: RunDir, epoch: int, shard: tuple[int, int] | None) -> Path:
-    name = "rollouts.parquet" if shard is None else f"rollouts.shard-{shard[0]}-of-{shard[1]}.parquet"
-    return run.epoch_dir(epoch) / name
+    return run.file("rollouts", epoch, shard)
 
 
-def plan(run: RunDir, cfg: Config, epoch: int, shard: tuple[int, int] | None = None) -> StagePlan:
+def plan(run_dir: RunDir, cfg: Config, epoch: int, shard: tuple[int, int] | None = None) -> StagePlan:
     p = StagePlan(stage_name(shard), epoch, config_sections=CONFIG_SECTIONS)
-    p.inputs["tasks"] = run.epoch_dir(epoch) / "tasks.jsonl"
+    p.inputs["tasks"] = run_dir.file("tasks", epoch)
     p.requires.append((epoch, "generate-tasks"))
-    name, tag, manifest = agent_model_for(run, cfg, epoch, STAGE)
+    name, tag, manifest = agent_model_for(run_dir, cfg, epoch, STAGE)
+    p.models["agent"] = (name, tag)
     p.values["agent_model"] = tag
     if manifest is not None:
         p.inputs["agent_checkpoint"] = manifest
-    p.outputs["rollouts"] = output_path(run, epoch, shard)
+    p.outputs["rollouts"] = output_path(run_dir, epoch, shard)
     return p
+
+
+def summary(counts: dict[str, Any], metrics: dict[str, Any]) -> str:
+    return (f"{counts.get('rollouts')} rollouts of {counts.get('tasks')} tasks, "
+            f"{counts.get('completion_tokens')} tokens, {counts.get('truncated', 0)} truncated")
 
 
 def run(run_dir: RunDir, cfg: Config, epoch: int, *, shard: tuple[int, int] | None = None, force: bool = False,
@@ -74,11 +80,11 @@ def run(run_dir: RunDir, cfg: Config, epoch: int, *, shard: tuple[int, int] | No
         tasks = load_tasks(out.plan.inputs["tasks"], domain)
         if shard is not None:
             tasks = tasks[shard[0] - 1::shard[1]]
-        name, tag, _ = agent_model_for(run_dir, cfg, epoch, STAGE)
+        name, tag = out.plan.models["agent"]
         out.counts.update(_rollout(cfg, epoch, domain, tasks, name, tag, out.path("rollouts"), ui))
 
-    return execute(run_dir, cfg, lambda: plan(run_dir, cfg, epoch, shard), body, force=force,
-                   stage=stage_name(shard), epoch=epoch)
+    return execute(run_dir, cfg, stage_name(shard), epoch, lambda: plan(run_dir, cfg, epoch, shard), body,
+                   force=force, after_commit=after_stage)
 
 
 def _rollout(cfg: Config, epoch: int, domain: Any, tasks: list[dict[str, Any]], model_name: str, model_tag: str,

@@ -18,34 +18,40 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
-import re
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from genenv_cli.config import Config
 from genenv_cli.contract import StagePlan, StageResult, Staging, execute
-from genenv_cli.curriculum import epoch_statistics, informative_expr
+from genenv_cli.curriculum import (
+    env_reward,
+    epoch_statistics,
+    filtered,
+    informative_expr,
+    rwr_weight,
+    success,
+)
 from genenv_cli.domains import get_domain
 from genenv_cli.errors import InputError
 from genenv_cli.grading import grade_pairs
+from genenv_cli.metrics import after_stage
 from genenv_cli.pools import polars_schema, read_parquet, write_parquet
-from genenv_cli.rundir import RunDir
+from genenv_cli.rundir import RunDir, shard_of, shard_stage
 from genenv_cli.taskfile import load_tasks
 from genenv_cli.ui import UI
 
 STAGE = "score"
 CONFIG_SECTIONS = ["run.domain", "curriculum"]
-_SHARD = re.compile(r"^rollout\.shard-(\d+)-of-(\d+)\.json$")
 
 
 def rollout_sources(run: RunDir, epoch: int) -> list[tuple[str, str]]:
     """[(input name, rollout stage)] to merge: the unsharded file, else every shard of one split."""
     if run.manifest_path(epoch, "rollout").exists():
         return [("rollouts", "rollout")]
-    mdir = run.epoch_dir(epoch) / "manifests"
-    shards = sorted((int(m.group(1)), int(m.group(2))) for p in (mdir.iterdir() if mdir.is_dir() else [])
-                    if (m := _SHARD.match(p.name)))
+    mdir = run.manifests_dir(epoch)
+    shards = sorted(s for p in (mdir.glob("rollout.shard-*.json") if mdir.is_dir() else [])
+                    if (s := shard_of(p.stem)) and p.stem == shard_stage("rollout", s))
     if not shards:
         raise InputError(f"`score --epoch {epoch}` needs the epoch's rollouts, but neither `rollout` nor any "
                          f"`rollout --shard I/N` of epoch {epoch} has completed. Run `genenv rollout --epoch {epoch}`.")
@@ -59,23 +65,27 @@ def rollout_sources(run: RunDir, epoch: int) -> list[tuple[str, str]]:
         raise InputError(f"epoch {epoch}: rollout shards {', '.join(f'{i}/{n}' for i in missing)} have not completed "
                          f"(have {len(shards)} of {n}); score refuses an incomplete set. Run "
                          f"`genenv rollout --epoch {epoch} --shard {missing[0]}/{n}`.")
-    return [(f"rollouts_shard_{i}", f"rollout.shard-{i}-of-{n}") for i in range(1, n + 1)]
+    return [(f"rollouts_shard_{i}", shard_stage("rollout", (i, n))) for i in range(1, n + 1)]
 
 
-def plan(run: RunDir, cfg: Config, epoch: int) -> StagePlan:
+def plan(run_dir: RunDir, cfg: Config, epoch: int) -> StagePlan:
     p = StagePlan(STAGE, epoch, config_sections=CONFIG_SECTIONS)
-    p.inputs["tasks"] = run.epoch_dir(epoch) / "tasks.jsonl"
+    p.inputs["tasks"] = run_dir.file("tasks", epoch)
     p.requires.append((epoch, "generate-tasks"))
-    for name, stage in rollout_sources(run, epoch):
-        fname = "rollouts.parquet" if stage == "rollout" else stage.replace("rollout.", "rollouts.") + ".parquet"
-        p.inputs[name] = run.epoch_dir(epoch) / fname
+    for name, stage in rollout_sources(run_dir, epoch):
+        p.inputs[name] = run_dir.file("rollouts", epoch, shard_of(stage))
         p.requires.append((epoch, stage))
-    e = run.epoch_dir(epoch)
-    p.outputs = {"scores": e / "scores.parquet", "task_stats": e / "task_stats.parquet",
-                 "agent_train": run.pool_partition("agent_train", epoch),
-                 "env_sft": run.pool_partition("env_sft", epoch)}
+    p.outputs = {key: run_dir.file(key, epoch) for key in ("scores", "task_stats", "agent_train", "env_sft")}
     p.values["domain_data"] = get_domain(cfg.run.domain).data_fingerprint()
     return p
+
+
+def summary(counts: dict[str, Any], metrics: dict[str, Any]) -> str:
+    from genenv_cli.summaries import num, pct
+
+    return (f"success {num(metrics.get('success_rate'))}, mean p_batch {num(metrics.get('batch_p_mean'))}, "
+            f"{pct(metrics.get('band_share'))} of tasks in band, mean R_env {num(metrics.get('env_r_mean'))} over "
+            f"{metrics.get('env_batches', 0)} env batches ({metrics.get('env_batches_kept', 0)} kept)")
 
 
 def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI | None = None) -> StageResult:
@@ -85,14 +95,15 @@ def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI
         with collector_paused():
             _score(run_dir, cfg, epoch, out.plan, out, ui)
 
-    return execute(run_dir, cfg, lambda: plan(run_dir, cfg, epoch), body, force=force, stage=STAGE, epoch=epoch)
+    return execute(run_dir, cfg, STAGE, epoch, lambda: plan(run_dir, cfg, epoch), body, force=force,
+                   after_commit=after_stage)
 
 
 @contextlib.contextmanager
 def collector_paused() -> Iterator[None]:
     """Python's cyclic garbage collector off while the stage builds its millions of long-lived objects (task
-    dicts, grades): each collection walks every object made so far, which made reading 125,000 tasks 3.5x slower.
-    Nothing the stage makes needs the collector to be freed."""
+    dicts, grades): each collection walks every object made so far, which makes reading a large epoch's tasks
+    several times slower. Nothing the stage makes needs the collector to be freed."""
     was = gc.isenabled()
     gc.disable()
     try:
@@ -151,7 +162,7 @@ def _score(run_dir: RunDir, cfg: Config, epoch: int, p: StagePlan, out: Staging,
                               "shape": [t["shape"] for t in tasks]})
     scored = (meta.drop("completion").join(grades, on="_pair", how="left", maintain_order="left")
               .join(task_info, on="task_id", how="left", maintain_order="left")
-              .with_columns((pl.col("reward") >= c.success_threshold - 1e-12).alias("success")))
+              .with_columns(success(c.success_threshold)))
     scores = scored.select("rollout_id", "task_id", "batch_id", "sample_index", "source", "shape", "reward",
                            "partial", "success", "valid", "error", "completion_tokens", "finish_reason")
 
@@ -164,8 +175,7 @@ def _score(run_dir: RunDir, cfg: Config, epoch: int, p: StagePlan, out: Staging,
         (pl.col("successes").sum() / pl.col("attempts").sum()).alias("p_batch"))
     stats = (per_task.join(per_batch, on="batch_id")
              .with_columns((pl.col("successes") / pl.col("attempts")).alias("p_task"))
-             .with_columns((-c.beta * (pl.col("p_batch") - c.alpha) ** 2).exp().alias("r_env"),
-                           ((pl.col("p_batch") - c.alpha).abs() > c.k_min + 1e-9).alias("filtered"),
+             .with_columns(env_reward(alpha=c.alpha, beta=c.beta), filtered(alpha=c.alpha, k_min=c.k_min),
                            pl.col("p_task").is_between(c.band_low, c.band_high).alias("in_band"))
              .sort("task_id")
              .select("task_id", "batch_id", "source", "shape", "attempts", "successes", "p_task", "mean_reward",
@@ -222,6 +232,6 @@ def _env_sft(tasks: list[dict[str, Any]], stats: Any, epoch: int, lam: float) ->
     }, schema={k: pl.String for k in ("task_id", "batch_id", "parent_id", "prompt", "output", "env_model")})
     batches = stats.select("batch_id", "p_batch", "r_env", "filtered").unique("batch_id")
     return (pairs.join(batches, on="batch_id", how="left", maintain_order="left")
-            .with_columns(pl.lit(epoch, pl.Int64).alias("epoch"), (pl.col("r_env") * lam).exp().alias("weight"),
+            .with_columns(pl.lit(epoch, pl.Int64).alias("epoch"), rwr_weight(lam=lam),
                           (~pl.col("filtered")).alias("kept"))
             .select(list(polars_schema("env_sft"))))

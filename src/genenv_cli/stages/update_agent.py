@@ -20,6 +20,7 @@ from typing import Any
 from genenv_cli.checkpoints import AGENT_STAGE, agent_model_for
 from genenv_cli.config import Config
 from genenv_cli.contract import StagePlan, StageResult, Staging, execute
+from genenv_cli.metrics import after_stage
 from genenv_cli.pools import check_parquet, reading
 from genenv_cli.rundir import RunDir
 from genenv_cli.ui import UI
@@ -28,30 +29,39 @@ STAGE = AGENT_STAGE
 CONFIG_SECTIONS = ["run.seed", "agent", "agent_update"]
 
 
-def plan(run: RunDir, cfg: Config, epoch: int) -> StagePlan:
+def plan(run_dir: RunDir, cfg: Config, epoch: int) -> StagePlan:
     p = StagePlan(STAGE, epoch, config_sections=CONFIG_SECTIONS)
     p.requires.append((epoch, "score"))
-    p.inputs["pool"] = run.pool_partition("agent_train", epoch)
-    name, tag, manifest = agent_model_for(run, cfg, epoch, STAGE)
+    p.inputs["pool"] = run_dir.pool_partition("agent_train", epoch)
+    name, tag, manifest = agent_model_for(run_dir, cfg, epoch, STAGE)
+    p.models["agent"] = (name, tag)
     p.values["agent_model"] = tag
     if manifest is not None:
         p.inputs["agent_checkpoint"] = manifest
     for e in range(max(1, epoch - cfg.agent_update.replay_epochs), epoch):
         if cfg.agent_update.replay_epochs:
-            p.inputs[f"replay_{e:04d}"] = run.pool_partition("agent_train", e)
-    d = run.epoch_dir(epoch)
-    p.outputs = {"agent": d / "agent", "agent_update": d / "agent_update.parquet",
-                 "agent_update_steps": d / "agent_update_steps.parquet"}
+            p.inputs[f"replay_{e:04d}"] = run_dir.pool_partition("agent_train", e)
+    p.outputs = {"agent": run_dir.checkpoint_dir(epoch, "agent"), "agent_update": run_dir.file("agent_update", epoch),
+                 "agent_update_steps": run_dir.file("agent_update_steps", epoch)}
     return p
+
+
+def summary(counts: dict[str, Any], metrics: dict[str, Any]) -> str:
+    from genenv_cli.summaries import num
+
+    return (f"{counts.get('samples_used', 0)} samples in {counts.get('groups_used', 0)} groups "
+            f"({counts.get('groups_skipped', 0)} all-equal groups skipped), {counts.get('steps', 0)} steps, "
+            f"train reward {num(metrics.get('train_reward'))}")
 
 
 def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI | None = None) -> StageResult:
     ui = ui or UI(quiet=True)
 
     def body(out: Staging) -> None:
-        _update(run_dir, cfg, epoch, out, ui)
+        _update(cfg, epoch, out, ui)
 
-    return execute(run_dir, cfg, lambda: plan(run_dir, cfg, epoch), body, force=force, stage=STAGE, epoch=epoch)
+    return execute(run_dir, cfg, STAGE, epoch, lambda: plan(run_dir, cfg, epoch), body, force=force,
+                   after_commit=after_stage)
 
 
 def select_samples(pool: Path, replay: list[Path], temperature: float | None = None) -> tuple[list[dict], Any]:
@@ -100,16 +110,12 @@ def select_samples(pool: Path, replay: list[Path], temperature: float | None = N
     return rows, records
 
 
-def _update(run_dir: RunDir, cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
-    import tempfile
-
+def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
     from genenv_cli.training.common import (
         all_mean,
         load_policy,
-        merged_logs,
         publish_update,
-        train_with_progress,
-        training_arguments,
+        train_policy,
         world,
     )
     from genenv_cli.training.grpo import make_trainer
@@ -129,7 +135,7 @@ def _update(run_dir: RunDir, cfg: Config, epoch: int, out: Staging, ui: UI) -> N
     skipped = records.filter(pl.col("skip_reason").is_not_null())
     skipped_by_reason = {r["skip_reason"]: r["n"] for r in skipped.group_by("skip_reason")
                          .agg(pl.struct("epoch", "group_id").n_unique().alias("n")).iter_rows(named=True)}
-    name, tag, _ = agent_model_for(run_dir, cfg, epoch, STAGE)
+    name, tag = out.plan.models["agent"]
     rank, size = world()
     ui.info(f"update-agent epoch {epoch}: {len(rows)} samples in {groups_used} groups from {tag}"
             + (f" (rank {rank} of {size})" if size > 1 else ""))
@@ -139,21 +145,17 @@ def _update(run_dir: RunDir, cfg: Config, epoch: int, out: Staging, ui: UI) -> N
     steps: list[dict[str, Any]] = []
     trainer = None
     if rows:
-        with tempfile.TemporaryDirectory(prefix="genenv-trainer-") as tmp:
-            args = training_arguments(tmp, u, seed=cfg.run.seed + epoch, device=cfg.run.device,
-                                      dtype=cfg.run.dtype)
-            trainer = make_trainer(policy, args, rows, clip_eps=u.clip_eps, kl_coef=u.kl_coef, loss_type=u.loss_type,
-                                   temperature=temperature, replay_clip=u.replay_clip)
-            train_with_progress(trainer, ui, f"update-agent e{epoch}", u.passes, u.grad_accum,
-                                warmup_ratio=u.warmup_ratio)
-            logged = merged_logs(trainer)
-            for s in trainer.step_stats:
-                lg = logged.get(s["step"], {})
-                steps.append({"step": s["step"], "pass": float(s["pass"] or 0.0), "loss": s["loss"],
-                              "policy_loss": s["policy_loss"], "kl": s["kl"], "clip_frac": s["clip_frac"],
-                              "ratio_mean": s["ratio_mean"], "grad_norm": lg.get("grad_norm"),
-                              "learning_rate": lg.get("learning_rate"), "tokens": s["tokens"]})
-            policy.model = trainer.model
+        trainer, logged, _ = train_policy(
+            policy, u, lambda args: make_trainer(policy, args, rows, clip_eps=u.clip_eps, kl_coef=u.kl_coef,
+                                                 loss_type=u.loss_type, temperature=temperature,
+                                                 replay_clip=u.replay_clip),
+            seed=cfg.run.seed + epoch, device=cfg.run.device, dtype=cfg.run.dtype, ui=ui, desc=f"update-agent e{epoch}")
+        for s in trainer.step_stats:
+            lg = logged.get(s["step"], {})
+            steps.append({"step": s["step"], "pass": float(s["pass"] or 0.0), "loss": s["loss"],
+                          "policy_loss": s["policy_loss"], "kl": s["kl"], "clip_frac": s["clip_frac"],
+                          "ratio_mean": s["ratio_mean"], "grad_norm": lg.get("grad_norm"),
+                          "learning_rate": lg.get("learning_rate"), "tokens": s["tokens"]})
     loss_mean = all_mean(sum(s["loss"] for s in steps) / len(steps)) if steps else None
     digest = publish_update(policy, out, role="agent", epoch=epoch, trained_from=tag, records=records, steps=steps,
                             ui=ui, trainer=trainer)

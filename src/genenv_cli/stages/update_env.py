@@ -20,6 +20,7 @@ from genenv_cli.checkpoints import ENV_STAGE, env_model_for, env_trained
 from genenv_cli.config import Config
 from genenv_cli.contract import StagePlan, StageResult, Staging, execute
 from genenv_cli.curriculum import normalized_weights
+from genenv_cli.metrics import after_stage
 from genenv_cli.pools import check_parquet, reading
 from genenv_cli.rundir import RunDir
 from genenv_cli.ui import UI
@@ -32,22 +33,30 @@ def window_epochs(epoch: int, window: int) -> list[int]:
     return list(range(1 if window == 0 else max(1, epoch - window + 1), epoch + 1))
 
 
-def plan(run: RunDir, cfg: Config, epoch: int) -> StagePlan:
+def plan(run_dir: RunDir, cfg: Config, epoch: int) -> StagePlan:
     p = StagePlan(STAGE, epoch, config_sections=CONFIG_SECTIONS)
     p.values["env_mode"] = cfg.env.mode
     if not env_trained(cfg):
         return p
     p.requires.append((epoch, "score"))
     for e in window_epochs(epoch, cfg.env_update.window):
-        p.inputs[f"pool_{e:04d}"] = run.pool_partition("env_sft", e)
-    name, tag, manifest = env_model_for(run, cfg, epoch, STAGE)
+        p.inputs[f"pool_{e:04d}"] = run_dir.pool_partition("env_sft", e)
+    name, tag, manifest = env_model_for(run_dir, cfg, epoch, STAGE)
+    p.models["env"] = (name, tag)
     p.values["env_model"] = tag
     if manifest is not None:
         p.inputs["env_checkpoint"] = manifest
-    d = run.epoch_dir(epoch)
-    p.outputs = {"env": d / "env", "env_update": d / "env_update.parquet",
-                 "env_update_steps": d / "env_update_steps.parquet"}
+    p.outputs = {"env": run_dir.checkpoint_dir(epoch, "env"), "env_update": run_dir.file("env_update", epoch),
+                 "env_update_steps": run_dir.file("env_update_steps", epoch)}
     return p
+
+
+def summary(counts: dict[str, Any], metrics: dict[str, Any]) -> str:
+    from genenv_cli.summaries import num
+
+    stopped = " (stopped by kl_max)" if metrics.get("kl_stopped") else ""
+    return (f"{counts.get('samples_used', 0)} generations, {counts.get('steps', 0)} steps, "
+            f"final KL {num(metrics.get('kl_final'))}{stopped}")
 
 
 def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI | None = None) -> StageResult:
@@ -58,9 +67,10 @@ def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI
             out.counts.update({"samples_used": 0, "skipped": f"env.mode = {cfg.env.mode}: the environment is not trained"})
             ui.info(f"update-env epoch {epoch}: env.mode = {cfg.env.mode}, the environment is not trained")
             return
-        _update(run_dir, cfg, epoch, out, ui)
+        _update(cfg, epoch, out, ui)
 
-    return execute(run_dir, cfg, lambda: plan(run_dir, cfg, epoch), body, force=force, stage=STAGE, epoch=epoch)
+    return execute(run_dir, cfg, STAGE, epoch, lambda: plan(run_dir, cfg, epoch), body, force=force,
+                   after_commit=after_stage)
 
 
 def select_pairs(paths: list[Path], lam: float) -> tuple[list[dict[str, Any]], Any]:
@@ -86,15 +96,11 @@ def select_pairs(paths: list[Path], lam: float) -> tuple[list[dict[str, Any]], A
     return pairs.to_dicts(), records
 
 
-def _update(run_dir: RunDir, cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
-    import tempfile
-
+def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
     from genenv_cli.training.common import (
         load_policy,
-        merged_logs,
         publish_update,
-        train_with_progress,
-        training_arguments,
+        train_policy,
         world,
     )
     from genenv_cli.training.rwr import KLCapReached, make_trainer
@@ -106,7 +112,7 @@ def _update(run_dir: RunDir, cfg: Config, epoch: int, out: Staging, ui: UI) -> N
         check_parquet(p, "env_sft")
     with reading(paths, f"update-env epoch {epoch}"):
         used, records = select_pairs(paths, cfg.curriculum.lam)
-    name, tag, _ = env_model_for(run_dir, cfg, epoch, STAGE)
+    name, tag = out.plan.models["env"]
     _, size = world()
     ui.info(f"update-env epoch {epoch}: {len(used)} of {records.height} generations from epochs "
             f"{window_epochs(epoch, u.window)} pass the filter; training {tag}")
@@ -124,27 +130,22 @@ def _update(run_dir: RunDir, cfg: Config, epoch: int, out: Staging, ui: UI) -> N
     stopped = None
     trainer = None
     if rows:
-        with tempfile.TemporaryDirectory(prefix="genenv-trainer-") as tmp:
-            args = training_arguments(tmp, u, seed=cfg.run.seed + epoch, device=cfg.run.device,
-                                      dtype=cfg.run.dtype)
-            trainer = make_trainer(policy, args, rows, kl_coef=u.kl_coef, kl_max=u.kl_max)
-            try:
-                train_with_progress(trainer, ui, f"update-env e{epoch}", u.passes, u.grad_accum,
-                                    warmup_ratio=u.warmup_ratio)
-            except KLCapReached as exc:
-                stopped = trainer.stopped
-                ui.info(f"update-env epoch {epoch}: stopped at step {stopped['step']}: {exc}")
-            logged = merged_logs(trainer)
-            for s in trainer.step_stats:
-                lg = logged.get(s["step"], {})
-                steps.append({"step": s["step"], "loss": s["loss"], "nll": s["nll"], "kl": s["kl"], "applied": True,
-                              "stopped_by_kl": False, "grad_norm": lg.get("grad_norm"),
-                              "learning_rate": lg.get("learning_rate")})
-            if stopped is not None:
-                steps.append({"step": stopped["step"], "loss": stopped["loss"], "nll": stopped["nll"],
-                              "kl": stopped["kl"], "applied": False, "stopped_by_kl": True, "grad_norm": None,
-                              "learning_rate": None})
-            policy.model = trainer.model
+        trainer, logged, cap = train_policy(
+            policy, u, lambda args: make_trainer(policy, args, rows, kl_coef=u.kl_coef, kl_max=u.kl_max),
+            seed=cfg.run.seed + epoch, device=cfg.run.device, dtype=cfg.run.dtype, ui=ui, desc=f"update-env e{epoch}",
+            stop_on=(KLCapReached,))
+        if cap is not None:
+            stopped = trainer.stopped
+            ui.info(f"update-env epoch {epoch}: stopped at step {stopped['step']}: {cap}")
+        for s in trainer.step_stats:
+            lg = logged.get(s["step"], {})
+            steps.append({"step": s["step"], "loss": s["loss"], "nll": s["nll"], "kl": s["kl"], "applied": True,
+                          "stopped_by_kl": False, "grad_norm": lg.get("grad_norm"),
+                          "learning_rate": lg.get("learning_rate")})
+        if stopped is not None:
+            steps.append({"step": stopped["step"], "loss": stopped["loss"], "nll": stopped["nll"],
+                          "kl": stopped["kl"], "applied": False, "stopped_by_kl": True, "grad_norm": None,
+                          "learning_rate": None})
     digest = publish_update(policy, out, role="env", epoch=epoch, trained_from=tag, records=records, steps=steps,
                             ui=ui, trainer=trainer)
     applied = [s for s in steps if s["applied"]]

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import json
 import math
 import os
 import warnings
@@ -30,7 +29,6 @@ from typing import Any
 
 from genenv_cli.config import TrainingConfig
 from genenv_cli.models import (
-    CHECKPOINT_META,
     ModelRef,
     dtype_name,
     load_model,
@@ -258,7 +256,7 @@ def merged_logs(trainer: Any) -> dict[int, dict[str, Any]]:
     return logged
 
 
-def gather_state_dict(trainer: Any | None, model: Any) -> dict[str, Any] | None:
+def gather_state_dict(trainer: Any | None) -> dict[str, Any] | None:
     """The full state dict of the trained model, gathered by accelerate from whatever wraps it (DDP: the module's
     own; FSDP and DeepSpeed ZeRO-3: the shards of every rank, assembled on the main process). A collective under
     sharding: every rank calls it. None when nothing was trained (the model is not wrapped: save it directly)."""
@@ -282,6 +280,27 @@ def save_checkpoint(policy: Policy, folder: Path, *, role: str, epoch: int, extr
                           epoch=epoch, extra=extra)
 
 
+def train_policy(policy: Policy, train: TrainingConfig, build: Any, *, seed: int, device: str, dtype: str, ui: Any,
+                 desc: str, stop_on: tuple[type[BaseException], ...] = ()) -> tuple[Any, dict[int, dict[str, Any]],
+                                                                            BaseException | None]:
+    """The middle both update stages share: trainer settings in a scratch folder, `build(args)` makes the
+    trainer, it trains with a progress bar, and the trained model becomes the policy's. Returns (the trainer,
+    its log records by step, the `stop_on` exception that ended training early or None)."""
+    import tempfile
+
+    stopped = None
+    with tempfile.TemporaryDirectory(prefix="genenv-trainer-") as tmp:
+        args = training_arguments(tmp, train, seed=seed, device=device, dtype=dtype)
+        trainer = build(args)
+        try:
+            train_with_progress(trainer, ui, desc, train.passes, train.grad_accum, warmup_ratio=train.warmup_ratio)
+        except stop_on as exc:
+            stopped = exc
+        logged = merged_logs(trainer)
+        policy.model = trainer.model
+    return trainer, logged, stopped
+
+
 def publish_update(policy: Policy, out: Any, *, role: str, epoch: int, trained_from: str, records: Any,
                    steps: list[dict[str, Any]], ui: Any, trainer: Any = None) -> str:
     """The end both update stages share: every rank's parameter digest, logged by the main rank; the state dict
@@ -292,7 +311,7 @@ def publish_update(policy: Policy, out: Any, *, role: str, epoch: int, trained_f
     digest = parameter_digest(policy.model)
     for rank, d in enumerate(gather_objects(digest)):
         ui.info(f"rank {rank} trainable-parameter digest {d}")
-    state_dict = gather_state_dict(trainer, policy.model)
+    state_dict = gather_state_dict(trainer)
     if out.is_main:
         save_checkpoint(policy, out.path(role), role=role, epoch=epoch, trainer=trainer, state_dict=state_dict,
                         extra={"trained_from": trained_from, "parameter_digest": digest})
@@ -300,17 +319,6 @@ def publish_update(policy: Policy, out: Any, *, role: str, epoch: int, trained_f
         write_parquet(frame(steps, f"{role}_update_steps"), out.path(f"{role}_update_steps"), f"{role}_update_steps")
     finish_distributed()
     return digest
-
-
-def copy_checkpoint(src: Path, folder: Path, *, epoch: int, note: str) -> None:
-    """Carry a checkpoint over unchanged (an update with nothing to train on)."""
-    import shutil
-
-    shutil.copytree(src, folder)
-    meta_path = folder / CHECKPOINT_META
-    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
-    meta.update({"epoch": epoch, "note": note})
-    meta_path.write_text(json.dumps(meta, indent=2) + "\n")
 
 
 def parameter_digest(model: Any) -> str:
@@ -341,8 +349,8 @@ def world() -> tuple[int, int]:
 
 
 def finish_distributed() -> None:
-    """Every rank waits for the others, then the process group is closed (STACK.md: without this, one run
-    in nine aborted at exit)."""
+    """Every rank waits for the others, then the process group is closed (without it, about one
+    torchrun in nine aborted at exit)."""
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():

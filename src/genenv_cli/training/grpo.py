@@ -5,7 +5,7 @@ importance ratio, k3 KL estimator to a reference weighted by the ratio) and the 
 on the same batch.
 It is written here rather than called through TRL because our rollouts already exist: TRL's trainer wants to
 generate them, and its `rollout_func` path takes the current model, not the stored behaviour logprobs, as
-the old policy (STACK.md). So `old_logps` here are the logprobs `rollout` recorded while sampling.
+the old policy. So `old_logps` here are the logprobs `rollout` recorded while sampling.
 
 Replayed traces (earlier epochs, off-policy) use a truncated importance ratio instead of PPO's clip:
 `-min(ratio, replay_clip) * A`, so a stale trace can count at most `replay_clip` times its on-policy weight.
