@@ -87,3 +87,13 @@ def test_environment_is_told_success_per_shape_and_where_to_aim():
     assert "one-digit additions 90%" in system and "2-operation exercises with two-digit numbers 0%" in system
     assert "It solves about half of these: one-digit subtractions." in system
     assert "too easy" in system
+
+
+def test_a_huge_answer_is_wrong_not_a_crash():
+    """An agent may write a 400-digit number: the partial credit must not divide it into a float overflow."""
+    from genenv_cli.domains.arith import ArithDomain
+
+    score = ArithDomain().score({"expression": "2 + 3", "answer": 5}, "Answer: " + "9" * 400)
+    assert (score.reward, score.partial, score.valid) == (0.0, 0.0, True)
+    close = ArithDomain().score({"expression": "2 + 3", "answer": 10 ** 500}, f"Answer: {10 ** 500 + 1}")
+    assert 0.99 < close.partial < 1.0

@@ -290,7 +290,8 @@ class ArithDomain(Domain):
             return Score(0.0, 0.0, False, "no integer in the answer")
         if pred == gold:
             return Score(1.0, 1.0, True, None)
-        partial = max(0.0, 1.0 - abs(pred - gold) / max(1, abs(gold)))
+        err, scale = abs(pred - gold), max(1, abs(gold))
+        partial = 0.0 if err >= scale else 1.0 - err / scale  # err < scale: the quotient fits a float
         return Score(0.0, partial, True, f"answered {pred}, expected {gold}")
 
     def dedup_text(self, payload: dict[str, Any]) -> str:
