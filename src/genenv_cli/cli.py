@@ -157,8 +157,12 @@ def _stage(stage: str, run: Path | None, sets: list[str] | None, quiet: bool, as
 def init(
     directory: Annotated[Path, typer.Argument(help="Run directory to create (an existing folder gets a genenv.toml).")],
     domain: Annotated[str, typer.Option(help="Task domain (see `genenv domains`).")] = "tool_call",
-    agent_model: Annotated[str, typer.Option(help="Base agent model: HF id, local folder or `embedded`.")] = "embedded",
-    env_model: Annotated[str, typer.Option(help="Base environment model: HF id, local folder or `embedded`.")] = "embedded",
+    agent_model: Annotated[str | None, typer.Option(help="Base agent model: HF id, local folder or `embedded` "
+                                                    "(default: the preset's, else embedded).")] = None,
+    env_model: Annotated[str | None, typer.Option(help="Base environment model: HF id, local folder or `embedded` "
+                                                  "(default: the preset's, else embedded).")] = None,
+    preset: Annotated[str | None, typer.Option("--preset", help="Start from a named preset: `paper` is the GenEnv "
+                                               "paper's protocol; --set given alongside still wins.")] = None,
     sets: SetOpt = None,
     seeds: Annotated[list[Path] | None, typer.Option(
         "--seeds", help="Base tasks in the domain's own file format (a benchmark's file, read by the loader "
@@ -178,28 +182,44 @@ def init(
         target = directory / CONFIG_NAME
         if target.exists() and not force:
             raise ConfigError(f"{target} already exists; edit it, or pass --force to overwrite it.")
-        data = apply_overrides({"run": {"domain": domain}, "agent": {"model": agent_model},
-                                "env": {"model": env_model}}, sets or [])
-        cfg = config_from_dict(data, "genenv init options")
-        note = ""
+        header, preset_sets, notes = "", [], []
+        if preset is not None:
+            from genenv_cli.presets import get_preset, preset_header, preset_overrides, vllm_installed
+
+            chosen = get_preset(preset)
+            preset_sets, notes = preset_overrides(chosen, vllm_installed())
+            overridden = [s for s in sets or [] if s.split("=", 1)[0].strip() in
+                          {p.split("=", 1)[0] for p in preset_sets}]
+            header = preset_header(chosen, notes, overridden)
+        data = apply_overrides({"run": {"domain": domain}}, preset_sets)
+        for section, model in (("agent", agent_model), ("env", env_model)):
+            if model is not None or preset is None:
+                data.setdefault(section, {})["model"] = model or "embedded"
+        data = apply_overrides(data, sets or [])
+        where = "genenv init options" + (f" with preset {preset}" if preset else "")
+        cfg = config_from_dict(data, where)
+        seed_note = ""
         if seeds:
             from genenv_cli.domains.seedfiles import SEEDS_FILE, import_seeds
 
             manifest = import_seeds(dom, list(seeds), directory, seed=cfg.run.seed,
                                     validation_share=validation_share, force=force)
             data.setdefault("run", {})["seeds"] = SEEDS_FILE
-            cfg = config_from_dict(data, "genenv init options")
-            c = manifest["counts"]
-            note = f", {c['train']} train + {c['validation']} validation seeds ({manifest['split']})"
+            cfg = config_from_dict(data, where)
+            counts = manifest["counts"]
+            seed_note = f", {counts['train']} train + {counts['validation']} validation seeds ({manifest['split']})"
             if manifest["skipped"]:
-                note += (f"; {len(manifest['skipped'])} items left out as not self-consistent, reasons in "
-                         f"{directory / 'seeds' / 'manifest.json'}")
+                seed_note += (f"; {len(manifest['skipped'])} items left out as not self-consistent, reasons in "
+                              f"{directory / 'seeds' / 'manifest.json'}")
         elif not dom.builtin_seeds:
             raise ConfigError(f"domain {domain} ships no seed tasks: --seeds FILE is required "
                               f"({dom.seed_format}).")
         directory.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(target, render_config(cfg))
-        typer.echo(f"created {target} (domain {domain}, agent {agent_model}, environment {env_model}{note}). "
+        write_text_atomic(target, header + render_config(cfg))
+        for note in notes:
+            typer.echo(f"note: {note}", err=True)
+        typer.echo(f"created {target} (domain {domain}, agent {cfg.agent.model}, environment {cfg.env.model}"
+                   f"{f', preset {preset}' if preset else ''}{seed_note}). "
                    f"Next: genenv generate-tasks --run {directory} --epoch 1")
 
 
@@ -438,6 +458,24 @@ def compare(runs: Annotated[list[Path], typer.Argument(help="Run directories; ru
         typer.echo(f"wrote {result['html']}: {len(result['arms'])} arm(s), {sum(map(len, result['arms'].values()))} run(s)")
         for flag in result["flags"]:
             typer.echo(f"warning: {flag}", err=True)
+
+
+@app.command()
+def table(run: RunOpt = None,
+          protocol: Annotated[str, typer.Option("--protocol", help="Which evaluate results: paper or official.")] = "paper",
+          model_tag: Annotated[str | None, typer.Option("--model-tag", help="Only results of this model tag.")] = None,
+          as_json: JsonOpt = False) -> None:
+    """Table 1's layout (ALFWorld, BFCL, API-Bank, Bamboogle, TravelPlanner, avg) from the run's evaluate results,
+    beside the paper's reference rows."""
+    import json as _json
+
+    from genenv_cli.paper_table import render_table, table_rows
+
+    with _errors() as where:
+        where.run = run
+        run_dir, _ = _open(run, None)
+        rows = table_rows(run_dir.root, protocol, model_tag)
+        typer.echo(_json.dumps(rows) if as_json else render_table(rows))
 
 
 @app.command()

@@ -1,0 +1,84 @@
+"""Table 1 of the GenEnv paper, measured: the headline of each benchmark's results file in RUN/evals beside the
+paper's reference rows. Measured cells come only from `genenv evaluate` results; the reference rows are the
+PAPER_REFERENCE of each evaluation suite, labelled as such."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from genenv_cli.errors import ConfigError
+
+COLUMNS = [("ALFWorld", "alfworld"), ("BFCL", "bfcl"), ("API-Bank", "api-bank"), ("Bamboogle", "bamboogle"),
+           ("TravelPlanner", "travelplanner")]
+
+
+def _reference() -> dict[str, dict[str, float]]:
+    from genenv_cli.evals import alfworld, api_bank, bamboogle, bfcl, travelplanner
+
+    refs = {"alfworld": alfworld, "bfcl": bfcl, "api-bank": api_bank, "bamboogle": bamboogle,
+            "travelplanner": travelplanner}
+    return {bench: dict(mod.PAPER_REFERENCE) for bench, mod in refs.items()}
+
+
+def _latest(folder: Path, protocol: str, tag: str | None) -> dict[str, Any] | None:
+    """The result for `protocol` (and model tag, if given) of the latest epoch, newest file on a tie; results
+    of a `--limit` subset are not the benchmark's number and are left out."""
+    best = None
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            result = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"{path}: not a readable evaluate result ({exc}).") from None
+        if not isinstance(result, dict) or result.get("protocol") != protocol or result.get("config", {}).get("limit"):
+            continue
+        if tag is not None and result.get("model_tag") != tag:
+            continue
+        key = (result.get("epoch") or 0, result.get("created", ""))
+        if best is None or key > best[0]:
+            best = (key, result)
+    return best[1] if best else None
+
+
+def table_rows(run_root: Path, protocol: str = "paper", tag: str | None = None) -> dict[str, Any]:
+    """{"measured": {bench: value or None}, "model_tags": {...}, "reference": {model: {bench: value}}, avgs}."""
+    measured: dict[str, float | None] = {}
+    tags: dict[str, str] = {}
+    for _, bench in COLUMNS:
+        result = _latest(run_root / "evals" / bench, protocol, tag)
+        value = result["headline"]["value"] if result else None
+        measured[bench] = float(value) if isinstance(value, (int, float)) else None
+        if result:
+            tags[bench] = result.get("model_tag", "")
+    reference: dict[str, dict[str, float]] = {}
+    for bench, rows in _reference().items():
+        for model, value in rows.items():
+            reference.setdefault(model, {})[bench] = value
+    return {"measured": measured, "model_tags": tags, "reference": reference, "protocol": protocol}
+
+
+def _avg(cells: list[float | None]) -> float | None:
+    return None if any(c is None for c in cells) else sum(cells) / len(cells)  # type: ignore[arg-type]
+
+
+def render_table(rows: dict[str, Any]) -> str:
+    """Markdown, Table 1's layout: measured first, then the paper's rows marked as reference."""
+    head = "| model | " + " | ".join(c for c, _ in COLUMNS) + " | avg |"
+    lines = [head, "|" + "---|" * (len(COLUMNS) + 2)]
+
+    def fmt(v: float | None) -> str:
+        return "-" if v is None else f"{v:.1f}"
+
+    cells = [rows["measured"][b] for _, b in COLUMNS]
+    tags = sorted(set(rows["model_tags"].values())) or ["no results"]
+    lines.append(f"| this run ({', '.join(tags)}) | " + " | ".join(fmt(v) for v in cells) + f" | {fmt(_avg(cells))} |")
+    for model, ref in rows["reference"].items():
+        ref_cells = [ref.get(b) for _, b in COLUMNS]
+        lines.append(f"| {model} (paper, reference) | " + " | ".join(fmt(v) for v in ref_cells)
+                     + f" | {fmt(_avg(ref_cells))} |")
+    missing = [c for c, b in COLUMNS if rows["measured"][b] is None]
+    if missing:
+        lines.append(f"\nno `--protocol {rows['protocol']}` result in the run for: {', '.join(missing)} "
+                     f"(run `genenv evaluate --bench NAME --protocol {rows['protocol']} --run RUN`).")
+    return "\n".join(lines)

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The GenEnv paper's protocol as one command: the co-evolution, then every benchmark under --protocol paper,
+# ending with Table 1's layout (this run's numbers from its evaluate results, beside the paper's rows).
+#
+#   genenv init RUN --preset paper        # once; --set overrides what you need to change
+#   ALFWORLD_DATA=... BFCL_DATA=... API_BANK_DATA=... BAMBOOGLE_DATA=... TRAVELPLANNER_DATA=... stages/paper.sh RUN
+#
+# EPOCHS (default 10, the paper's) epochs run through coevolve.sh, so a rerun resumes where it stopped. Each
+# *_DATA is the benchmark's official files (a file or folder, as `genenv evaluate --data` takes); one left unset
+# makes evaluate use its cached download, which needs the network. GENENV and TRAIN as in epoch.sh.
+set -euo pipefail
+if [ $# -ne 1 ]; then
+  echo "usage: $0 RUN_DIR" >&2
+  exit 2
+fi
+run=$1
+here=$(cd "$(dirname "$0")" && pwd)
+genenv=${GENENV:-genenv}
+
+"$here/coevolve.sh" "$run" "${EPOCHS:-10}"
+
+evaluate() {  # evaluate BENCH DATA
+  if [ -n "$2" ]; then
+    $genenv evaluate --bench "$1" --protocol paper --run "$run" --data "$2"
+  else
+    $genenv evaluate --bench "$1" --protocol paper --run "$run"
+  fi
+}
+evaluate alfworld      "${ALFWORLD_DATA:-}"
+evaluate bfcl          "${BFCL_DATA:-}"
+evaluate api-bank      "${API_BANK_DATA:-}"
+evaluate bamboogle     "${BAMBOOGLE_DATA:-}"
+evaluate travelplanner "${TRAVELPLANNER_DATA:-}"
+$genenv table --run "$run" --protocol paper
