@@ -133,14 +133,31 @@ def run_arm(run: RunDir, epochs: int, ui: UI) -> list[dict[str, Any]]:
         if any(not r.skipped for r in results) or str(epoch) not in timings:
             timings[str(epoch)] = round(time.time() - t, 1)
             timings_path.write_text(json.dumps(timings))
-        metrics = json.loads((run.epoch_dir(epoch) / "metrics.json").read_text())
-        rows.append({"epoch": epoch, **{k: metrics.get(k) for k in KEYS},
-                     "env_shape_mix": metrics.get("env_shape_mix") or {},
-                     "shape_p": {k: v.get("p") for k, v in (metrics.get("shape_success") or {}).items()},
-                     "heldout": value / 100.0, "seconds": timings.get(str(epoch))})
+        rows.append(row(run, epoch, value, timings))
+        metrics = rows[-1]
         ui.info(f"{run.root.name} epoch {epoch}: held-out {value:.1f}%, informative "
                 f"{metrics.get('informative_share')}, env batches in band {metrics.get('env_batch_band_share')}")
     return rows
+
+
+def rows_on_disk(run: RunDir, epochs: int) -> list[dict[str, Any]] | None:
+    """The rows of a run whose every epoch and evaluation is finished, read without running anything (None when
+    the run is missing or unfinished): `--report-only` records what exists while other runs go on."""
+    if not (run.root / "genenv.toml").exists() or heldout_done(run, None) is None:
+        return None
+    if any(heldout_done(run, e) is None or not run.metrics_path(e).exists() for e in range(1, epochs + 1)):
+        return None
+    timings_path = run.root / "curriculum-timings.json"
+    timings = json.loads(timings_path.read_text()) if timings_path.exists() else {}
+    return [row(run, e, heldout_done(run, e), timings) for e in range(1, epochs + 1)]
+
+
+def row(run: RunDir, epoch: int, value: float, timings: dict[str, Any]) -> dict[str, Any]:
+    metrics = json.loads(run.metrics_path(epoch).read_text())
+    return {"epoch": epoch, **{k: metrics.get(k) for k in KEYS},
+            "env_shape_mix": metrics.get("env_shape_mix") or {},
+            "shape_p": {k: v.get("p") for k, v in (metrics.get("shape_success") or {}).items()},
+            "heldout": value / 100.0, "seconds": timings.get(str(epoch))}
 
 
 def interval(values: list[float | None]) -> dict[str, Any]:
@@ -299,6 +316,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--set", dest="sets", action="append", default=[],
                     help="SECTION.KEY=VALUE for every arm (recorded; a departure from the recorded settings)")
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--report-only", action="store_true",
+                    help="run nothing: record the runs under --work that are finished (a partial result says so)")
     args = ap.parse_args(argv)
     out_dir = args.out or RESULTS
     ui = UI(quiet=args.quiet)
@@ -310,7 +329,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     # seeds outermost: after each seed every arm has a run, so a partial experiment is still a comparison
     for seed in args.seeds:
         for arm in args.arms:
-            run = make_run(args.work / f"{args.domain}-{arm}-s{seed}", args.domain, arm, seed, args.model, args.sets)
+            root = args.work / f"{args.domain}-{arm}-s{seed}"
+            if args.report_only:
+                done_rows = rows_on_disk(RunDir(root), args.epochs)
+                if done_rows is not None:
+                    roots.append(root)
+                    per_run.setdefault(arm, {})[seed] = {"rows": done_rows,
+                                                         "base_heldout": heldout_done(RunDir(root), None) / 100.0}
+                continue
+            run = make_run(root, args.domain, arm, seed, args.model, args.sets)
             roots.append(run.root)
             if first is None:
                 heldout(run, None, ui)
@@ -320,6 +347,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             rows = run_arm(run, args.epochs, ui)
             per_run.setdefault(arm, {})[seed] = {"rows": rows, "base_heldout": heldout_done(run, None) / 100.0}
             record = write_record(out_dir, args, per_run, started)  # after every run: progress is never lost
+    if args.report_only:
+        record = write_record(out_dir, args, per_run, started)
     cmp = build_compare(roots, out_dir / f"curriculum-{args.domain}" / "compare.html")
     record["compare"] = cmp["html"]
     print(markdown(record))
