@@ -41,6 +41,16 @@ def test_help_does_not_import_heavy_libraries():
     assert out == ""
 
 
+
+def test_status_imports_no_click_beside_typers_own(tmp_path):
+    """typer >= 0.28 vendors click: the `click` package is then an undeclared dependency and ~25 ms of start-up."""
+    code = ("import sys, runpy; sys.argv = ['genenv', 'status', '--run', sys.argv[1]]\n"
+            "try:\n    runpy.run_module('genenv_cli', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+            "print('click' in sys.modules and 'typer._click' in sys.modules, file=sys.stderr)")
+    err = subprocess.run([sys.executable, "-c", code, str(tmp_path / "no-run")], capture_output=True,
+                         text=True).stderr.strip().splitlines()
+    assert err[-1] == "False", err
+
 def invoke(*args, ok=True):
     result = runner.invoke(app, list(args))
     if ok:

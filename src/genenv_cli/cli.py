@@ -15,7 +15,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
-import click
 import typer
 
 from genenv_cli import __version__
@@ -78,6 +77,13 @@ def _fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+# Click's own exits and usage errors pass through _errors untouched. typer >= 0.28 vendors click (its exceptions
+# are typer's, not the `click` package's, and importing `click` would cost ~25 ms of start-up and a dependency
+# we do not declare); ClickException is found through typer's BadParameter so that older typer works too.
+_CLICK_EXITS = (typer.Exit, typer.Abort,
+                next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException"))
+
+
 @contextmanager
 def _errors():
     """Every failure a user, a disk or a model can cause: one paragraph on stderr (the path, what was wrong, what
@@ -89,7 +95,7 @@ def _errors():
     except KeyboardInterrupt:
         typer.secho("interrupted; completed stages keep their outputs, this one left none.", err=True)
         raise typer.Exit(130) from None
-    except (typer.Exit, click.exceptions.ClickException, click.exceptions.Abort):
+    except _CLICK_EXITS:
         raise
     except BaseException as exc:
         if _DEBUG["on"] or isinstance(exc, SystemExit | GeneratorExit):

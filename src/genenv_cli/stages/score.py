@@ -19,7 +19,6 @@ import contextlib
 import gc
 import json
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from genenv_cli.config import Config
@@ -120,6 +119,8 @@ def _score(run_dir: RunDir, cfg: Config, epoch: int, p: StagePlan, out: Staging,
     c = cfg.curriculum
     # polars decodes the rollouts on its own threads while this one parses the tasks' JSON (both take seconds
     # on a big epoch); nothing is left running when grading forks its workers
+    from concurrent.futures import ThreadPoolExecutor  # here: `genenv status` imports this module
+
     with ThreadPoolExecutor(1) as pool:
         reading = pool.submit(lambda: [read_parquet(path, "rollouts") for name, path in p.inputs.items()
                                        if name.startswith("rollouts")])
@@ -187,6 +188,8 @@ def _score(run_dir: RunDir, cfg: Config, epoch: int, p: StagePlan, out: Staging,
         roll.select("prompt_token_ids", "completion_token_ids", "logprobs"),
         scored.select("reward", "success", "valid", "finish_reason", "temperature", "model"),
     ], how="horizontal")
+
+    from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(1) as pool:
         # the largest file is written (polars, off the GIL) while the environment's pairs are built in Python
