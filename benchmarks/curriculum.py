@@ -27,6 +27,12 @@ agent training reward and held-out success; and the three comparisons the experi
   (c) held-out success at the last epoch (equal rollouts), genenv minus frozen (paired by seed).
 Written to benchmarks/results/curriculum-<domain>.json and .md, with the settings, versions, machine and the
 seconds every epoch took; `genenv compare` draws the runs into <out>/curriculum-<domain>/compare.html.
+
+Every finished run is also kept as <out>/curriculum-<domain>/runs/<arm>-s<seed>.json (its per-epoch rows, the
+base model's held-out result, the settings, commit and machine), small enough to commit. A run whose record
+exists with the same settings and epochs is not run again: the experiment can be finished in parts on
+different machines or fresh checkouts, and the result says which runs came from records (compare.html draws
+only the runs whose folders are under --work).
 """
 
 from __future__ import annotations
@@ -152,6 +158,37 @@ def rows_on_disk(run: RunDir, epochs: int) -> list[dict[str, Any]] | None:
     return [row(run, e, heldout_done(run, e), timings) for e in range(1, epochs + 1)]
 
 
+def record_path(out_dir: Path, domain: str, arm: str, seed: int) -> Path:
+    return out_dir / f"curriculum-{domain}" / "runs" / f"{arm}-s{seed}.json"
+
+
+def run_settings(args: argparse.Namespace, arm: str) -> list[str]:
+    """Everything that makes two runs of an arm and seed the same experiment (the seed is in the record's name)."""
+    return [f"model={args.model}", f"domain={args.domain}", f"epochs={args.epochs}", *COMMON, *args.sets, *ARMS[arm]]
+
+
+def save_run_record(path: Path, args: argparse.Namespace, arm: str, seed: int, result: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {"arm": arm, "seed": seed, "settings": run_settings(args, arm), "commit": result.get("commit") or git_commit(),
+            "date": time.strftime("%Y-%m-%d"), "machine": machine(), "base_heldout": result["base_heldout"],
+            "rows": result["rows"]}
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    tmp.replace(path)
+
+
+def load_run_record(path: Path, args: argparse.Namespace, arm: str) -> dict[str, Any] | None:
+    """A finished run's record, or None when there is none or it was made with other settings (then said)."""
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text())
+    if data.get("settings") != run_settings(args, arm) or len(data.get("rows", [])) != args.epochs:
+        print(f"note: {path} was recorded with other settings or epochs; not used", file=sys.stderr)
+        return None
+    return {"rows": data["rows"], "base_heldout": data["base_heldout"], "commit": data.get("commit"),
+            "from_record": True}
+
+
 def row(run: RunDir, epoch: int, value: float, timings: dict[str, Any]) -> dict[str, Any]:
     metrics = json.loads(run.metrics_path(epoch).read_text())
     return {"epoch": epoch, **{k: metrics.get(k) for k in KEYS},
@@ -273,6 +310,9 @@ def _f(m: dict[str, Any] | None, pct: bool = True) -> str:
 
 def markdown(record: dict[str, Any]) -> str:
     status = "" if record["complete"] else f" PARTIAL: runs done so far {record['runs_done']}."
+    if record.get("runs_from_records"):
+        status += f" Read from run records (run earlier, elsewhere): {record['runs_from_records']}."
+    status += f" Code: {', '.join(record.get('run_commits') or ['?'])}."
     lines = [f"Domain `{record['domain']}`, {record['model']}; {record['epochs']} epochs; seeds "
              f"{record['seeds']}. Cells: mean over seeds [95% interval].{status}", "",
              "| arm | epoch | env batches in band | batches kept | informative groups | valid generations | env KL | "
@@ -330,12 +370,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for seed in args.seeds:
         for arm in args.arms:
             root = args.work / f"{args.domain}-{arm}-s{seed}"
+            rec_path = record_path(out_dir, args.domain, arm, seed)
+            done_rows = rows_on_disk(RunDir(root), args.epochs)
+            if done_rows is not None:  # finished here: (re)write its record
+                roots.append(root)
+                per_run.setdefault(arm, {})[seed] = {"rows": done_rows,
+                                                     "base_heldout": heldout_done(RunDir(root), None) / 100.0}
+                save_run_record(rec_path, args, arm, seed, per_run[arm][seed])
+                continue
+            recorded = load_run_record(rec_path, args, arm)
+            if recorded is not None:  # finished elsewhere
+                per_run.setdefault(arm, {})[seed] = recorded
+                continue
             if args.report_only:
-                done_rows = rows_on_disk(RunDir(root), args.epochs)
-                if done_rows is not None:
-                    roots.append(root)
-                    per_run.setdefault(arm, {})[seed] = {"rows": done_rows,
-                                                         "base_heldout": heldout_done(RunDir(root), None) / 100.0}
                 continue
             run = make_run(root, args.domain, arm, seed, args.model, args.sets)
             roots.append(run.root)
@@ -346,11 +393,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 share_base_eval(first, run)
             rows = run_arm(run, args.epochs, ui)
             per_run.setdefault(arm, {})[seed] = {"rows": rows, "base_heldout": heldout_done(run, None) / 100.0}
+            save_run_record(rec_path, args, arm, seed, per_run[arm][seed])
             record = write_record(out_dir, args, per_run, started)  # after every run: progress is never lost
-    if args.report_only:
-        record = write_record(out_dir, args, per_run, started)
-    cmp = build_compare(roots, out_dir / f"curriculum-{args.domain}" / "compare.html")
-    record["compare"] = cmp["html"]
+    record = write_record(out_dir, args, per_run, started)
+    if roots:  # the page draws run folders; runs known only from their records are in the tables alone
+        record["compare"] = build_compare(roots, out_dir / f"curriculum-{args.domain}" / "compare.html")["html"]
     print(markdown(record))
     return record
 
@@ -363,10 +410,14 @@ def write_record(out_dir: Path, args: argparse.Namespace, per_run: dict[str, dic
         "model": args.model if args.model != "embedded" else "embedded (SmolLM2-135M-Instruct), LoRA r=16",
         "epochs": args.epochs, "seeds": args.seeds, "complete": all(done.get(a) == sorted(args.seeds) for a in args.arms),
         "runs_done": done, "arms_settings": {a: ARMS[a] for a in args.arms},
+        "runs_from_records": {arm: sorted(s for s, r in by_seed.items() if r.get("from_record"))
+                              for arm, by_seed in per_run.items() if any(r.get("from_record") for r in by_seed.values())},
+        "run_commits": sorted({r["commit"] for by_seed in per_run.values() for r in by_seed.values() if r.get("commit")}),
         "settings": COMMON + args.sets, "machine": machine(), "versions": versions(),
         "arms": aggregate(per_run, args.epochs), "must_show": must_show(per_run),
         "diagnostics": diagnostics(per_run),
-        "per_run": {arm: {str(s): r for s, r in by_seed.items()} for arm, by_seed in per_run.items()},
+        "per_run": {arm: {str(s): {"rows": r["rows"], "base_heldout": r["base_heldout"]} for s, r in by_seed.items()}
+                    for arm, by_seed in per_run.items()},
         "seconds_this_invocation": round(time.time() - started, 1),
     }
     out_dir.mkdir(parents=True, exist_ok=True)

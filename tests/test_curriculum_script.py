@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -52,3 +53,15 @@ def test_curriculum_experiment_runs_and_resumes(tmp_path, tiny_model):
     again = mod.main(argv)
     assert again["arms"] == record["arms"]
     assert again["seconds_this_invocation"] < record["seconds_this_invocation"]
+    # every finished run left a record; with the run folders gone (a fresh checkout) the records alone give the
+    # same result and nothing is run again
+    runs = tmp_path / "results" / "curriculum-arith" / "runs"
+    assert sorted(p.name for p in runs.iterdir()) == sorted(f"{a}-s{s}.json" for a in saved["arms"] for s in (1, 2))
+    shutil.rmtree(tmp_path / "runs")
+    fresh = mod.main(argv)
+    assert fresh["arms"] == record["arms"] and fresh["must_show"] == record["must_show"]
+    assert fresh["runs_from_records"] == {a: [1, 2] for a in saved["arms"]} and fresh["complete"]
+    assert not (tmp_path / "runs").exists()
+    # a record made with other settings is not used: that run would be run again (report-only runs nothing)
+    other = mod.main([*argv, "--set", "curriculum.beta=3.0", "--report-only"])
+    assert other["runs_done"] == {} and not other["complete"]
