@@ -70,6 +70,22 @@ def jaccard(a: frozenset, b: frozenset) -> float:
     return len(a & b) / len(a | b)
 
 
+def stats_lines(ctx: EnvContext, thing: str = "item", aim: str = "an item it") -> list[str]:
+    """The agent's recent statistics and the difficulty hint, in words, for the environment's system message
+    (`thing`: what the domain calls one task in its prompts; `aim`: the last sentence's object)."""
+    out = []
+    if ctx.stats and ctx.stats.get("tasks"):
+        s = ctx.stats
+        per = ", ".join(f"{k} {v['success_rate']:.0%}" for k, v in s.get("per_shape", {}).items())
+        out.append(f"The assistant solved {s['success_rate']:.0%} of last epoch's tasks ({per}); "
+                   f"{s.get('too_easy', 0)} tasks were always solved, {s.get('too_hard', 0)} never.")
+    if ctx.parent_p is not None:
+        hint = "harder" if ctx.parent_p > 0.6 else "easier" if ctx.parent_p < 0.4 else "about as hard"
+        out.append(f"It solved the example {thing} {ctx.parent_p:.0%} of the time; make yours {hint}.")
+    out.append(f"Aim for {aim} solves about half the time.")
+    return out
+
+
 class Domain(ABC):
     name: str = ""
     description: str = ""

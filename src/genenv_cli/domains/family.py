@@ -29,7 +29,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.domains.base import Domain, EnvContext, Reject, Score, SeedTask
+from genenv_cli.domains.base import Domain, EnvContext, Reject, Score, SeedTask, stats_lines
 from genenv_cli.errors import ConfigError, InputError
 
 MAX_ITEM_CHARS = 20_000   # an environment item longer than this is a runaway generation, not a task
@@ -53,21 +53,6 @@ def first_json_object(text: str, what: str = "item") -> dict[str, Any]:
             return obj
         start = text.find("{", start + 1)
     raise Reject(f"parse: no JSON object ({what}) in the output")
-
-
-def stats_lines(ctx: EnvContext, who: str = "The assistant") -> list[str]:
-    """The agent's recent statistics and the difficulty hint, in words, for the environment's system message."""
-    out = []
-    if ctx.stats and ctx.stats.get("tasks"):
-        s = ctx.stats
-        per = ", ".join(f"{k} {v['success_rate']:.0%}" for k, v in s.get("per_shape", {}).items())
-        out.append(f"{who} solved {s['success_rate']:.0%} of last epoch's tasks ({per}); "
-                   f"{s.get('too_easy', 0)} tasks were always solved, {s.get('too_hard', 0)} never.")
-    if ctx.parent_p is not None:
-        hint = "harder" if ctx.parent_p > 0.6 else "easier" if ctx.parent_p < 0.4 else "about as hard"
-        out.append(f"It solved the example item {ctx.parent_p:.0%} of the time; make yours {hint}.")
-    out.append("Aim for an item it solves about half the time.")
-    return out
 
 
 class FamilyDomain(Domain):

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from genenv_cli.callparse import CallParseError, parse_tool_calls, standardize_string
-from genenv_cli.domains.base import Domain, EnvContext, Reject, Score, SeedTask
+from genenv_cli.domains.base import Domain, EnvContext, Reject, Score, SeedTask, stats_lines
 
 SHAPES = ("single", "conversion", "multiple", "parallel", "no_tool")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -187,16 +187,7 @@ class ToolCallDomain(Domain):
         offered = list(dict.fromkeys(ctx.parent["tools"]))
         for ex in ctx.frontier:
             offered += [t for t in ex["tools"] if t not in offered]
-        context = []
-        if ctx.stats and ctx.stats.get("tasks"):
-            s = ctx.stats
-            per = ", ".join(f"{k} {v['success_rate']:.0%}" for k, v in s.get("per_shape", {}).items())
-            context.append(f"The assistant solved {s['success_rate']:.0%} of last epoch's tasks ({per}); "
-                           f"{s['too_easy']} tasks were always solved, {s['too_hard']} never.")
-        if ctx.parent_p is not None:
-            hint = ("harder" if ctx.parent_p > 0.6 else "easier" if ctx.parent_p < 0.4 else "about as hard")
-            context.append(f"It solved the example task {ctx.parent_p:.0%} of the time; make yours {hint}.")
-        context.append("Aim for a task the assistant solves about half the time.")
+        context = stats_lines(ctx, thing="task", aim="a task the assistant")
         user = ["A task at the right difficulty:\n" + self.render_task(ex) for ex in ctx.frontier]
         user.append("Example task:\n" + self.render_task(ctx.parent))
         user.append("Write one new task like the example, with a different request and different argument values.")
