@@ -66,7 +66,8 @@ STAGES: dict[str, Stage] = {s.name: s for s in [
           "Run an agent on a benchmark, or score predictions made elsewhere, with the benchmark's metric."),
 ]}
 
-EPOCH_STAGES = ["generate-tasks", "rollout", "score", "update-agent", "update-env"]
+# an epoch is every stage but evaluate, in the order STAGES lists them (which is the order they run in)
+EPOCH_STAGES = [name for name in STAGES if name != "evaluate"]
 
 
 def stage_of(name: str) -> Stage:
