@@ -293,3 +293,20 @@ def test_init_refuses_an_ambiguous_mix(tmp_path, args, message):
     out = invoke("init", tmp_path / "run", *args)
     assert out.exit_code != 0 and message in " ".join(out.output.split()), out.output
     assert not (tmp_path / "run" / "genenv.toml").exists()
+
+
+def test_files_written_before_the_domain_column_still_read(tmp_path):
+    """A run's rollouts, scores, task_stats and pools from before `domain` existed: read as null (the run's
+    domain), by the full reader and by the footer check alike."""
+    from genenv_cli.pools import SCHEMAS, check_parquet, frame
+
+    row = {"task_id": "t1", "batch_id": "t1", "source": "seed", "shape": "single", "attempts": 2, "successes": 1,
+           "p_task": 0.5, "mean_reward": 0.5, "p_batch": 0.5, "r_env": 1.0, "filtered": False, "in_band": True,
+           "informative": True, "prompt_tokens": 10}
+    old = frame([row], "task_stats").drop("domain")
+    path = tmp_path / "task_stats.parquet"
+    old.write_parquet(path)
+    check_parquet(path, "task_stats")
+    df = read_parquet(path, "task_stats")
+    assert df.columns == SCHEMAS["task_stats"].names() and df["domain"].to_list() == [None]
+    assert [c.name for s in SCHEMAS.values() for c in s.columns if c.late] == ["domain"] * 5
