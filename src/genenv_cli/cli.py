@@ -159,10 +159,65 @@ def _stage(stage: str, run: Path | None, sets: list[str] | None, quiet: bool, as
         ui.summary(stage, epoch, fields, text)
 
 
+def _domain_specs(specs: list[str]) -> tuple[str, dict[str, float]]:
+    """--domain values -> (run.domain, run.domains): one NAME is a single-domain run; several (NAME or
+    NAME=SHARE) a mixed one, where the domains given no share split what the others leave equally."""
+    from genenv_cli.config import MIXED
+    from genenv_cli.errors import ConfigError
+
+    parsed: dict[str, float | None] = {}
+    for text in specs:
+        name, _, raw = text.partition("=")
+        name = name.strip()
+        if name in parsed:
+            raise ConfigError(f"--domain {name} is given twice.")
+        share = None
+        if raw:
+            try:
+                share = float(raw)
+            except ValueError:
+                raise ConfigError(f"--domain {text}: the share must be a number, e.g. --domain {name}=0.5.") from None
+            if not 0.0 < share <= 1.0:
+                raise ConfigError(f"--domain {text}: the share must be above 0 and at most 1.")
+        parsed[name] = share
+    if len(parsed) == 1:
+        (name, share), = parsed.items()
+        if share is not None:
+            raise ConfigError(f"--domain {specs[0]}: a share is for a run on several domains "
+                              f"(--domain A=0.6 --domain B=0.4); one domain takes them all.")
+        return name, {}
+    given = sum(v for v in parsed.values() if v is not None)
+    open_ = [k for k, v in parsed.items() if v is None]
+    if open_ and given >= 1.0:
+        raise ConfigError(f"--domain: the shares given sum to {given:g}, leaving nothing for "
+                          f"{', '.join(open_)}; give every domain a share (summing to 1) or fewer shares.")
+    rest = (1.0 - given) / len(open_) if open_ else 0.0
+    return MIXED, {k: (rest if v is None else v) for k, v in parsed.items()}
+
+
+def _seed_specs(texts: list[str], names: list[str], mixed: bool) -> dict[str, list[Path]]:
+    """--seeds values -> {domain: files}: FILE for a single-domain run, NAME=FILE in a mixed one."""
+    from genenv_cli.errors import ConfigError
+
+    if not mixed:
+        return {names[0]: [Path(t) for t in texts]}
+    out: dict[str, list[Path]] = {}
+    for text in texts:
+        name, sep, path = text.partition("=")
+        if not sep or name not in names or not path:
+            raise ConfigError(f"--seeds {text}: this run has several domains ({', '.join(names)}); say which one a "
+                              f"seed file is for: --seeds NAME=FILE, e.g. --seeds {names[0]}=tasks.jsonl.")
+        out.setdefault(name, []).append(Path(path))
+    return out
+
+
 @app.command()
 def init(
     directory: Annotated[Path, typer.Argument(help="Run directory to create (an existing folder gets a genenv.toml).")],
-    domain: Annotated[str, typer.Option(help="Task domain (see `genenv domains`).")] = "tool_call",
+    domain: Annotated[list[str] | None, typer.Option(
+        "--domain", help="Task domain (see `genenv domains`); repeat it for a run on several domains, each NAME or "
+                         "NAME=SHARE (a share of each epoch's tasks; domains given none split the rest equally). "
+                         "Default: tool_call.")] = None,
     agent_model: Annotated[str | None, typer.Option(help="Base agent model: HF id, local folder or `embedded` "
                                                     "(default: the preset's, else embedded).")] = None,
     env_model: Annotated[str | None, typer.Option(help="Base environment model: HF id, local folder or `embedded` "
@@ -170,9 +225,10 @@ def init(
     preset: Annotated[str | None, typer.Option("--preset", help="Start from a named preset: `paper` is the GenEnv "
                                                "paper's protocol; --set given alongside still wins.")] = None,
     sets: SetOpt = None,
-    seeds: Annotated[list[Path] | None, typer.Option(
+    seeds: Annotated[list[str] | None, typer.Option(
         "--seeds", help="Base tasks in the domain's own file format (a benchmark's file, read by the loader "
-                        "`evaluate --data` uses); repeatable. Copied into RUN/seeds. Default: the built-in seeds.")] = None,
+                        "`evaluate --data` uses); repeatable. Copied into RUN/seeds. With several domains: "
+                        "NAME=FILE. Default: the built-in seeds.")] = None,
     validation_share: Annotated[float, typer.Option(
         help="Share of --seeds tasks drawn (with run.seed) as validation when the file states no split.")] = 0.2,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing genenv.toml (and RUN/seeds).")] = False,
@@ -184,7 +240,10 @@ def init(
     from genenv_cli.rundir import write_text_atomic
 
     with _errors():
-        dom = get_domain(domain)
+        run_domain, shares = _domain_specs(domain or ["tool_call"])
+        names = list(shares) or [run_domain]
+        doms = {name: get_domain(name) for name in names}
+        by_domain = _seed_specs(list(seeds or []), names, bool(shares))
         target = directory / CONFIG_NAME
         if target.exists() and not force:
             raise ConfigError(f"{target} already exists; edit it, or pass --force to overwrite it.")
@@ -197,34 +256,47 @@ def init(
             overridden = [s for s in sets or [] if s.split("=", 1)[0].strip() in
                           {p.split("=", 1)[0] for p in preset_sets}]
             header = preset_header(chosen, notes, overridden)
-        data = apply_overrides({"run": {"domain": domain}}, preset_sets)
+        run_keys: dict[str, Any] = {"domain": run_domain, **({"domains": shares} if shares else {})}
+        data = apply_overrides({"run": run_keys}, preset_sets)
         for section, model in (("agent", agent_model), ("env", env_model)):
             if model is not None or preset is None:
                 data.setdefault(section, {})["model"] = model or "embedded"
         data = apply_overrides(data, sets or [])
         where = "genenv init options" + (f" with preset {preset}" if preset else "")
         cfg = config_from_dict(data, where)
-        seed_note = ""
-        if seeds:
-            from genenv_cli.domains.seedfiles import SEEDS_FILE, import_seeds
+        for name, dom in doms.items():
+            if not by_domain.get(name) and not dom.builtin_seeds:
+                how = f"--seeds {name}=FILE" if shares else "--seeds FILE"
+                raise ConfigError(f"domain {name} ships no seed tasks: {how} is required ({dom.seed_format}).")
+        seed_notes = []
+        for name, paths in by_domain.items():
+            if not paths:
+                continue
+            from genenv_cli.domains.seedfiles import SEEDS_DIR, SEEDS_FILE, import_seeds
 
-            manifest = import_seeds(dom, list(seeds), directory, seed=cfg.run.seed,
-                                    validation_share=validation_share, force=force)
-            data.setdefault("run", {})["seeds"] = SEEDS_FILE
+            folder = f"{SEEDS_DIR}/{name}" if shares else SEEDS_DIR
+            manifest = import_seeds(doms[name], paths, directory, seed=cfg.run.seed,
+                                    validation_share=validation_share, force=force, folder=folder)
+            if shares:
+                data.setdefault("run", {}).setdefault("domain_seeds", {})[name] = f"{folder}/seeds.jsonl"
+            else:
+                data.setdefault("run", {})["seeds"] = SEEDS_FILE
             cfg = config_from_dict(data, where)
             counts = manifest["counts"]
-            seed_note = f", {counts['train']} train + {counts['validation']} validation seeds ({manifest['split']})"
+            note = (f"{name + ': ' if shares else ''}{counts['train']} train + {counts['validation']} validation "
+                    f"seeds ({manifest['split']})")
             if manifest["skipped"]:
-                seed_note += (f"; {len(manifest['skipped'])} items left out as not self-consistent, reasons in "
-                              f"{directory / 'seeds' / 'manifest.json'}")
-        elif not dom.builtin_seeds:
-            raise ConfigError(f"domain {domain} ships no seed tasks: --seeds FILE is required "
-                              f"({dom.seed_format}).")
+                note += (f"; {len(manifest['skipped'])} items left out as not self-consistent, reasons in "
+                         f"{directory / folder / 'manifest.json'}")
+            seed_notes.append(note)
         directory.mkdir(parents=True, exist_ok=True)
         write_text_atomic(target, header + render_config(cfg))
         for note in notes:
             typer.echo(f"note: {note}", err=True)
-        typer.echo(f"created {target} (domain {domain}, agent {cfg.agent.model}, environment {cfg.env.model}"
+        said = ("domains " + ", ".join(f"{k} {100 * v:.0f}%" for k, v in cfg.run.shares().items())
+                if shares else f"domain {run_domain}")
+        seed_note = "".join(f", {n}" for n in seed_notes)
+        typer.echo(f"created {target} ({said}, agent {cfg.agent.model}, environment {cfg.env.model}"
                    f"{f', preset {preset}' if preset else ''}{seed_note}). "
                    f"Next: genenv generate-tasks --run {directory} --epoch 1")
 
@@ -306,6 +378,8 @@ def status(run: RunOpt = None, sets: SetOpt = None,
             return
         if not sys.stdout.isatty():
             typer.echo(st.render_plain(rows, run_dir, cfg))
+            for line in st.domain_lines(rows, cfg):
+                typer.echo(line)
             for note in st.stale_notes(rows):
                 typer.echo(note)
             return
@@ -313,6 +387,8 @@ def status(run: RunOpt = None, sets: SetOpt = None,
 
         console = Console()
         console.print(st.render(rows, run_dir, cfg))
+        for line in st.domain_lines(rows, cfg):
+            console.print(line, highlight=False)
         for note in st.stale_notes(rows):
             console.print(note, style="yellow")
 

@@ -25,19 +25,27 @@ from typing import Any, get_type_hints
 from genenv_cli.errors import ConfigError
 
 CONFIG_NAME = "genenv.toml"
+MIXED = "mixed"  # run.domain of a run that trains on several domains (their shares are run.domains)
+SHARE_TOLERANCE = 1e-6  # how far the shares of run.domains may sum from 1
 
 
 def _f(default: Any, help: str, **rules: Any) -> Any:
-    if isinstance(default, list):
-        return field(default_factory=lambda d=default: list(d), metadata={"help": help, **rules})
+    if isinstance(default, list | dict):
+        return field(default_factory=lambda d=default: type(d)(d), metadata={"help": help, **rules})
     return field(default=default, metadata={"help": help, **rules})
 
 
 @dataclass
 class RunConfig:
-    domain: str = _f("tool_call", "Task family the environment writes and the agent solves (`genenv domains` lists them).")
+    domain: str = _f("tool_call", "Task family the environment writes and the agent solves (`genenv domains` lists them); "
+                     "`mixed` for a run on several domains, named with their shares in run.domains.")
+    domains: dict[str, float] = _f({}, "Mixed runs only (run.domain = \"mixed\"): domain name -> share of each epoch's tasks, "
+                                   "two domains or more, each share above 0, summing to 1; e.g. {arith = 0.5, tool_call = 0.5}. "
+                                   "Empty for a single-domain run.")
     seeds: str = _f("", "Base tasks imported by `genenv init --seeds FILE` (a file in the run directory, seeds/seeds.jsonl; "
                     "seeds/manifest.json says where they came from); empty: the domain's built-in seeds.")
+    domain_seeds: dict[str, str] = _f({}, "Mixed runs only: domain name -> its base tasks imported by `genenv init --seeds "
+                                      "NAME=FILE` (seeds/NAME/seeds.jsonl); a domain not listed uses its built-in seeds.")
     seed: int = _f(0, "Random seed for sampling and training; each stage derives its own from it and the epoch.", min=0)
     engine: str = _f("auto", "Text generation backend: vllm when installed and a GPU is present, else transformers.",
                      choices=["auto", "hf", "vllm"])
@@ -47,6 +55,15 @@ class RunConfig:
                     "weights and computes in this dtype under autocast.",
                     choices=["auto", "float32", "bfloat16", "float16"])
     trust_remote_code: bool = _f(False, "Allow model repositories to run their own Python code. Off unless you trust them.")
+
+    @property
+    def mixed(self) -> bool:
+        """True for a run on several domains."""
+        return self.domain == MIXED
+
+    def shares(self) -> dict[str, float]:
+        """Domain name -> its share of each epoch's tasks, by name: {run.domain: 1.0} for a single-domain run."""
+        return dict(sorted(self.domains.items())) if self.mixed else {self.domain: 1.0}
 
 
 @dataclass
@@ -190,12 +207,16 @@ class Config:
         return dataclasses.asdict(getattr(self, name))
 
     def digest(self, sections: list[str]) -> str:
-        """A short hash of the named sections (`run.domain` names one key), for stale detection."""
+        """A short hash of the named sections (`run.domain` names one key), for stale detection. A named key
+        holding an empty table (run.domains of a single-domain run) is left out, so the digests of runs made
+        before the key existed stay as they were."""
         picked = {}
         for name in sections:
             if "." in name:
                 sec, key = name.split(".", 1)
-                picked[name] = getattr(getattr(self, sec), key)
+                value = getattr(getattr(self, sec), key)
+                if value != {}:
+                    picked[name] = value
             else:
                 picked[name] = self.section(name)
         blob = json.dumps(picked, sort_keys=True).encode()
@@ -257,6 +278,16 @@ def _check_value(section: str, key: str, value: Any, where: str) -> Any:
         raise ConfigError(f"{where}: `{full}` must be a string, got {value!r}.")
     elif typ == list[str] and (not isinstance(value, list) or not all(isinstance(v, str) for v in value)):
         raise ConfigError(f"{where}: `{full}` must be a list of strings, got {value!r}.")
+    elif typ in (dict[str, float], dict[str, str]):
+        number = typ == dict[str, float]
+        if not isinstance(value, dict) or not all(
+                isinstance(v, int | float) and not isinstance(v, bool) if number else isinstance(v, str)
+                for v in value.values()):
+            what = "share (a number)" if number else "seed file"
+            raise ConfigError(f"{where}: `{full}` must be a table of domain name -> {what}, e.g. "
+                              f"{{arith = {'0.5' if number else json.dumps('seeds/arith/seeds.jsonl')}}}; "
+                              f"got {value!r}.")
+        value = {k: float(v) for k, v in value.items()} if number else dict(value)
     if "choices" in meta and value not in meta["choices"]:
         allowed = ", ".join(repr(c) for c in meta["choices"])
         raise ConfigError(f"{where}: `{full}` = {value!r} is not allowed; choose one of {allowed}.")
@@ -291,8 +322,50 @@ def config_from_dict(data: dict[str, Any], where: str) -> Config:
                                   f"Keys of [{section}]: {', '.join(fields_)}.")
             setattr(getattr(cfg, section), key, _check_value(section, key, value, where))
     _check_cross(cfg, where)
+    _check_domains(cfg, where)
     _check_sampling(cfg, where)
     return cfg
+
+
+def _check_domains(cfg: Config, where: str) -> None:
+    """A run is single-domain (run.domain names it, run.domains empty) or mixed (run.domain = "mixed" and
+    run.domains holds two known domains or more, each share above 0, the shares summing to 1)."""
+    r = cfg.run
+    if not r.mixed:
+        if r.domains:
+            raise ConfigError(f"{where}: `run.domains` lists {', '.join(r.domains)} but `run.domain` = {r.domain!r}; "
+                              f"a run on several domains sets run.domain = \"{MIXED}\" (or clear run.domains for a "
+                              f"single-domain run).")
+        if r.domain_seeds:
+            raise ConfigError(f"{where}: `run.domain_seeds` is for mixed runs; a single-domain run's seeds are "
+                              f"`run.seeds`.")
+        return
+    if len(r.domains) < 2:
+        raise ConfigError(f"{where}: run.domain = \"{MIXED}\" needs two domains or more in `run.domains` with their "
+                          f"shares, e.g. domains = {{arith = 0.5, tool_call = 0.5}}; got {r.domains or '{}'}. For one "
+                          f"domain set run.domain = NAME.")
+    from genenv_cli.domains import DOMAINS
+
+    for name, share in r.domains.items():
+        if name not in DOMAINS.builtins and name not in DOMAINS.names():
+            raise ConfigError(f"{where}: `run.domains` names an unknown domain {name!r}."
+                              f"{_suggest(name, DOMAINS.names())} Known: {', '.join(DOMAINS.names())}.")
+        if not math.isfinite(share) or share <= 0:
+            raise ConfigError(f"{where}: `run.domains.{name}` = {share!r}: a share must be a number above 0.")
+    total = sum(r.domains.values())
+    if abs(total - 1.0) > SHARE_TOLERANCE:
+        raise ConfigError(f"{where}: the shares of `run.domains` sum to {total:g}; they must sum to 1 "
+                          f"({', '.join(f'{k} = {v:g}' for k, v in r.domains.items())}).")
+    if r.seeds:
+        raise ConfigError(f"{where}: `run.seeds` is for single-domain runs; a mixed run names each domain's seeds in "
+                          f"`run.domain_seeds` (genenv init --seeds NAME=FILE).")
+    for name, rel in r.domain_seeds.items():
+        if name not in r.domains:
+            raise ConfigError(f"{where}: `run.domain_seeds` names {name!r}, which is not one of the run's domains "
+                              f"({', '.join(r.domains)}).")
+        if not rel:
+            raise ConfigError(f"{where}: `run.domain_seeds.{name}` is empty; name the seed file or leave the domain "
+                              f"out to use its built-in seeds.")
 
 
 def _check_cross(cfg: Config, where: str) -> None:
@@ -376,6 +449,8 @@ def _toml_value(value: Any) -> str:
         return repr(value)
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
     return str(value)
 
 

@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     from genenv_cli.config import Config
     from genenv_cli.contract import StagePlan
 
-# keys whose value is a mapping (by shape), not a number
-MAPPINGS = {"env_shape_mix", "shape_success"}
+# keys whose value is a mapping (by shape, by domain), not a number
+MAPPINGS = {"env_shape_mix", "shape_success", "by_domain"}
 # key: (stage whose manifest has it, "counts" | "metrics", key there), as each stage declares in `stages.STAGES`
 SOURCES: dict[str, tuple[str, str, str]] = {key: (stage.name, part, name) for stage in STAGES.values()
                                             for key, (part, name) in stage.metrics.items()}
@@ -47,12 +47,18 @@ DOCS: dict[str, str] = {
     "env_loss": "mean weighted SFT loss over update-env's steps",
     "env_kl": "mean per-token KL of the environment to the initial model, on update-env's last batch before its step (or the KL that stopped it)",
     "env_kl_stopped": "true when update-env stopped because the KL passed env_update.kl_max",
+    "by_domain": "mixed runs only (null otherwise): mapping domain -> {tasks, seed_tasks, env_tasks, generations, "
+                 "accepted, valid_generation_rate (generate-tasks); rollouts, successes, success_rate, in_band, "
+                 "band_share, groups, informative, informative_share, env_batches, env_r_mean (score)}; the counts "
+                 "add up over the domains to the epoch's",
 }
+# by_domain merges two stages' manifests: generate-tasks' counts, then score's metrics
+BY_DOMAIN = (("generate-tasks", "counts"), ("score", "metrics"))
 
 
 def gather(run: RunDir, epoch: int, band: tuple[float, float], alpha: float) -> dict[str, Any]:
     manifests: dict[str, dict[str, Any]] = {}
-    for stage in {s for s, _, _ in SOURCES.values()}:
+    for stage in {s for s, _, _ in SOURCES.values()} | {s for s, _ in BY_DOMAIN}:
         path = run.manifest_path(epoch, stage)
         if path.exists():
             with contextlib.suppress(OSError, ValueError, RecursionError):
@@ -62,7 +68,22 @@ def gather(run: RunDir, epoch: int, band: tuple[float, float], alpha: float) -> 
         section = manifests.get(stage, {})
         section = section.get(part, {}) if isinstance(section, dict) else {}  # a manifest of the wrong shape
         out[key] = section.get(name) if isinstance(section, dict) else None
+    out["by_domain"] = _by_domain(manifests)
     return out
+
+
+def _by_domain(manifests: dict[str, Any]) -> dict[str, dict[str, Any]] | None:
+    """A mixed run's per-domain numbers, from the stages that have run; None for a single-domain run."""
+    merged: dict[str, dict[str, Any]] = {}
+    for stage, part in BY_DOMAIN:
+        section = manifests.get(stage, {})
+        section = section.get(part, {}) if isinstance(section, dict) else {}
+        found = section.get("by_domain") if isinstance(section, dict) else None
+        if isinstance(found, dict):
+            for name, numbers in found.items():
+                if isinstance(numbers, dict):
+                    merged.setdefault(name, {}).update(numbers)
+    return merged or None
 
 
 def refresh(run: RunDir, epoch: int, band: tuple[float, float], alpha: float) -> dict[str, Any]:

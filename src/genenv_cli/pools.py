@@ -27,6 +27,7 @@ class Column:
     name: str
     type: str
     doc: str
+    late: bool = False  # added after files without it were written: such a file reads as if it held nulls
 
     @property
     def nullable(self) -> bool:
@@ -50,9 +51,14 @@ class FileSchema:
         return [c.name for c in self.columns]
 
 
-def _s(key: str, path: str, fmt: str, writer: str, doc: str, *cols: tuple[str, str, str]) -> FileSchema:
+def _s(key: str, path: str, fmt: str, writer: str, doc: str, *cols: tuple[Any, ...]) -> FileSchema:
     return FileSchema(key, path, fmt, writer, doc, tuple(Column(*c) for c in cols))
 
+
+# every row of a run's files below tasks.jsonl carries its task's domain (a mixed run has several); files written
+# before the column existed lack it, and read as if it were null: the run's domain (run.domain)
+_DOMAIN = ("domain", "str?", "The task's domain, e.g. `tool_call`; null (or absent) in files written before the "
+           "column existed, meaning the run's domain.", True)
 
 SCHEMAS: dict[str, FileSchema] = {s.key: s for s in [
     _s("tasks", "epochs/NNNN/tasks.jsonl", "jsonl", "generate-tasks",
@@ -80,6 +86,7 @@ SCHEMAS: dict[str, FileSchema] = {s.key: s for s in [
        ("rollout_id", "str", "`<task_id>/s<k>`."),
        ("task_id", "str", "Task attempted."),
        ("batch_id", "str", "The task's batch."),
+       _DOMAIN,
        ("sample_index", "int", "k, 0..K-1 within the task's group."),
        ("prompt_token_ids", "list[int]", "Tokens of the rendered prompt (chat template applied)."),
        ("completion", "str", "Decoded completion text."),
@@ -97,6 +104,7 @@ SCHEMAS: dict[str, FileSchema] = {s.key: s for s in [
        ("batch_id", "str", "Batch."),
        ("sample_index", "int", "k within the group."),
        ("source", "str", "`seed` or `env`."),
+       _DOMAIN,
        ("shape", "str", "Task shape."),
        ("reward", "float", "R_agent in [0, 1] (exact structured match for tool calls)."),
        ("partial", "float", "Partial-credit similarity, recorded but never used as the reward."),
@@ -110,6 +118,7 @@ SCHEMAS: dict[str, FileSchema] = {s.key: s for s in [
        ("task_id", "str", "Task."),
        ("batch_id", "str", "Batch."),
        ("source", "str", "`seed` or `env`."),
+       _DOMAIN,
        ("shape", "str", "Task shape."),
        ("attempts", "int", "Rollouts of the task (K)."),
        ("successes", "int", "Successful rollouts."),
@@ -129,6 +138,7 @@ SCHEMAS: dict[str, FileSchema] = {s.key: s for s in [
        ("group_id", "str", "GRPO group (= task_id: the K samples of one task)."),
        ("sample_index", "int", "k within the group."),
        ("source", "str", "`seed` or `env`."),
+       _DOMAIN,
        ("prompt_token_ids", "list[int]", "Prompt tokens."),
        ("completion_token_ids", "list[int]", "Completion tokens."),
        ("logprobs", "list[float]", "Behaviour-policy logprobs of the completion tokens."),
@@ -143,6 +153,7 @@ SCHEMAS: dict[str, FileSchema] = {s.key: s for s in [
        ("epoch", "int", "Epoch."),
        ("task_id", "str", "Task the generation became."),
        ("batch_id", "str", "Batch."),
+       _DOMAIN,
        ("parent_id", "str?", "Task it varied."),
        ("prompt", "json", "Chat messages the environment was given (input)."),
        ("output", "str", "Its raw output (target)."),
@@ -356,8 +367,14 @@ def polars_schema(schema_key: str) -> dict[str, Any]:
 
 
 def check_frame(df: Any, schema_key: str, where: str) -> Any:
-    """Check a polars DataFrame against a schema; returns it with the columns in schema order."""
+    """Check a polars DataFrame against a schema; returns it with the columns in schema order. A `late` column
+    the frame lacks (a file written before it existed) is added as nulls."""
+    import polars as pl
+
     expected = polars_schema(schema_key)
+    late = [c.name for c in SCHEMAS[schema_key].columns if c.late and c.name not in df.columns]
+    if late:
+        df = df.with_columns(pl.lit(None, expected[n]).alias(n) for n in late)
     missing = [n for n in expected if n not in df.columns]
     if missing:
         raise InputError(f"{where}: missing column(s) {', '.join(missing)}. See docs/pools.md, {SCHEMAS[schema_key].path}.")

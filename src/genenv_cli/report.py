@@ -11,7 +11,8 @@ the agent's success on generated tasks against alpha (the paper's curve, 0.138 -
 drawn for reference and labelled as such), the distribution of task p-hat with the band, the share of
 tasks in the band, mean R_env, the valid-generation rate, task and response length (the paper: response
 length +49% over 6 epochs), the agent's training reward, the environment's KL (epochs stopped by
-`env_update.kl_max` marked), and benchmark scores across epochs. Under every chart is a table of the
+`env_update.kl_max` marked), a mixed run's numbers per domain (metrics.json's `by_domain`; the section is left
+out for a single domain), and benchmark scores across epochs. Under every chart is a table of the
 numbers drawn; `build_report` also returns them.
 
 The page opens offline: CSS inline, no script, images embedded as base64 PNG. A null number (a stage that
@@ -56,6 +57,7 @@ CHARTS: list[tuple[str, str]] = [
     ("agent-reward", "Agent training reward"),
     ("informative", "Informative GRPO groups and environment batches in the band"),
     ("env-kl", "Environment KL to its initial model"),
+    ("domains", "By domain"),
     ("evals", "Evaluation scores by benchmark"),
 ]
 HEADINGS = dict(CHARTS)
@@ -99,7 +101,8 @@ def read_metrics(run: RunDir, epoch: int) -> dict[str, Any] | None:
     for key in MAPPINGS:
         value = data.get(key)
         if value is not None and not isinstance(value, dict):
-            raise InputError(f"{path}: `{key}` must be an object keyed by shape or null, got {json.dumps(value)[:80]}.")
+            raise InputError(f"{path}: `{key}` must be an object keyed by shape or domain, or null, got "
+                             f"{json.dumps(value)[:80]}.")
         out[key] = value
     return out
 
@@ -574,6 +577,42 @@ def _evals(r: _Run) -> Built:
 
 
 # (chart id, builder, shown only once an epoch exists), in the page's order (CHARTS)
+# a mixed run's per-domain numbers (metrics.json's by_domain) the report tabulates: (key, row label, kind)
+DOMAIN_ROWS = [("tasks", "tasks", "int"), ("env_tasks", "env tasks", "int"),
+               ("valid_generation_rate", "valid generations", "pct"), ("success_rate", "success rate", "num"),
+               ("band_share", "in band", "pct"), ("informative_share", "informative groups", "pct"),
+               ("env_r_mean", "mean R_env", "num")]
+
+
+def _domains(r: _Run) -> Built:
+    """A mixed run's success per domain, and its numbers per domain and epoch; nothing for a single domain."""
+    from genenv_cli import report_charts as ch
+
+    by = [m.get("by_domain") or {} for m in r.mrows]
+    names = sorted({name for d in by for name in d})
+    if not r.cfg.run.mixed and not names:
+        return None, None, ""
+
+    def col(name: str, key: str) -> list[Any]:
+        return [(d.get(name) or {}).get(key) if isinstance(d.get(name), dict) else None for d in by]
+
+    numbers = {"epoch": r.epochs, "domains": {name: {key: col(name, key) for key, _, _ in DOMAIN_ROWS}
+                                              for name in names}}
+    png = None
+    if names:
+        png = r.line("domains", [ch.Series(name, col(name, "success_rate"), ch.PALETTE[i % len(ch.PALETTE)])
+                                 for i, name in enumerate(names)],
+                     ch.Decor(ylabel="success on generated tasks", ylim=(0, 1),
+                              hlines=[(r.c.alpha, f"α = {r.c.alpha:g}", ch.RED)], band=r.band))
+    rows = [(f"{name}: {label}", col(name, key), kind) for name in names for key, label, kind in DOMAIN_ROWS]
+    body = (_img(png, "success rate per domain and epoch") + _wide_table(r.epochs, rows)) if names else \
+        '<p class="empty">No per-domain numbers yet (generate-tasks and score write them).</p>'
+    return numbers, png, _section(
+        "domains", "A mixed run trains one agent on several domains: each domain's share of the epoch's tasks, the "
+        "agent's success on them, the share of its tasks in the band and of its GRPO groups that are informative. "
+        "The counts add up over the domains to the epoch's totals above.", body)
+
+
 BUILDERS: list[tuple[str, Callable[[_Run], Built], bool]] = [
     ("success-rate", _success_rate, True),
     ("p-task", _p_task, True),
@@ -584,6 +623,7 @@ BUILDERS: list[tuple[str, Callable[[_Run], Built], bool]] = [
     ("agent-reward", _agent_reward, True),
     ("informative", _informative, True),
     ("env-kl", _env_kl, True),
+    ("domains", _domains, True),
     ("evals", _evals, False),
 ]
 
@@ -637,7 +677,8 @@ def build_report(run: RunDir, cfg: Config, out: Path | None = None) -> dict[str,
         numbers[cid], png, section = build(inputs)
         if png is not None:
             pngs[cid] = png
-        sections.append(section)
+        if section:
+            sections.append(section)
 
     # write
     paths = []
@@ -681,7 +722,9 @@ def _epochs_text(epochs: list[int]) -> str:
 def _page(run: RunDir, cfg: Config, epochs: list[int], mrows: list[dict[str, Any]], sections: list[str],
           notes: list[str], created: str, version: str) -> str:
     c = cfg.curriculum
-    meta = [("run", run.root), ("domain", cfg.run.domain), ("env mode", cfg.env.mode),
+    domain = (", ".join(f"{name} {100 * share:.0f}%" for name, share in cfg.run.shares().items())
+              if cfg.run.mixed else cfg.run.domain)
+    meta = [("run", run.root), ("domains" if cfg.run.mixed else "domain", domain), ("env mode", cfg.env.mode),
             ("agent model", cfg.agent.model), ("environment model", cfg.env.model),
             ("curriculum", f"α = {c.alpha:g}, β = {c.beta:g}, k_min = {c.k_min:g}, "
                            f"band [{c.band_low:g}, {c.band_high:g}]"),

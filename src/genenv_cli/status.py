@@ -134,12 +134,43 @@ def caption(cfg: Config) -> str:
             "task tok: mean agent prompt length; agent R: training reward; env KL: to the initial model")
 
 
+def title(run: RunDir, cfg: Config) -> str:
+    if cfg.run.mixed:
+        mix = ", ".join(f"{name} {100 * share:.0f}%" for name, share in cfg.run.shares().items())
+        return f"genenv run {run.root}  (domains {mix}, env mode {cfg.env.mode})"
+    return f"genenv run {run.root}  (domain {cfg.run.domain}, env mode {cfg.env.mode})"
+
+
+def domain_lines(rows: list[dict[str, Any]], cfg: Config) -> list[str]:
+    """A mixed run's numbers per epoch and domain (from metrics.json's by_domain); nothing for a single-domain
+    run. Tasks, in-band tasks and informative groups are counts that add up to the epoch's."""
+    if not cfg.run.mixed:
+        return []
+    out = []
+    for row in rows:
+        by = row["metrics"].get("by_domain")
+        if not isinstance(by, dict):
+            continue
+        for name, d in sorted(by.items()):
+            if not isinstance(d, dict):
+                continue
+            part = [f"{_fmt(d.get('tasks'))} tasks ({_fmt(d.get('env_tasks'))} env)",
+                    f"valid gen {_fmt(d.get('valid_generation_rate'), pct=True)}"]
+            if d.get("rollouts") is not None:
+                part += [f"success {_fmt(d.get('success_rate'))}",
+                         f"in band {_fmt(d.get('in_band'))} ({_fmt(d.get('band_share'), pct=True)})",
+                         f"inform. {_fmt(d.get('informative'))}/{_fmt(d.get('groups'))}",
+                         f"R_env {_fmt(d.get('env_r_mean'))}"]
+            out.append(f"epoch {row['epoch']} {name}: " + ", ".join(part))
+    return out
+
+
 def render(rows: list[dict[str, Any]], run: RunDir, cfg: Config) -> Any:
     """A rich table, for a terminal."""
     from rich.table import Table
 
     header, body = table_cells(rows)
-    table = Table(title=f"genenv run {run.root}  (domain {cfg.run.domain}, env mode {cfg.env.mode})",
+    table = Table(title=title(run, cfg),
                   caption=caption(cfg))
     n_stages = len(header) - 1 - len(COLUMNS)
     for i, col in enumerate(header):
@@ -155,7 +186,7 @@ def render_plain(rows: list[dict[str, Any]], run: RunDir, cfg: Config) -> str:
     header, body = table_cells(rows)
     grid = [header] + [[text for text, _ in cells] for cells in body]
     widths = [max(len(r[i]) for r in grid) for i in range(len(header))]
-    lines = [f"genenv run {run.root}  (domain {cfg.run.domain}, env mode {cfg.env.mode})"]
+    lines = [title(run, cfg)]
     for r in grid:
         lines.append("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
     lines.append(caption(cfg))

@@ -23,16 +23,21 @@ def written_unchanged(path: Path) -> bool:
         return False
 
 
-def load_tasks(path: Path, domain: Domain) -> list[dict[str, Any]]:
+def load_tasks(path: Path, domains: Domain | dict[str, Domain]) -> list[dict[str, Any]]:
     """Every task, validated; the first bad record raises InputError naming the file and the task. A file
-    generate-tasks wrote and nobody changed since was checked when it was written, so only its JSON is read."""
+    generate-tasks wrote and nobody changed since was checked when it was written, so only its JSON is read.
+    `domains`: the run's domain, or its domains by name (a mixed run); each task is checked by its own."""
+    if not isinstance(domains, dict):
+        domains = {domains.name: domains}
     check = not written_unchanged(path)
     tasks = []
     seen: dict[str, int] = {}
     for n, rec in enumerate(iter_jsonl(path, "tasks", validate=check), 1):
-        if rec["domain"] != domain.name:
-            raise InputError(f"{path}, task {rec['task_id']} (record {n}): domain is {rec['domain']!r} but the run's "
-                             f"domain is {domain.name!r}.")
+        domain = domains.get(rec["domain"])
+        if domain is None:
+            said = (f"the run's domain is {next(iter(domains))!r}" if len(domains) == 1
+                    else f"the run's domains are {', '.join(map(repr, domains))}")
+            raise InputError(f"{path}, task {rec['task_id']} (record {n}): domain is {rec['domain']!r} but {said}.")
         problem = domain.check_payload(rec["payload"]) if check else None
         if problem:
             raise InputError(f"{path}, task {rec['task_id']} (record {n}): payload is not a valid {domain.name} "

@@ -89,8 +89,9 @@ def assign_splits(tasks: list[SeedTask], seed: int, validation_share: float) -> 
 
 
 def import_seeds(domain: Domain, paths: list[Path], run_root: Path, *, seed: int, validation_share: float = 0.2,
-                 force: bool = False) -> dict[str, Any]:
-    """Read, check and copy the seed files into RUN/seeds (atomically); returns the manifest."""
+                 force: bool = False, folder: str = SEEDS_DIR) -> dict[str, Any]:
+    """Read, check and copy the seed files into RUN/<folder> (RUN/seeds; RUN/seeds/NAME for a domain of a mixed
+    run), atomically; returns the manifest."""
     if not 0.0 <= validation_share < 1.0:
         raise ConfigError(f"--validation-share {validation_share}: expected a number in [0, 1).")
     skipped: list[dict[str, str]] = []
@@ -98,11 +99,11 @@ def import_seeds(domain: Domain, paths: list[Path], run_root: Path, *, seed: int
     tasks, how = assign_splits([t for _, ts in sources for t in ts], seed, validation_share)
     if not any(t.split == "train" for t in tasks):
         raise InputError(f"--seeds: no train tasks among {len(tasks)} (generate-tasks draws base tasks from train).")
-    final = run_root / SEEDS_DIR
+    final = run_root / folder
     if final.exists() and not force:
         raise ConfigError(f"{final} already exists; pass --force to replace the run's seeds.")
-    run_root.mkdir(parents=True, exist_ok=True)
-    tmp = run_root / f".{SEEDS_DIR}.tmp-{os.getpid()}"
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.parent / f".{final.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         files = []
@@ -111,7 +112,7 @@ def import_seeds(domain: Domain, paths: list[Path], run_root: Path, *, seed: int
                 dest = tmp / "files" / str(k) / rel
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(src, dest)
-            files.append({"source": str(path.resolve()), "copy": f"{SEEDS_DIR}/files/{k}/{path.name}",
+            files.append({"source": str(path.resolve()), "copy": f"{folder}/files/{k}/{path.name}",
                           "sha256": _sha256(path), "tasks": len(ts)})
         with open(tmp / "seeds.jsonl", "w", encoding="utf-8") as fh:
             for t in tasks:
@@ -122,7 +123,7 @@ def import_seeds(domain: Domain, paths: list[Path], run_root: Path, *, seed: int
                     "skipped": skipped, "fingerprint": _sha256(tmp / "seeds.jsonl")[:16]}
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
         if final.exists():
-            old = run_root / f".{SEEDS_DIR}.old-{os.getpid()}"
+            old = final.parent / f".{final.name}.old-{os.getpid()}"
             os.replace(final, old)
             os.replace(tmp, final)
             shutil.rmtree(old, ignore_errors=True)
@@ -154,11 +155,26 @@ def load_run_seeds(domain: Domain, path: Path) -> list[SeedTask]:
 
 
 def domain_for_run(cfg: Any, run_root: Path | None) -> Domain:
-    """The run's domain: the registered one, with the run's imported seeds when `run.seeds` names a file."""
+    """The run's domain: the registered one, with the run's imported seeds when `run.seeds` names a file. A mixed
+    run has several: `domains_for_run`."""
+    if getattr(cfg.run, "mixed", False):
+        raise ConfigError(f"this is a mixed run (run.domains: {', '.join(cfg.run.domains)}); this command works on "
+                          f"one domain's tasks and does not take a mixed run yet.")
+    return _with_seeds(cfg.run.domain, getattr(cfg.run, "seeds", ""), run_root)
+
+
+def domains_for_run(cfg: Any, run_root: Path | None) -> dict[str, Domain]:
+    """Every domain of the run by name, each with its imported seeds where the config names them (run.seeds for
+    a single-domain run, run.domain_seeds for a mixed one): one entry unless the run is mixed."""
+    if not cfg.run.mixed:
+        return {cfg.run.domain: domain_for_run(cfg, run_root)}
+    return {name: _with_seeds(name, cfg.run.domain_seeds.get(name, ""), run_root) for name in cfg.run.shares()}
+
+
+def _with_seeds(name: str, rel: str, run_root: Path | None) -> Domain:
     from genenv_cli.domains import get_domain
 
-    domain = get_domain(cfg.run.domain)
-    rel = getattr(cfg.run, "seeds", "")
+    domain = get_domain(name)
     if not rel:
         return domain
     if run_root is None:

@@ -15,6 +15,11 @@ invalid outputs: all go to `tasks.rejects.jsonl` with the reason. Batches still 
 data with new tasks. Modes: `frozen` generates with the base environment every epoch; `static` draws the
 env tasks from a set of `static_variations` variations per seed generated once (`RUN/static/tasks.jsonl`);
 `seeds` writes seed tasks only.
+
+A mixed run (run.domain = "mixed") splits the epoch's `tasks_per_epoch` over `run.domains` by share, by largest
+remainder (`split_budget`), and writes each domain's part as above with that domain alone: its seeds, its
+earlier tasks and its own agent statistics condition the environment through its own prompt. Ids name the
+domain (`e0003-arith-b0012-v2`, `e0003-seed-arith-a17`); one environment model serves every domain.
 """
 
 from __future__ import annotations
@@ -29,26 +34,45 @@ from genenv_cli.checkpoints import derive_seed, env_model_for
 from genenv_cli.config import Config
 from genenv_cli.contract import StagePlan, StageResult, Staging, execute
 from genenv_cli.curriculum import agent_statistics, env_reward
+from genenv_cli.domains import domain_data
 from genenv_cli.domains.base import Domain, EnvContext, Reject, SeedTask, jaccard
-from genenv_cli.domains.seedfiles import domain_for_run
+from genenv_cli.domains.seedfiles import domains_for_run
 from genenv_cli.metrics import after_stage
 from genenv_cli.pools import iter_jsonl, read_parquet, write_jsonl
 from genenv_cli.rundir import RunDir, clean_stale_tmp, replace_into_place, tmp_name, write_text_atomic
 from genenv_cli.ui import UI
 
 STAGE = "generate-tasks"
-CONFIG_SECTIONS = ["run.domain", "run.seed", "env", "generate", "curriculum"]
+CONFIG_SECTIONS = ["run.domain", "run.domains", "run.seed", "env", "generate", "curriculum"]
 
 
-def static_set_path(run: RunDir) -> Path:
-    return run.root / "static" / run.file("tasks", 0).name
+def static_set_path(run: RunDir, domain: str | None = None) -> Path:
+    """RUN/static/tasks.jsonl; a mixed run keeps one set per domain, RUN/static/<domain>/tasks.jsonl."""
+    return run.root / "static" / (domain or "") / run.file("tasks", 0).name
+
+
+def split_budget(total: int, shares: dict[str, float]) -> dict[str, int]:
+    """`total` tasks over domains by share, by largest remainder: each domain gets floor(total x share), and the
+    tasks left go one each to the largest fractional parts (ties by name), so the parts sum to `total`.
+
+    >>> split_budget(7, {"arith": 0.5, "tool_call": 0.5})
+    {'arith': 4, 'tool_call': 3}
+    >>> split_budget(10, {"a": 0.25, "b": 0.25, "c": 0.5})
+    {'a': 3, 'b': 2, 'c': 5}
+    """
+    norm = sum(shares.values())
+    exact = {name: total * share / norm for name, share in shares.items()}
+    out = {name: math.floor(v) for name, v in exact.items()}
+    for name in sorted(exact, key=lambda n: (out[n] - exact[n], n))[:total - sum(out.values())]:
+        out[name] += 1
+    return out
 
 
 def plan(run_dir: RunDir, cfg: Config, epoch: int) -> StagePlan:
-    domain = domain_for_run(cfg, run_dir.root)
+    domains = domains_for_run(cfg, run_dir.root)
     p = StagePlan(STAGE, epoch, config_sections=CONFIG_SECTIONS)
     p.outputs = {"tasks": run_dir.file("tasks", epoch), "rejects": run_dir.file("rejects", epoch)}
-    p.values = {"domain_data": domain.data_fingerprint()}
+    p.values = {"domain_data": domain_data(domains)}
     if cfg.env.mode != "seeds":
         name, tag, manifest = env_model_for(run_dir, cfg, epoch, STAGE)
         p.models["env"] = (name, tag)
@@ -62,8 +86,11 @@ def plan(run_dir: RunDir, cfg: Config, epoch: int) -> StagePlan:
             p.inputs[f"tasks_{e:04d}"] = run_dir.file("tasks", e)
     # the static set is written by the first epoch that needs it, so it is that epoch's output, not its input:
     # declared as an input there, it would make the finished epoch stale the moment it exists
-    if cfg.env.mode == "static" and epoch > 1 and static_set_path(run_dir).exists():
-        p.inputs["static_set"] = static_set_path(run_dir)
+    if cfg.env.mode == "static" and epoch > 1:
+        for name in domains:
+            path = static_set_path(run_dir, name if cfg.run.mixed else None)
+            if path.exists():
+                p.inputs["static_set" + (f"_{name}" if cfg.run.mixed else "")] = path
     return p
 
 
@@ -98,10 +125,10 @@ def _prev_tasks(run: RunDir, epoch: int) -> list[dict[str, Any]]:
     return out
 
 
-def _seed_record(epoch: int, seed: SeedTask, domain: str, used: dict[str, int]) -> dict[str, Any]:
+def _seed_record(epoch: int, seed: SeedTask, domain: str, used: dict[str, int], tag: str = "") -> dict[str, Any]:
     n = used.get(seed.id, 0)
     used[seed.id] = n + 1
-    tid = f"e{epoch:04d}-seed-{seed.id}" + (f"-{n}" if n else "")
+    tid = f"e{epoch:04d}-seed{tag}-{seed.id}" + (f"-{n}" if n else "")
     return {"task_id": tid, "epoch": epoch, "batch_id": tid, "source": "seed", "domain": domain,
             "shape": seed.shape, "payload": seed.payload, "parent_id": None, "context": None,
             "env_prompt": None, "env_output": None, "env_model": None}
@@ -137,25 +164,88 @@ def summary(counts: dict[str, Any], metrics: dict[str, Any]) -> str:
 
 def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI | None = None) -> StageResult:
     ui = ui or UI(quiet=True)
-    domain = domain_for_run(cfg, run_dir.root)
+    domains = domains_for_run(cfg, run_dir.root)
 
     def body(out: Staging) -> None:
-        _generate(run_dir, cfg, epoch, domain, out, ui)
+        _generate(run_dir, cfg, epoch, domains, out, ui)
 
     return execute(run_dir, cfg, STAGE, epoch, lambda: plan(run_dir, cfg, epoch), body, force=force,
                    after_commit=after_stage)
 
 
-def _generate(run_dir: RunDir, cfg: Config, epoch: int, domain: Domain, out: Staging, ui: UI) -> None:
+def _new_counts() -> dict[str, Any]:
+    return {"generations": 0, "accepted": 0, "rejected_parse": 0, "rejected_invalid": 0,
+            "rejected_duplicate": 0, "rounds": 0, "seed_fill": 0}
+
+
+def _tally(counts: dict[str, Any], tasks: list[dict[str, Any]]) -> None:
+    counts["tasks"] = len(tasks)
+    counts["seed_tasks"] = sum(t["source"] == "seed" for t in tasks)
+    counts["env_tasks"] = sum(t["source"] == "env" for t in tasks)
+    counts["batches"] = len({t["batch_id"] for t in tasks})
+    counts["valid_generation_rate"] = round(counts["accepted"] / counts["generations"], 4) \
+        if counts["generations"] else None
+
+
+def _generate(run_dir: RunDir, cfg: Config, epoch: int, domains: dict[str, Domain], out: Staging, ui: UI) -> None:
+    prev = _prev_tasks(run_dir, epoch)
+    ts = read_parquet(run_dir.file("task_stats", epoch - 1), "task_stats") if epoch > 1 else None
+    rejects: list[dict[str, Any]] = []
+    if not cfg.run.mixed:
+        (domain,) = domains.values()
+        counts = _new_counts()
+        rng = random.Random(derive_seed(cfg.run.seed, STAGE, epoch))
+        tasks = _domain_tasks(run_dir, cfg, epoch, domain, cfg.generate.tasks_per_epoch, rng, prev, ts, out, ui,
+                              counts, rejects, None, "")
+    else:
+        import polars as pl
+
+        counts, tasks, by_domain = _new_counts(), [], {}
+        budget = split_budget(cfg.generate.tasks_per_epoch, cfg.run.shares())
+        engine = None
+        if cfg.env.mode in ("genenv", "frozen") and cfg.generate.seed_share < 1.0:
+            name, tag = out.plan.models["env"]
+            engine = _open_env_engine(cfg, epoch, name, tag, ui)  # one load serves every domain
+        try:
+            for name, wanted in budget.items():
+                own = _new_counts()
+                rng = random.Random(derive_seed(cfg.run.seed, STAGE, epoch, name))
+                made = _domain_tasks(run_dir, cfg, epoch, domains[name], wanted, rng,
+                                     [t for t in prev if t["domain"] == name],
+                                     None if ts is None else ts.filter(pl.col("domain") == name), out, ui, own,
+                                     rejects, engine, f"-{name}")
+                _tally(own, made)
+                by_domain[name] = {k: own[k] for k in ("tasks", "seed_tasks", "env_tasks", "batches", "generations",
+                                                       "accepted", "seed_fill", "valid_generation_rate")}
+                for k in ("generations", "accepted", "rejected_parse", "rejected_invalid", "rejected_duplicate",
+                          "seed_fill"):
+                    counts[k] += own[k]
+                counts["rounds"] = max(counts["rounds"], own["rounds"])
+                tasks.extend(made)
+        finally:
+            if engine is not None:
+                engine.close()
+        counts["by_domain"] = by_domain
+    _tally(counts, tasks)
+    write_jsonl(out.path("tasks"), tasks)
+    write_jsonl(out.path("rejects"), rejects)
+    out.counts.update(counts)
+
+
+def _domain_tasks(run_dir: RunDir, cfg: Config, epoch: int, domain: Domain, wanted: int, rng: random.Random,
+                  prev: list[dict[str, Any]], ts: Any, out: Staging, ui: UI, counts: dict[str, Any],
+                  rejects: list[dict[str, Any]], engine: Any, tag: str) -> list[dict[str, Any]]:
+    """`wanted` tasks of one domain: seed tasks, the environment's, and seed tasks filling what it could not
+    write. `prev` and `ts` (the previous epoch's task_stats, None at epoch 1) hold this domain's tasks only;
+    `tag` is "" for a single-domain run, `-<domain>` in a mixed one (in ids); `engine` an open environment
+    engine to share, or None to open one here."""
     g = cfg.generate
-    rng = random.Random(derive_seed(cfg.run.seed, STAGE, epoch))
     seeds = domain.seeds("train")
     if not seeds:
         raise ValueError(f"domain {domain.name} has no train seeds")
-    n_env = 0 if cfg.env.mode == "seeds" else g.tasks_per_epoch - round(g.tasks_per_epoch * g.seed_share)
-    n_seed = g.tasks_per_epoch - n_env
+    n_env = 0 if cfg.env.mode == "seeds" else wanted - round(wanted * g.seed_share)
+    n_seed = wanted - n_env
 
-    prev = _prev_tasks(run_dir, epoch)
     novelty = Novelty(domain, g.near_duplicate)
     for s in seeds + domain.seeds("validation"):
         novelty.add(s.payload, s.id)
@@ -164,8 +254,7 @@ def _generate(run_dir: RunDir, cfg: Config, epoch: int, domain: Domain, out: Sta
             novelty.add(t["payload"], t["task_id"])
 
     stats, prev_p, frontier = None, {}, []
-    if epoch > 1:
-        ts = read_parquet(run_dir.file("task_stats", epoch - 1), "task_stats")
+    if ts is not None:
         c = cfg.curriculum
         stats = agent_statistics(ts, alpha=c.alpha, band=(c.band_low, c.band_high), examples=g.frontier_examples)
         prev_p = dict(zip(ts["task_id"].to_list(), ts["p_task"].to_list(), strict=True))
@@ -174,42 +263,31 @@ def _generate(run_dir: RunDir, cfg: Config, epoch: int, domain: Domain, out: Sta
 
     used: dict[str, int] = {}
     tasks: list[dict[str, Any]] = []
-    rejects: list[dict[str, Any]] = []
-    counts = {"generations": 0, "accepted": 0, "rejected_parse": 0, "rejected_invalid": 0,
-              "rejected_duplicate": 0, "rounds": 0, "seed_fill": 0}
 
     if n_env and cfg.env.mode == "static":
-        env_tasks = _static_tasks(run_dir, cfg, epoch, domain, seeds, n_env, ui, counts, rejects)
+        env_tasks = _static_tasks(run_dir, cfg, epoch, domain, seeds, n_env, ui, counts, rejects, tag)
     elif n_env:
         n_batches = math.ceil(n_env / g.variations)
         parents = _pick_parents(rng, n_batches, seeds, prev, prev_p, cfg.curriculum.alpha, cfg.curriculum.beta)
         contexts = [EnvContext(pid, shape, payload, pp, stats, frontier) for pid, shape, payload, pp in parents]
-        name, tag = out.plan.models["env"]
-        sampling = Sampling(cfg, epoch, domain, name, tag, novelty, g.variations, f"e{epoch:04d}", ui, counts, rejects)
-        env_tasks = _sample_batches(sampling, contexts, n_env)
+        name, model_tag = out.plan.models["env"]
+        sampling = Sampling(cfg, epoch, domain, name, model_tag, novelty, g.variations, f"e{epoch:04d}{tag}", ui,
+                            counts, rejects)
+        env_tasks = _sample_batches(sampling, contexts, n_env, engine)
     else:
         env_tasks = []
 
     for s in rng.sample(seeds, k=min(n_seed, len(seeds))) + rng.choices(seeds, k=max(0, n_seed - len(seeds))):
-        tasks.append(_seed_record(epoch, s, domain.name, used))
+        tasks.append(_seed_record(epoch, s, domain.name, used, tag))
     tasks.extend(env_tasks)
-    shortfall = g.tasks_per_epoch - len(tasks)
+    shortfall = wanted - len(tasks)
     if shortfall > 0:
         counts["seed_fill"] = shortfall
-        ui.warn(f"the environment wrote {len(env_tasks)} usable tasks of {n_env} wanted; "
-                f"{shortfall} seed tasks fill the epoch")
+        ui.warn(f"the environment wrote {len(env_tasks)} usable {domain.name + ' ' if tag else ''}tasks of {n_env} "
+                f"wanted; {shortfall} seed tasks fill the epoch")
         for s in rng.choices(seeds, k=shortfall):
-            tasks.append(_seed_record(epoch, s, domain.name, used))
-
-    counts["tasks"] = len(tasks)
-    counts["seed_tasks"] = sum(t["source"] == "seed" for t in tasks)
-    counts["env_tasks"] = sum(t["source"] == "env" for t in tasks)
-    counts["batches"] = len({t["batch_id"] for t in tasks})
-    counts["valid_generation_rate"] = round(counts["accepted"] / counts["generations"], 4) \
-        if counts["generations"] else None
-    write_jsonl(out.path("tasks"), tasks)
-    write_jsonl(out.path("rejects"), rejects)
-    out.counts.update(counts)
+            tasks.append(_seed_record(epoch, s, domain.name, used, tag))
+    return tasks
 
 
 def _reject_kind(reason: str) -> str:
@@ -238,17 +316,24 @@ class Sampling:
     rejects: list[dict[str, Any]]
 
 
-def _sample_batches(s: Sampling, contexts: list[EnvContext], wanted: int) -> list[dict[str, Any]]:
-    """Sample n outputs per context, round after round, until each batch holds n tasks or rounds run out."""
-    from genenv_cli.engines import SamplingParams, open_engine
+def _open_env_engine(cfg: Config, epoch: int, model_name: str, model_tag: str, ui: UI) -> Any:
+    from genenv_cli.engines import open_engine
     from genenv_cli.models import resolve
 
-    cfg, epoch, variations, counts, ui, model_tag = s.cfg, s.epoch, s.variations, s.counts, s.ui, s.model_tag
-    g = cfg.generate
     ui.info(f"generate-tasks epoch {epoch}: loading environment model {model_tag}")
-    engine = open_engine(resolve(s.model_name, tag=model_tag), engine=cfg.run.engine, device=cfg.run.device,
-                         dtype=cfg.run.dtype, trust_remote_code=cfg.run.trust_remote_code,
-                         batch_size=g.batch_size, seed=cfg.run.seed, vllm_settings=cfg.vllm)
+    return open_engine(resolve(model_name, tag=model_tag), engine=cfg.run.engine, device=cfg.run.device,
+                       dtype=cfg.run.dtype, trust_remote_code=cfg.run.trust_remote_code,
+                       batch_size=cfg.generate.batch_size, seed=cfg.run.seed, vllm_settings=cfg.vllm)
+
+
+def _sample_batches(s: Sampling, contexts: list[EnvContext], wanted: int, shared: Any = None) -> list[dict[str, Any]]:
+    """Sample n outputs per context, round after round, until each batch holds n tasks or rounds run out.
+    `shared`: an engine already open (a mixed run's, closed by its owner); None opens and closes one here."""
+    from genenv_cli.engines import SamplingParams
+
+    cfg, epoch, variations, counts, ui = s.cfg, s.epoch, s.variations, s.counts, s.ui
+    g = cfg.generate
+    engine = shared or _open_env_engine(cfg, epoch, s.model_name, s.model_tag, ui)
     accepted: list[list[dict[str, Any]]] = [[] for _ in contexts]
     messages = [s.domain.env_messages(c) for c in contexts]
     try:
@@ -273,7 +358,8 @@ def _sample_batches(s: Sampling, contexts: list[EnvContext], wanted: int) -> lis
                         counts["generations"] += 1
                         _accept(s, f"{s.id_prefix}-b{i:04d}", contexts[i], messages[i], gen.text, accepted[i])
     finally:
-        engine.close()
+        if shared is None:
+            engine.close()
     tasks = [t for batch in accepted for t in batch]
     return tasks[:wanted] if len(tasks) > wanted else tasks
 
@@ -308,10 +394,11 @@ def _accept(s: Sampling, batch_id: str, ctx: EnvContext, messages: list[dict[str
 
 
 def _static_tasks(run_dir: RunDir, cfg: Config, epoch: int, domain: Domain, seeds: list[SeedTask], wanted: int,
-                  ui: UI, counts: dict[str, Any], rejects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+                  ui: UI, counts: dict[str, Any], rejects: list[dict[str, Any]], tag: str = "") -> list[dict[str, Any]]:
     """GenEnv-Static: `static_variations` variations of every seed, generated once by the base environment
-    and stored in RUN/static/tasks.jsonl; each epoch draws its env tasks from that set."""
-    path = static_set_path(run_dir)
+    and stored in RUN/static/tasks.jsonl (a mixed run: one set per domain); each epoch draws its env tasks from
+    that set."""
+    path = static_set_path(run_dir, domain.name if tag else None)
     if not path.exists():
         ui.info(f"static mode: generating the fixed variation set ({cfg.generate.static_variations} per seed)")
         static_novelty = Novelty(domain, cfg.generate.near_duplicate)
@@ -319,8 +406,8 @@ def _static_tasks(run_dir: RunDir, cfg: Config, epoch: int, domain: Domain, seed
             static_novelty.add(s.payload, s.id)
         contexts = [EnvContext(s.id, s.shape, s.payload, None, None, []) for s in seeds]
         v = cfg.generate.static_variations
-        sampling = Sampling(cfg, 0, domain, cfg.env.model, cfg.env.model, static_novelty, v, "static", ui, counts,
-                            rejects)
+        sampling = Sampling(cfg, 0, domain, cfg.env.model, cfg.env.model, static_novelty, v, f"static{tag}", ui,
+                            counts, rejects)
         made = _sample_batches(sampling, contexts, len(seeds) * v)
         path.parent.mkdir(parents=True, exist_ok=True)
         clean_stale_tmp(path.parent)
@@ -333,7 +420,7 @@ def _static_tasks(run_dir: RunDir, cfg: Config, epoch: int, domain: Domain, seed
     # each epoch takes the next slice of one fixed shuffle, so epochs see the whole set before repeating;
     # reuse across epochs is the point of this ablation, so no novelty check applies here
     order = list(range(len(pool)))
-    random.Random(derive_seed(cfg.run.seed, "static-order")).shuffle(order)
+    random.Random(derive_seed(cfg.run.seed, "static-order", *([domain.name] if tag else []))).shuffle(order)
     out = []
     for j in range(min(wanted, len(pool))):
         t = dict(pool[order[((epoch - 1) * wanted + j) % len(pool)]])

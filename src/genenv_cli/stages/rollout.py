@@ -8,7 +8,8 @@ Each row records the completion text, its token ids, each sampled token's logpro
 distribution (the behaviour policy GRPO's ratio is taken against), the finish reason and the model. Rollouts
 are Parquet, not JSONL: the token lists make JSON several times larger and slower to read back
 (benchmarks/score_throughput.py measures it; benchmarks/results/ has the figures).
-Shards split the tasks round-robin so N machines share an epoch; `score` merges them and refuses an
+Each task is put to the agent in its own domain's prompt (a mixed run has several domains), and its rows carry
+the domain. Shards split the tasks round-robin so N machines share an epoch; `score` merges them and refuses an
 incomplete set.
 """
 
@@ -20,7 +21,8 @@ from typing import Any
 from genenv_cli.checkpoints import agent_model_for, derive_seed
 from genenv_cli.config import Config
 from genenv_cli.contract import StagePlan, StageResult, Staging, execute
-from genenv_cli.domains import get_domain
+from genenv_cli.domains import run_domains
+from genenv_cli.domains.base import Domain
 from genenv_cli.errors import ConfigError
 from genenv_cli.metrics import after_stage
 from genenv_cli.pools import frame, polars_schema, write_parquet
@@ -29,7 +31,8 @@ from genenv_cli.taskfile import load_tasks
 from genenv_cli.ui import UI
 
 STAGE = "rollout"
-CONFIG_SECTIONS = ["run.domain", "run.seed", "rollout"]
+CONFIG_SECTIONS = ["run.domain", "run.domains", "run.seed", "rollout"]
+
 
 
 def parse_shard(text: str | None) -> tuple[int, int] | None:
@@ -74,20 +77,20 @@ def summary(counts: dict[str, Any], metrics: dict[str, Any]) -> str:
 def run(run_dir: RunDir, cfg: Config, epoch: int, *, shard: tuple[int, int] | None = None, force: bool = False,
         ui: UI | None = None) -> StageResult:
     ui = ui or UI(quiet=True)
-    domain = get_domain(cfg.run.domain)
+    domains = run_domains(cfg)
 
     def body(out: Staging) -> None:
-        tasks = load_tasks(out.plan.inputs["tasks"], domain)
+        tasks = load_tasks(out.plan.inputs["tasks"], domains)
         if shard is not None:
             tasks = tasks[shard[0] - 1::shard[1]]
         name, tag = out.plan.models["agent"]
-        out.counts.update(_rollout(cfg, epoch, domain, tasks, name, tag, out.path("rollouts"), ui))
+        out.counts.update(_rollout(cfg, epoch, domains, tasks, name, tag, out.path("rollouts"), ui))
 
     return execute(run_dir, cfg, stage_name(shard), epoch, lambda: plan(run_dir, cfg, epoch, shard), body,
                    force=force, after_commit=after_stage)
 
 
-def _rollout(cfg: Config, epoch: int, domain: Any, tasks: list[dict[str, Any]], model_name: str, model_tag: str,
+def _rollout(cfg: Config, epoch: int, domains: dict[str, Domain], tasks: list[dict[str, Any]], model_name: str, model_tag: str,
              path: Path, ui: UI) -> dict[str, Any]:
     from genenv_cli.engines import SamplingParams, open_engine
     from genenv_cli.models import resolve
@@ -102,7 +105,7 @@ def _rollout(cfg: Config, epoch: int, domain: Any, tasks: list[dict[str, Any]], 
                             n=r.group_size, seed=seed)
     try:
         with ui.progress(f"rollout e{epoch}", len(tasks) * r.group_size, "rollouts") as bar:
-            outs = engine.generate([domain.agent_messages(t["payload"]) for t in tasks], params,
+            outs = engine.generate([domains[t["domain"]].agent_messages(t["payload"]) for t in tasks], params,
                                    on_progress=lambda s, t: bar.advance(s, tokens=t))
     finally:
         engine.close()
@@ -110,7 +113,7 @@ def _rollout(cfg: Config, epoch: int, domain: Any, tasks: list[dict[str, Any]], 
     for task, gens in zip(tasks, outs, strict=True):
         for k, g in enumerate(gens):
             row = {"rollout_id": f"{task['task_id']}/s{k}", "task_id": task["task_id"], "batch_id": task["batch_id"],
-                   "sample_index": k, "prompt_token_ids": g.prompt_token_ids, "completion": g.text,
+                   "domain": task["domain"], "sample_index": k, "prompt_token_ids": g.prompt_token_ids, "completion": g.text,
                    "completion_token_ids": g.token_ids, "logprobs": g.logprobs, "finish_reason": g.finish_reason,
                    "model": model_tag, "temperature": r.temperature, "top_p": r.top_p, "seed": seed}
             for c, v in row.items():

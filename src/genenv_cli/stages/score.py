@@ -10,6 +10,9 @@ the epoch's pool partitions, replaced whole on a rerun so rows are never duplica
 `pools/env_sft/epoch=NNNN.parquet` (each environment generation: context -> raw output, R_env, weight
 exp(lambda R_env), kept = passed the filter).
 
+Every row carries its task's domain, and each task is graded by its own domain's scorer; a mixed run's metrics add
+`by_domain`, the epoch's numbers per domain, which add up to its totals.
+
 Sharded rollouts (`rollout --shard I/N`) are merged; a missing shard is an error naming it.
 """
 
@@ -31,7 +34,7 @@ from genenv_cli.curriculum import (
     rwr_weight,
     success,
 )
-from genenv_cli.domains import get_domain
+from genenv_cli.domains import domain_data, run_domains
 from genenv_cli.errors import InputError
 from genenv_cli.grading import grade_pairs
 from genenv_cli.metrics import after_stage
@@ -41,7 +44,7 @@ from genenv_cli.taskfile import load_tasks
 from genenv_cli.ui import UI
 
 STAGE = "score"
-CONFIG_SECTIONS = ["run.domain", "curriculum"]
+CONFIG_SECTIONS = ["run.domain", "run.domains", "curriculum"]
 
 
 def rollout_sources(run: RunDir, epoch: int) -> list[tuple[str, str]]:
@@ -75,7 +78,7 @@ def plan(run_dir: RunDir, cfg: Config, epoch: int) -> StagePlan:
         p.inputs[name] = run_dir.file("rollouts", epoch, shard_of(stage))
         p.requires.append((epoch, stage))
     p.outputs = {key: run_dir.file(key, epoch) for key in ("scores", "task_stats", "agent_train", "env_sft")}
-    p.values["domain_data"] = get_domain(cfg.run.domain).data_fingerprint()
+    p.values["domain_data"] = domain_data(run_domains(cfg))
     return p
 
 
@@ -115,7 +118,7 @@ def collector_paused() -> Iterator[None]:
 def _score(run_dir: RunDir, cfg: Config, epoch: int, p: StagePlan, out: Staging, ui: UI) -> None:
     import polars as pl
 
-    domain = get_domain(cfg.run.domain)
+    domains = run_domains(cfg)
     c = cfg.curriculum
     # polars decodes the rollouts on its own threads while this one parses the tasks' JSON (both take seconds
     # on a big epoch); nothing is left running when grading forks its workers
@@ -124,7 +127,7 @@ def _score(run_dir: RunDir, cfg: Config, epoch: int, p: StagePlan, out: Staging,
     with ThreadPoolExecutor(1) as pool:
         reading = pool.submit(lambda: [read_parquet(path, "rollouts") for name, path in p.inputs.items()
                                        if name.startswith("rollouts")])
-        tasks = load_tasks(p.inputs["tasks"], domain)
+        tasks = load_tasks(p.inputs["tasks"], domains)
         frames = reading.result()
     by_id = {t["task_id"]: t for t in tasks}
     roll = pl.concat(frames) if len(frames) > 1 else frames[0]
@@ -153,18 +156,19 @@ def _score(run_dir: RunDir, cfg: Config, epoch: int, p: StagePlan, out: Staging,
                        pl.struct("task_id", "completion").hash(seed=0).alias("_pair"))
     pairs = meta.select("_pair", "task_id", "completion").unique("_pair", maintain_order=True)
     with ui.progress(f"score e{epoch}", pairs.height, "completions") as bar:
-        graded = grade_pairs(domain.name, {t["task_id"]: t["payload"] for t in tasks}, pairs["task_id"].to_list(),
-                             pairs["completion"].to_list(), advance=bar.advance)
+        graded = _grade_by_domain(domains, tasks, pairs["task_id"].to_list(), pairs["completion"].to_list(),
+                                  bar.advance)
     reward, partial, valid, error = (list(col) for col in zip(*graded, strict=True)) if graded else ([], [], [], [])
     grades = pl.DataFrame({"_pair": pairs["_pair"], "reward": reward, "partial": partial, "valid": valid,
                            "error": error}, schema={"_pair": pl.UInt64, "reward": pl.Float64, "partial": pl.Float64,
                                                    "valid": pl.Boolean, "error": pl.String})
     task_info = pl.DataFrame({"task_id": [t["task_id"] for t in tasks], "source": [t["source"] for t in tasks],
-                              "shape": [t["shape"] for t in tasks]})
+                              "domain": [t["domain"] for t in tasks], "shape": [t["shape"] for t in tasks]},
+                             schema={k: pl.String for k in ("task_id", "source", "domain", "shape")})
     scored = (meta.drop("completion").join(grades, on="_pair", how="left", maintain_order="left")
               .join(task_info, on="task_id", how="left", maintain_order="left")
               .with_columns(success(c.success_threshold)))
-    scores = scored.select("rollout_id", "task_id", "batch_id", "sample_index", "source", "shape", "reward",
+    scores = scored.select("rollout_id", "task_id", "batch_id", "sample_index", "source", "domain", "shape", "reward",
                            "partial", "success", "valid", "error", "completion_tokens", "finish_reason")
 
     per_task = scored.group_by("task_id").agg(
@@ -179,12 +183,12 @@ def _score(run_dir: RunDir, cfg: Config, epoch: int, p: StagePlan, out: Staging,
              .with_columns(env_reward(alpha=c.alpha, beta=c.beta), filtered(alpha=c.alpha, k_min=c.k_min),
                            pl.col("p_task").is_between(c.band_low, c.band_high).alias("in_band"))
              .sort("task_id")
-             .select("task_id", "batch_id", "source", "shape", "attempts", "successes", "p_task", "mean_reward",
+             .select("task_id", "batch_id", "source", "domain", "shape", "attempts", "successes", "p_task", "mean_reward",
                      "p_batch", "r_env", "filtered", "in_band", "informative", "prompt_tokens"))
 
     agent_train = pl.concat([
         scored.select(pl.lit(epoch, pl.Int64).alias("epoch"), "rollout_id", "task_id",
-                      pl.col("task_id").alias("group_id"), "sample_index", "source"),
+                      pl.col("task_id").alias("group_id"), "sample_index", "source", "domain"),
         roll.select("prompt_token_ids", "completion_token_ids", "logprobs"),
         scored.select("reward", "success", "valid", "finish_reason", "temperature", "model"),
     ], how="horizontal")
@@ -217,6 +221,53 @@ def _score(run_dir: RunDir, cfg: Config, epoch: int, p: StagePlan, out: Staging,
         "mean_completion_tokens": round(float(scores["completion_tokens"].mean()), 2) if scores.height else None,
         **epoch_statistics(stats, band=(c.band_low, c.band_high)),
     })
+    if cfg.run.mixed:
+        out.metrics["by_domain"] = domain_breakdown(stats, list(domains))
+
+
+def _grade_by_domain(domains: dict[str, Any], tasks: list[dict[str, Any]], task_ids: list[str],
+                     completions: list[str], advance: Any) -> list[tuple[float, float, bool, str | None]]:
+    """grade_pairs with each task's own domain's scorer, in the pairs' order."""
+    payloads = {t["task_id"]: t["payload"] for t in tasks}
+    if len(domains) == 1:
+        return grade_pairs(next(iter(domains)), payloads, task_ids, completions, advance=advance)
+    domain_of = {t["task_id"]: t["domain"] for t in tasks}
+    graded: list[Any] = [None] * len(task_ids)
+    for name in domains:
+        idx = [i for i, tid in enumerate(task_ids) if domain_of[tid] == name]
+        if idx:
+            got = grade_pairs(name, payloads, [task_ids[i] for i in idx], [completions[i] for i in idx],
+                              advance=advance)
+            for i, g in zip(idx, got, strict=True):
+                graded[i] = g
+    return graded
+
+
+def domain_breakdown(stats: Any, names: list[str]) -> dict[str, dict[str, Any]]:
+    """Per domain of a mixed run, from task_stats: counts that add up over the domains to the epoch's (tasks,
+    rollouts, successes, tasks in band, GRPO groups and the informative ones, environment batches) and the
+    rates made of them."""
+    import polars as pl
+
+    def share(num: int, den: int) -> float | None:
+        return round(num / den, 4) if den else None
+
+    out = {}
+    for name in names:
+        st = stats.filter(pl.col("domain") == name)
+        groups = st.filter(pl.col("attempts") >= 2)
+        env_batches = st.filter(pl.col("source") == "env").unique("batch_id")
+        attempts, successes = int(st["attempts"].sum()), int(st["successes"].sum())
+        in_band, informative = int(st["in_band"].sum()), int(groups["informative"].sum())
+        out[name] = {
+            "tasks": st.height, "env_tasks": int((st["source"] == "env").sum()), "rollouts": attempts,
+            "successes": successes, "success_rate": share(successes, attempts),
+            "in_band": in_band, "band_share": share(in_band, st.height),
+            "groups": groups.height, "informative": informative, "informative_share": share(informative, groups.height),
+            "env_batches": env_batches.height,
+            "env_r_mean": round(float(env_batches["r_env"].mean()), 4) if env_batches.height else None,
+        }
+    return out
 
 
 def _env_sft(tasks: list[dict[str, Any]], stats: Any, epoch: int, lam: float) -> Any:
@@ -228,11 +279,12 @@ def _env_sft(tasks: list[dict[str, Any]], stats: Any, epoch: int, lam: float) ->
     pairs = pl.DataFrame({
         "task_id": [t["task_id"] for t in env_rows],
         "batch_id": [t["batch_id"] for t in env_rows],
+        "domain": [t["domain"] for t in env_rows],
         "parent_id": [t["parent_id"] for t in env_rows],
         "prompt": [json.dumps(t["env_prompt"], ensure_ascii=False) for t in env_rows],
         "output": [t["env_output"] or "" for t in env_rows],
         "env_model": [t["env_model"] or "" for t in env_rows],
-    }, schema={k: pl.String for k in ("task_id", "batch_id", "parent_id", "prompt", "output", "env_model")})
+    }, schema={k: pl.String for k in ("task_id", "batch_id", "domain", "parent_id", "prompt", "output", "env_model")})
     batches = stats.select("batch_id", "p_batch", "r_env", "filtered").unique("batch_id")
     return (pairs.join(batches, on="batch_id", how="left", maintain_order="left")
             .with_columns(pl.lit(epoch, pl.Int64).alias("epoch"), rwr_weight(lam=lam),
