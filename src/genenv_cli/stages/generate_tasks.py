@@ -195,8 +195,8 @@ def _generate(run_dir: RunDir, cfg: Config, epoch: int, domains: dict[str, Domai
         (domain,) = domains.values()
         counts = _new_counts()
         rng = random.Random(derive_seed(cfg.run.seed, STAGE, epoch))
-        tasks = _domain_tasks(run_dir, cfg, epoch, domain, cfg.generate.tasks_per_epoch, rng, prev, ts, out, ui,
-                              counts, rejects, None, "")
+        tasks = _domain_tasks(_Epoch(run_dir, cfg, epoch, out, ui, rejects), domain, cfg.generate.tasks_per_epoch,
+                              rng, prev, ts, counts, "")
     else:
         import polars as pl
 
@@ -210,10 +210,9 @@ def _generate(run_dir: RunDir, cfg: Config, epoch: int, domains: dict[str, Domai
             for name, wanted in budget.items():
                 own = _new_counts()
                 rng = random.Random(derive_seed(cfg.run.seed, STAGE, epoch, name))
-                made = _domain_tasks(run_dir, cfg, epoch, domains[name], wanted, rng,
-                                     [t for t in prev if t["domain"] == name],
-                                     None if ts is None else ts.filter(pl.col("domain") == name), out, ui, own,
-                                     rejects, engine, f"-{name}")
+                made = _domain_tasks(_Epoch(run_dir, cfg, epoch, out, ui, rejects, engine), domains[name], wanted,
+                                     rng, [t for t in prev if t["domain"] == name],
+                                     None if ts is None else ts.filter(pl.col("domain") == name), own, f"-{name}")
                 _tally(own, made)
                 by_domain[name] = {k: own[k] for k in ("tasks", "seed_tasks", "env_tasks", "batches", "generations",
                                                        "accepted", "seed_fill", "valid_generation_rate")}
@@ -232,13 +231,26 @@ def _generate(run_dir: RunDir, cfg: Config, epoch: int, domains: dict[str, Domai
     out.counts.update(counts)
 
 
-def _domain_tasks(run_dir: RunDir, cfg: Config, epoch: int, domain: Domain, wanted: int, rng: random.Random,
-                  prev: list[dict[str, Any]], ts: Any, out: Staging, ui: UI, counts: dict[str, Any],
-                  rejects: list[dict[str, Any]], engine: Any, tag: str) -> list[dict[str, Any]]:
+@dataclass
+class _Epoch:
+    """What every domain's part of an epoch shares: the run, its settings, the stage's staging area and UI, the
+    rejects file's rows, and (a mixed run) the one open environment engine (None: each part opens its own)."""
+
+    run_dir: RunDir
+    cfg: Config
+    epoch: int
+    out: Staging
+    ui: UI
+    rejects: list[dict[str, Any]]
+    engine: Any = None
+
+
+def _domain_tasks(ep: _Epoch, domain: Domain, wanted: int, rng: random.Random, prev: list[dict[str, Any]], ts: Any,
+                  counts: dict[str, Any], tag: str) -> list[dict[str, Any]]:
     """`wanted` tasks of one domain: seed tasks, the environment's, and seed tasks filling what it could not
     write. `prev` and `ts` (the previous epoch's task_stats, None at epoch 1) hold this domain's tasks only;
-    `tag` is "" for a single-domain run, `-<domain>` in a mixed one (in ids); `engine` an open environment
-    engine to share, or None to open one here."""
+    `tag` is "" for a single-domain run, `-<domain>` in a mixed one (in ids)."""
+    run_dir, cfg, epoch, out, ui, rejects = ep.run_dir, ep.cfg, ep.epoch, ep.out, ep.ui, ep.rejects
     g = cfg.generate
     seeds = domain.seeds("train")
     if not seeds:
@@ -273,7 +285,7 @@ def _domain_tasks(run_dir: RunDir, cfg: Config, epoch: int, domain: Domain, want
         name, model_tag = out.plan.models["env"]
         sampling = Sampling(cfg, epoch, domain, name, model_tag, novelty, g.variations, f"e{epoch:04d}{tag}", ui,
                             counts, rejects)
-        env_tasks = _sample_batches(sampling, contexts, n_env, engine)
+        env_tasks = _sample_batches(sampling, contexts, n_env, ep.engine)
     else:
         env_tasks = []
 
