@@ -30,6 +30,12 @@ def good(domain: str) -> str:
         return json.dumps({"apis": [API], "dialogue": [{"role": "User", "text": f"Price of stock S{i} please."},
                                                        {"role": "API", "api_name": "QueryStock",
                                                         "param_dict": {"stock_code": f"S{i}"}}]})
+    if domain == "alfworld":
+        return json.dumps({"task_type": "pick_and_place_simple",
+                           "observation": f"You see a shelf {i + 1} and a desk 1.\nYour task is to: put a pen in desk.",
+                           "trajectory": [{"action": f"go to shelf {i + 1}", "observation": "You see a pen 1."}],
+                           "admissible_commands": [f"take pen 1 from shelf {i + 1}", "go to desk 1", "look"],
+                           "action": f"take pen 1 from shelf {i + 1}"})
     return json.dumps({"Question": f"What is the capital of the country where landmark number {i} stands?",
                        "Answer": "Athens", "Facts": [f"Landmark number {i} stands in Greece.",
                                                      "The capital of Greece is Athens."], "Bridge": "Greece"})
@@ -39,11 +45,15 @@ BAD = {"bfcl": ('{"question": "What is the weather in Rome?", "function": [], "g
        "api-bank": ('{"apis": [], "dialogue": [{"role": "User", "text": "hello there"}]}', "invalid"),
        "bamboogle": ('{"Question": "What is the capital of Greece?", "Answer": "Sparta", "Facts": '
                      '["The Acropolis is in Greece.", "The capital of Greece is Athens."], "Bridge": "Greece"}',
-                     "invalid")}
-FORMAT = {"bfcl": '"ground_truth"', "api-bank": '"dialogue"', "bamboogle": '"Question"'}
+                     "invalid"),
+       "alfworld": ('{"task_type": "pick_and_place_simple", "observation": "Your task is to: put a pen in desk.", '
+                    '"trajectory": [], "admissible_commands": ["go to desk 1", "look"], "action": "go to shelf 1"}',
+                    "invalid")}
+FORMAT = {"bfcl": '"ground_truth"', "api-bank": '"dialogue"', "bamboogle": '"Question"',
+          "alfworld": '"admissible_commands"'}
 
 
-@pytest.mark.parametrize("domain", ["bfcl", "api-bank", "bamboogle"])
+@pytest.mark.parametrize("domain", ["bfcl", "api-bank", "bamboogle", "alfworld"])
 def test_generate_tasks_accepts_consistent_items_and_rejects_the_rest(make_run, monkeypatch, domain):
     root = make_run("generate.tasks_per_epoch=6", "generate.seed_share=0.5", "generate.variations=2",
                     "generate.max_rounds=3", domain=domain)

@@ -352,19 +352,27 @@ class ALFWorld(Benchmark):
 
     def _step_samples(self, ref: GameRef) -> list[EvalSample]:
         steps = self._expert_run(ref)
-        samples = []
-        for k, (obs, admissible, command) in enumerate(steps):
-            messages = [self._system()]
-            for j in range(k):
-                messages.append({"role": "user", "content": _turn(steps[j][0], None, first=j == 0)})
-                messages.append({"role": "assistant", "content": f"ACTION: {steps[j][2]}"})
-            messages.append({"role": "user", "content": _turn(obs, admissible, first=k == 0)})
-            samples.append(EvalSample(id=f"{ref.id}#step{k}", category=ref.task_type, messages=messages,
-                                      gold=command,
-                                      meta={"protocol": "paper", "game": str(ref.path), "kind": ref.kind,
-                                            "game_id": ref.id, "step": k, "steps": len(steps),
-                                            "admissible_commands": admissible}))
-        return samples
+        return [self.step_sample(f"{ref.id}#step{k}", ref.task_type, [s[0] for s in steps[:k + 1]],
+                                 [s[2] for s in steps[:k]], admissible, command,
+                                 game=str(ref.path), kind=ref.kind, game_id=ref.id, steps=len(steps))
+                for k, (_obs, admissible, command) in enumerate(steps)]
+
+    def step_sample(self, sample_id: str, task_type: str, shown: list[str], actions: list[str],
+                    admissible: list[str], gold: str, steps: int | None = None, **meta: Any) -> EvalSample:
+        """One paper-protocol step: `shown[j]` is the observation before expert action `actions[j]`, `shown[-1]`
+        the current one (len(shown) == len(actions) + 1), `admissible` the commands offered now, `gold` the
+        expert's next command. Also builds the `alfworld` training domain's items (domains/alfworld.py)."""
+        k = len(actions)
+        messages = [self._system()]
+        for j in range(k):
+            messages.append({"role": "user", "content": _turn(shown[j], None, first=j == 0)})
+            messages.append({"role": "assistant", "content": f"ACTION: {actions[j]}"})
+        messages.append({"role": "user", "content": _turn(shown[k], admissible, first=k == 0)})
+        info: dict[str, Any] = {"protocol": "paper", **meta, "step": k}
+        if steps is not None:
+            info["steps"] = steps
+        info["admissible_commands"] = list(admissible)
+        return EvalSample(id=sample_id, category=task_type, messages=messages, gold=gold, meta=info)
 
     # scoring ---------------------------------------------------------------------------------------------
     def _check_protocol(self, sample: EvalSample, protocol: str) -> None:
