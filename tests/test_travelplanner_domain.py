@@ -95,8 +95,12 @@ def test_a_good_item_is_accepted_and_shaped_by_level(dom):
     assert dom.dedup_text(ITEM) == ITEM["query"]
 
 
-def _rooms_with(rule: str):
-    return [dict(r, house_rules=rule) for r in ITEM["database"]["accommodations"]]
+def test_the_environment_sees_at_most_12_rows_a_city(dom):
+    many = [{"Name": f"Diner {i}", "City": "Omaha", "Cuisines": "American", "Average Cost": 10 + i} for i in range(30)]
+    big = item(**{"database.restaurants": many})
+    shown = json.loads(dom.render_item(big))
+    assert shown["database"]["restaurants"] == many[:12]
+    assert {k: v for k, v in shown.items() if k != "database"} == {k: v for k, v in big.items() if k != "database"}
 
 
 BROKEN = {

@@ -31,7 +31,9 @@ accommodation that meets the query's house rule, room type and occupancy; each c
 and a lower bound on cost fits the budget (cheapest way there and back, allowed by the transportation rule,
 plus the cheapest acceptable room for every night; meals and inner legs are left out, so this is a
 necessary condition only). Not checked: that a whole plan meeting every commonsense rule exists (minimum
-nights, diverse restaurants, a route through several cities within budget), and that the data is true.
+nights, diverse restaurants, a route through several cities within budget); that the people and dates the
+query text states match the fields (the wording varies too much: "two people", "a couple", "for 2"); and
+that the data is true.
 """
 
 from __future__ import annotations
@@ -51,8 +53,9 @@ from genenv_cli.domains.family import FamilyDomain
 from genenv_cli.errors import InputError
 from genenv_cli.evals.base import EvalSample
 from genenv_cli.evals.travelplanner import LEVELS, make_sample, parse_query
+from genenv_cli.evals.travelplanner import _database as suite_database
 from genenv_cli.evals.travelplanner_checks import LOCAL_CONSTRAINTS
-from genenv_cli.evals.travelplanner_db import COLUMNS, FILES, PANDAS_NA, Database
+from genenv_cli.evals.travelplanner_db import COLUMNS, FILES, PANDAS_NA
 
 SHAPES = tuple(LEVELS)
 CITIES_FOR_DAYS = {3: 1, 5: 2, 7: 3}
@@ -66,6 +69,9 @@ TABLES = ("flights", "accommodations", "restaurants", "attractions", "distance")
 # columns written when every row has them: what the agent is shown besides what the checks read
 EXTRA = {"flights": ["DepTime", "ArrTime", "FlightDate"], "restaurants": ["Aggregate Rating"],
          "accommodations": ["review rate number"], "attractions": [], "distance": []}
+RENDER_ROWS = 12
+ROW_GROUP = {"flights": ("OriginCityName", "DestCityName"), "accommodations": ("city",), "restaurants": ("City",),
+             "attractions": ("City",), "distance": ("origin", "destination")}
 QUERY_FIELDS = ("org", "dest", "days", "visiting_city_number", "date", "people_number", "local_constraint",
                 "budget", "query", "level")
 
@@ -378,21 +384,20 @@ class TravelPlannerDomain(FamilyDomain):
         rec["reference_information"] = payload.get("reference_information") or reference_information(payload)
         gold, query, ref = parse_query(rec, 1, Path("travelplanner item"))
         root = travelplanner_sandbox(payload["database"], self._sandbox_base())
-        return make_sample(str(payload.get("id", "item")), gold, query, ref, root)
-
-    def valid(self, verdict: Any) -> bool:
-        return verdict.parsed is not None
+        return make_sample("item", gold, query, ref, root)
 
     def seed_from_sample(self, sample: EvalSample) -> SeedTask:
         """An official query with the rows of the official database its cities use (so the item stands alone)."""
+        import polars as pl
+
         g = sample.gold
-        db = Database(Path(sample.meta["database"]))
+        db = suite_database(Path(sample.meta["database"]))  # the suite's instance: its tables are read once
         state_cities = [c for c, s in db.cities.items() if s == g["dest"]]
         cities = {g["org"], g["dest"], *state_cities}
-        flights = db._flight_table()
+        flights = db._flight_table().filter(pl.col("OriginCityName").is_in(list(cities))
+                                            & pl.col("DestCityName").is_in(list(cities)))
         snap: dict[str, Any] = {
-            "flights": [dict(zip(flights.columns, r, strict=True)) for r in flights.iter_rows()
-                        if r[2] in cities and r[3] in cities],
+            "flights": flights.to_dicts(),
             "accommodations": [{"NAME": a.name, "price": a.price, "room type": a.room_type,
                                 "house_rules": a.house_rules, "minimum nights": a.minimum_nights,
                                 "maximum occupancy": a.maximum_occupancy, "city": c}
@@ -410,7 +415,22 @@ class TravelPlannerDomain(FamilyDomain):
         return SeedTask(f"travelplanner-{g['level']}-{sample.id}", "", g["level"], payload)
 
     def render_item(self, payload: dict[str, Any]) -> str:
-        return json.dumps({k: payload[k] for k in (*QUERY_FIELDS, "database") if k in payload}, ensure_ascii=False)
+        """The item as the environment sees it; an imported official item's sandbox (hundreds of rows a city) is
+        cut to its first RENDER_ROWS rows per city (per route for flights and distances): an example of the
+        format, not the whole table."""
+        db = payload["database"]
+        shown: dict[str, Any] = {"cities": db["cities"]}
+        for table in TABLES:
+            seen: dict[Any, int] = {}
+            rows = []
+            for r in _rows(db, table):
+                key = tuple(r.get(k) for k in ROW_GROUP[table])
+                seen[key] = seen.get(key, 0) + 1
+                if seen[key] <= RENDER_ROWS:
+                    rows.append(r)
+            shown[table] = rows
+        item = {k: payload[k] for k in QUERY_FIELDS} | {"database": shown}
+        return json.dumps(item, ensure_ascii=False)
 
     def item_from_json(self, obj: dict[str, Any], ctx: EnvContext) -> tuple[dict[str, Any], str]:
         missing = [k for k in (*QUERY_FIELDS, "database") if k not in obj]
