@@ -45,6 +45,7 @@ import math
 import os
 import re
 import shutil
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -311,7 +312,7 @@ def travelplanner_sandbox(db: dict[str, Any], base: Path) -> Path:
     root = Path(base) / hashlib.sha256(blob.encode()).hexdigest()[:20]
     if (root / FILES["cities"]).is_file():
         return root
-    tmp = Path(base) / f".tmp-{os.getpid()}-{root.name}"
+    tmp = Path(base) / f".tmp-{os.getpid()}-{threading.get_ident()}-{root.name}"  # score runs a thread pool
     shutil.rmtree(tmp, ignore_errors=True)
     for table in TABLES:
         cols = _columns(db, table)
