@@ -11,6 +11,7 @@ from genenv_cli.pools import read_jsonl
 from genenv_cli.rundir import RunDir
 from genenv_cli.stages import generate_tasks
 from replay import ReplayEngine, patch_engine
+from test_travelplanner_domain import ITEM as TP_ITEM
 
 N = itertools.count()
 
@@ -36,6 +37,12 @@ def good(domain: str) -> str:
                            "trajectory": [{"action": f"go to shelf {i + 1}", "observation": "You see a pen 1."}],
                            "admissible_commands": [f"take pen 1 from shelf {i + 1}", "go to desk 1", "look"],
                            "action": f"take pen 1 from shelf {i + 1}"})
+    if domain == "travelplanner":
+        budget = 900 + 100 * i  # differently worded queries: templated ones are near duplicates of each other
+        query = [f"Please plan a 3-day trip for one person from Tulsa to Omaha on a budget of ${budget:,}.",
+                 f"I live in Tulsa and want to spend 3 days in Omaha in early April; I can afford ${budget:,}.",
+                 f"Solo traveller, leaving Tulsa: a three-day visit to Omaha, with ${budget:,} at most."][i % 3]
+        return json.dumps(dict(TP_ITEM, budget=budget, query=query))
     return json.dumps({"Question": f"What is the capital of the country where landmark number {i} stands?",
                        "Answer": "Athens", "Facts": [f"Landmark number {i} stands in Greece.",
                                                      "The capital of Greece is Athens."], "Bridge": "Greece"})
@@ -48,12 +55,13 @@ BAD = {"bfcl": ('{"question": "What is the weather in Rome?", "function": [], "g
                      "invalid"),
        "alfworld": ('{"task_type": "pick_and_place_simple", "observation": "Your task is to: put a pen in desk.", '
                     '"trajectory": [], "admissible_commands": ["go to desk 1", "look"], "action": "go to shelf 1"}',
-                    "invalid")}
+                    "invalid"),
+       "travelplanner": (json.dumps(dict(TP_ITEM, visiting_city_number=2)), "invalid: a 3-day trip visits 1")}
 FORMAT = {"bfcl": '"ground_truth"', "api-bank": '"dialogue"', "bamboogle": '"Question"',
-          "alfworld": '"admissible_commands"'}
+          "alfworld": '"admissible_commands"', "travelplanner": '"visiting_city_number"'}
 
 
-@pytest.mark.parametrize("domain", ["bfcl", "api-bank", "bamboogle", "alfworld"])
+@pytest.mark.parametrize("domain", ["bfcl", "api-bank", "bamboogle", "travelplanner", "alfworld"])
 def test_generate_tasks_accepts_consistent_items_and_rejects_the_rest(make_run, monkeypatch, domain):
     root = make_run("generate.tasks_per_epoch=6", "generate.seed_share=0.5", "generate.variations=2",
                     "generate.max_rounds=3", domain=domain)

@@ -132,7 +132,7 @@ def test_a_domain_without_builtin_seeds_requires_seeds(tmp_path, monkeypatch):
         NoSeeds().seeds("train")
 
 
-@pytest.mark.parametrize("domain", ["bfcl", "api-bank", "bamboogle", "alfworld"])
+@pytest.mark.parametrize("domain", ["bfcl", "api-bank", "bamboogle", "travelplanner", "alfworld"])
 def test_init_works_out_of_the_box_with_builtin_seeds(tmp_path, domain):
     invoke("init", tmp_path / domain, "--domain", domain)
     assert not (tmp_path / domain / "seeds").exists()

@@ -11,6 +11,7 @@ DOMAINS = Registry("domain", "genenv.domains", {
     "bfcl": "genenv_cli.domains.bfcl:BFCLDomain",
     "api-bank": "genenv_cli.domains.api_bank:APIBankDomain",
     "bamboogle": "genenv_cli.domains.bamboogle:BamboogleDomain",
+    "travelplanner": "genenv_cli.domains.travelplanner:TravelPlannerDomain",
     "alfworld": "genenv_cli.domains.alfworld:ALFWorldDomain",
 })
 

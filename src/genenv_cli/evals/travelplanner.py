@@ -326,6 +326,22 @@ def _query(rec: Any, idx: int, path: Path) -> tuple[dict[str, Any], str, str]:
     return gold, str(rec["query"]), ref
 
 
+def make_sample(sample_id: str, gold: dict[str, Any], query: str, reference: str, db_root: Path) -> EvalSample:
+    """The sole-planning sample of one query (the prompt above), scored against the database at `db_root`.
+    The `travelplanner` training domain builds its samples here too."""
+    return EvalSample(
+        id=sample_id, category=gold["level"],
+        messages=[{"role": "system", "content": SYSTEM_PROMPT},
+                  {"role": "user", "content": USER_PROMPT.format(reference=reference, query=query)}],
+        gold=gold,
+        meta={"days": gold["days"], "query": query, "database": str(db_root)})
+
+
+def parse_query(rec: Any, idx: int, path: Path) -> tuple[dict[str, Any], str, str]:
+    """(gold query record, query text, reference information) of one split-file record; InputError names it."""
+    return _query(rec, idx, path)
+
+
 def _split_file(folder: Path, split: str) -> Path | None:
     for suffix in SPLIT_SUFFIXES:
         if (folder / f"{split}{suffix}").is_file():
@@ -413,12 +429,7 @@ class TravelPlanner(Benchmark):
         samples = []
         for idx, rec in enumerate(records, 1):
             gold, query, ref = _query(rec, idx, split_path)
-            samples.append(EvalSample(
-                id=str(idx), category=gold["level"],
-                messages=[{"role": "system", "content": SYSTEM_PROMPT},
-                          {"role": "user", "content": USER_PROMPT.format(reference=ref, query=query)}],
-                gold=gold,
-                meta={"days": gold["days"], "query": query, "database": str(db.root)}))
+            samples.append(make_sample(str(idx), gold, query, ref, db.root))
         self._db = db
         where = "local file" if source_kind == "local" else f"Hub revision {version}"
         return LoadedData(
