@@ -195,19 +195,7 @@ class ALFWorldDomain(FamilyDomain):
         loaded = self.suite.load(data=path.parent, split=None, version=None, protocol=self.protocol,
                                  cache_dir=cache_dir() / "benchmarks" / self.benchmark)
         where = f"{path.parent.parent.name}/{path.parent.name}/"   # <task folder>/<trial>/: unique across files
-        out, self.seed_skips = [], []
-        for s in loaded.samples:
-            t = self.seed_from_sample(s)
-            t = SeedTask(f"alfworld-{where}{s.id}", t.split, t.shape, t.payload)
-            problem = self.check_payload(t.payload)
-            if problem:
-                self.seed_skips.append((t.id, problem))
-            else:
-                out.append(t)
-        if not out and self.seed_skips:
-            raise InputError(f"{path}: none of its {len(self.seed_skips)} steps is a usable {self.name} task "
-                             f"(e.g. {self.seed_skips[0][0]}: {self.seed_skips[0][1]}).")
-        return out
+        return self.checked_seeds(path, loaded.samples, lambda s: f"alfworld-{where}{s.id}", what="steps")
 
     def seed_files(self, path: Path) -> list[tuple[Path, str]]:
         traj = path.parent / "traj_data.json"

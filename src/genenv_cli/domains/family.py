@@ -134,10 +134,18 @@ class FamilyDomain(Domain):
 
         loaded = self.suite.load(data=Path(path), split=None, version=None, protocol=self.protocol,
                                  cache_dir=cache_dir() / "benchmarks" / self.benchmark)
+        return self.checked_seeds(Path(path), loaded.samples)
+
+    def checked_seeds(self, path: Path, samples: list[Any], task_id: Any = None, what: str = "items") -> list[SeedTask]:
+        """Base tasks from a file's loaded samples: those failing `check_payload` are left out with their reason
+        (`seed_skips`), and a file with no usable one is refused (`what`: the file's items, in that message).
+        `task_id(sample)`, when given, names each task."""
         out = []
         self.seed_skips = []
-        for s in loaded.samples:
+        for s in samples:
             task = self.seed_from_sample(s)
+            if task_id is not None:
+                task = SeedTask(task_id(s), task.split, task.shape, task.payload)
             problem = self.check_payload(task.payload)
             if problem:
                 self.seed_skips.append((task.id, problem))
@@ -145,7 +153,7 @@ class FamilyDomain(Domain):
                 out.append(task)
         if not out and self.seed_skips:
             first = self.seed_skips[0]
-            raise InputError(f"{path}: none of its {len(self.seed_skips)} items is a usable {self.name} task "
+            raise InputError(f"{path}: none of its {len(self.seed_skips)} {what} is a usable {self.name} task "
                              f"(e.g. {first[0]}: {first[1]}).")
         return out
 
