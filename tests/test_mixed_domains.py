@@ -310,3 +310,35 @@ def test_files_written_before_the_domain_column_still_read(tmp_path):
     df = read_parquet(path, "task_stats")
     assert df.columns == SCHEMAS["task_stats"].names() and df["domain"].to_list() == [None]
     assert [c.name for s in SCHEMAS.values() for c in s.columns if c.late] == ["domain"] * 5
+
+
+def test_heldout_on_a_mixed_run_scores_each_domain_by_its_own_rules(tmp_path):
+    from genenv_cli.config import load_config
+    from genenv_cli.evals.heldout import HeldOut
+
+    invoke_init = CliRunner().invoke(app, ["init", str(tmp_path / "run"), "--domain", "arith", "--domain", "tool_call"])
+    assert invoke_init.exit_code == 0, invoke_init.output
+    held = HeldOut()
+    held.configure(load_config(tmp_path / "run" / "genenv.toml"), tmp_path / "run")
+    samples = held.load(data=None, split=None, version=None, protocol="official", cache_dir=tmp_path).samples
+    for name in NAMES:
+        own = [s for s in samples if s.meta["domain"] == name]
+        seeds = get_domain(name).seeds("validation")
+        assert [s.id for s in own] == [f"{name}/{t.id}" for t in seeds]
+        assert [s.category for s in own] == [f"{name}/{t.shape}" for t in seeds]
+        assert own[0].messages == get_domain(name).agent_messages(seeds[0].payload)
+    arith = next(s for s in samples if s.meta["domain"] == "arith")
+    tool = next(s for s in samples if s.meta["domain"] == "tool_call")
+    right = f"ANSWER: {arith.gold['answer']}"
+    assert held.score(arith, right, "official").correct
+    # another domain's scorer would not take an arith answer: each sample is graded by its own domain
+    assert not held.score(tool, right, "official").correct
+    verdicts = [held.score(s, right if s is arith else "", "official") for s in samples]
+    summary = held.summarize(samples, verdicts, "official")
+    assert summary["domains"]["arith"] == {"success_rate": 100.0 / len([s for s in samples if s.meta["domain"] == "arith"]),
+                                           "n": len([s for s in samples if s.meta["domain"] == "arith"])}
+    tool_seeds = get_domain("tool_call").seeds("validation")  # an empty answer is right where no tool fits
+    no_call_right = sum(get_domain("tool_call").score(t.payload, "").reward >= 1.0 for t in tool_seeds)
+    assert summary["domains"]["tool_call"] == {"success_rate": 100.0 * no_call_right / len(tool_seeds),
+                                               "n": len(tool_seeds)}
+    assert summary["overall"]["n"] == len(samples)

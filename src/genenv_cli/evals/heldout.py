@@ -5,6 +5,11 @@
 Samples are the domain's `validation` seeds (never used for training: generate-tasks draws base tasks from
 `train`), prompted exactly as `rollout` prompts the agent and scored by the domain's own `score`
 (R_agent >= curriculum.success_threshold is a success). Ids are the seed ids; categories are the shapes.
+
+A mixed run is evaluated on every domain's validation seeds, each prompted and scored by its own domain: ids
+and categories are prefixed with the domain (`arith/a12`, `arith/2op-1d`), the overall rate pools every item,
+and the summary adds one rate per domain (`domains`), since the pooled rate weighs domains by their seed
+counts rather than by the run's shares.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from genenv_cli.curriculum import is_success
-from genenv_cli.domains.seedfiles import domain_for_run
+from genenv_cli.domains.seedfiles import domains_for_run
 from genenv_cli.errors import ConfigError
 from genenv_cli.evals.base import Benchmark, EvalSample, LoadedData, Verdict
 
@@ -29,38 +34,54 @@ class HeldOut(Benchmark):
     versions = []
 
     def __init__(self) -> None:
-        self.domain: Any = None
+        self.domains: dict[str, Any] = {}
+        self.mixed = False
         self.threshold = 1.0
 
     def configure(self, cfg: Any, run_root: Path | None = None) -> None:
-        self.domain = domain_for_run(cfg, run_root)
+        self.domains = domains_for_run(cfg, run_root)
+        self.mixed = bool(cfg.run.mixed)
         self.threshold = cfg.curriculum.success_threshold
 
     def load(self, *, data: Path | None, split: str | None, version: str | None, protocol: str,
              cache_dir: Path) -> LoadedData:
-        if self.domain is None:
+        if not self.domains:
             raise ConfigError("heldout needs a run (its domain); pass --run DIR.")
         if data is not None:
             raise ConfigError("heldout reads the domain's own seeds; --data does not apply.")
         split = split or "validation"
         if split not in self.splits:
             raise ConfigError(f"--split {split!r}: heldout knows {', '.join(self.splits)}.")
-        seeds = self.domain.seeds(split)
-        samples = [EvalSample(id=s.id, category=s.shape, messages=self.domain.agent_messages(s.payload),
-                              gold=s.payload) for s in seeds]
-        blob = json.dumps([s.payload for s in seeds], sort_keys=True).encode()
-        return LoadedData(samples, f"{self.domain.name} seeds ({self.domain.data_fingerprint()})",
-                          f"domain {self.domain.name}, {split} split", hashlib.sha256(blob).hexdigest())
+        samples, payloads = [], []
+        for name, domain in self.domains.items():
+            prefix = f"{name}/" if self.mixed else ""
+            for s in domain.seeds(split):
+                samples.append(EvalSample(id=prefix + s.id, category=prefix + s.shape, gold=s.payload,
+                                          messages=domain.agent_messages(s.payload), meta={"domain": name}))
+                payloads.append([name, s.payload] if self.mixed else s.payload)
+        blob = json.dumps(payloads, sort_keys=True).encode()
+        names = ", ".join(self.domains)
+        source = ", ".join(f"{n} seeds ({d.data_fingerprint()})" for n, d in self.domains.items())
+        return LoadedData(samples, source, f"domain{'s' if self.mixed else ''} {names}, {split} split",
+                          hashlib.sha256(blob).hexdigest())
 
     def score(self, sample: EvalSample, output: str, protocol: str) -> Verdict:
-        s = self.domain.score(sample.gold, output)
+        s = self.domains[sample.meta["domain"]].score(sample.gold, output)
         ok = is_success(s.reward, self.threshold)
         return Verdict(ok, None, "" if ok else (s.error or "wrong"), {"reward": s.reward, "partial": s.partial})
 
     def summarize(self, samples: list[EvalSample], verdicts: list[Verdict], protocol: str) -> dict[str, Any]:
         cats: dict[str, list[bool]] = {}
+        doms: dict[str, list[bool]] = {}
         for s, v in zip(samples, verdicts, strict=True):
             cats.setdefault(s.category, []).append(v.correct)
-        n = len(verdicts)
-        return {"overall": {"success_rate": 100.0 * sum(v.correct for v in verdicts) / n if n else 0.0, "n": n},
-                "categories": {c: {"success_rate": 100.0 * sum(v) / len(v), "n": len(v)} for c, v in sorted(cats.items())}}
+            doms.setdefault(s.meta["domain"], []).append(v.correct)
+        summary = {"overall": rate([v.correct for v in verdicts]),
+                   "categories": {c: rate(v) for c, v in sorted(cats.items())}}
+        if self.mixed:
+            summary["domains"] = {d: rate(v) for d, v in sorted(doms.items())}
+        return summary
+
+
+def rate(correct: list[bool]) -> dict[str, Any]:
+    return {"success_rate": 100.0 * sum(correct) / len(correct) if correct else 0.0, "n": len(correct)}
