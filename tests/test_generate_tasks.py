@@ -55,6 +55,7 @@ def test_batches_rejects_and_counts(make_run, monkeypatch):
         assert t["env_output"].startswith("REQUEST:") and t["env_prompt"][0]["role"] == "system"
         assert t["context"]["parent_id"] == t["parent_id"] and t["env_model"] == cfg.env.model
     assert all(r["reason"] for r in rejects)
+    assert all(r["domain"] == "tool_call" for r in rejects)  # a mixed run's rejects say whose prompt wrote them
     assert any(r["reason"].startswith("duplicate of") for r in rejects)
 
 

@@ -78,6 +78,7 @@ SCHEMAS: dict[str, FileSchema] = {s.key: s for s in [
     _s("rejects", "epochs/NNNN/tasks.rejects.jsonl", "jsonl", "generate-tasks",
        "Environment generations that did not become tasks, with the reason.",
        ("batch_id", "str", "Batch the generation belonged to."),
+       _DOMAIN,
        ("parent_id", "str?", "Task it was asked to vary."),
        ("reason", "str", "Why it was rejected: `parse: ...`, `invalid: ...`, `duplicate of ...`, `near duplicate of ...`."),
        ("env_output", "str", "The raw output.")),

@@ -394,7 +394,8 @@ def _accept(s: Sampling, batch_id: str, ctx: EnvContext, messages: list[dict[str
         reason = str(exc)
         if not reason.startswith("surplus"):
             counts[_reject_kind(reason)] += 1
-        s.rejects.append({"batch_id": batch_id, "parent_id": ctx.parent_id, "reason": reason, "env_output": text})
+        s.rejects.append({"batch_id": batch_id, "domain": domain.name, "parent_id": ctx.parent_id, "reason": reason,
+                          "env_output": text})
         return
     tid = f"{batch_id}-v{len(batch)}"
     novelty.add(payload, tid)
