@@ -177,6 +177,15 @@ def save_run_record(path: Path, args: argparse.Namespace, arm: str, seed: int, r
     tmp.replace(path)
 
 
+def recorded_commit(path: Path, args: argparse.Namespace, arm: str) -> str:
+    """The commit a finished run folder's record names (the code it ran on), else the checkout's."""
+    if path.is_file():
+        data = json.loads(path.read_text())
+        if data.get("settings") == run_settings(args, arm) and data.get("commit"):
+            return data["commit"]
+    return git_commit()
+
+
 def load_run_record(path: Path, args: argparse.Namespace, arm: str) -> dict[str, Any] | None:
     """A finished run's record, or None when there is none or it was made with other settings (then said)."""
     if not path.is_file():
@@ -375,7 +384,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             if done_rows is not None:  # finished here: (re)write its record
                 roots.append(root)
                 per_run.setdefault(arm, {})[seed] = {"rows": done_rows,
-                                                     "base_heldout": heldout_done(RunDir(root), None) / 100.0}
+                                                     "base_heldout": heldout_done(RunDir(root), None) / 100.0,
+                                                     "commit": recorded_commit(rec_path, args, arm)}
                 save_run_record(rec_path, args, arm, seed, per_run[arm][seed])
                 continue
             recorded = load_run_record(rec_path, args, arm)
@@ -384,6 +394,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 continue
             if args.report_only:
                 continue
+            commit = git_commit()  # the code the run starts on, not whatever is checked out when it ends
             run = make_run(root, args.domain, arm, seed, args.model, args.sets)
             roots.append(run.root)
             if first is None:
@@ -392,7 +403,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             else:
                 share_base_eval(first, run)
             rows = run_arm(run, args.epochs, ui)
-            per_run.setdefault(arm, {})[seed] = {"rows": rows, "base_heldout": heldout_done(run, None) / 100.0}
+            per_run.setdefault(arm, {})[seed] = {"rows": rows, "base_heldout": heldout_done(run, None) / 100.0,
+                                                 "commit": commit}
             save_run_record(rec_path, args, arm, seed, per_run[arm][seed])
             record = write_record(out_dir, args, per_run, started)  # after every run: progress is never lost
     record = write_record(out_dir, args, per_run, started)

@@ -61,6 +61,10 @@ def test_curriculum_experiment_runs_and_resumes(tmp_path, tiny_model):
     fresh = mod.main(argv)
     assert fresh["arms"] == record["arms"] and fresh["must_show"] == record["must_show"]
     assert fresh["runs_from_records"] == {a: [1, 2] for a in saved["arms"]} and fresh["complete"]
+    # the result names the code its runs ran on, whether they were run, found on disk or read from records
+    commits = {json.loads(p.read_text())["commit"] for p in runs.iterdir()}
+    assert len(commits) == 1 and None not in commits
+    assert record["run_commits"] == again["run_commits"] == fresh["run_commits"] == sorted(commits)
     assert not (tmp_path / "runs").exists()
     # a record made with other settings is not used: that run would be run again (report-only runs nothing)
     other = mod.main([*argv, "--set", "curriculum.beta=3.0", "--report-only"])
