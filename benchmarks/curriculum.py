@@ -31,8 +31,8 @@ seconds every epoch took; `genenv compare` draws the runs into <out>/curriculum-
 Every finished run is also kept as <out>/curriculum-<domain>/runs/<arm>-s<seed>.json (its per-epoch rows, the
 base model's held-out result, the settings, commit and machine), small enough to commit. A run whose record
 exists with the same settings and epochs is not run again: the experiment can be finished in parts on
-different machines or fresh checkouts, and the result says which runs came from records (compare.html draws
-only the runs whose folders are under --work).
+different machines or fresh checkouts, and the result says which runs came from records. compare.html draws
+every finished run: from its folder under --work when it is there, else from its record.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from _common import RESULTS, git_commit, machine, versions  # noqa: E402
 
-from genenv_cli.compare import build_compare, mean_interval  # noqa: E402
+from genenv_cli.compare import RunData, flat_settings, mean_interval, read_run, render_compare  # noqa: E402
 from genenv_cli.config import apply_overrides, config_from_dict, render_config  # noqa: E402
 from genenv_cli.rundir import RunDir  # noqa: E402
 from genenv_cli.ui import UI  # noqa: E402
@@ -78,12 +78,15 @@ KEYS = ["env_batch_band_share", "band_share", "env_batches", "env_batches_kept",
         "valid_generation_rate", "env_kl", "agent_train_reward", "success_rate", "batch_p_mean", "rollouts"]
 
 
+def arm_config(domain: str, arm: str, seed: int, model: str, extra: list[str]) -> Any:
+    sets = [f"run.seed={seed}", f"agent.model={model}", f"env.model={model}", *COMMON, *extra, *ARMS[arm]]
+    return config_from_dict(apply_overrides({"run": {"domain": domain}}, sets), "curriculum experiment")
+
+
 def make_run(root: Path, domain: str, arm: str, seed: int, model: str, extra: list[str]) -> RunDir:
     if not (root / "genenv.toml").exists():
         root.mkdir(parents=True, exist_ok=True)
-        sets = [f"run.seed={seed}", f"agent.model={model}", f"env.model={model}", *COMMON, *extra, *ARMS[arm]]
-        data = apply_overrides({"run": {"domain": domain}}, sets)
-        (root / "genenv.toml").write_text(render_config(config_from_dict(data, "curriculum experiment")))
+        (root / "genenv.toml").write_text(render_config(arm_config(domain, arm, seed, model, extra)))
     return RunDir(root)
 
 
@@ -373,7 +376,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     started = time.time()
     per_run: dict[str, dict[int, dict[str, Any]]] = {}
     first: RunDir | None = None
-    roots = []
     record: dict[str, Any] = {}
     # seeds outermost: after each seed every arm has a run, so a partial experiment is still a comparison
     for seed in args.seeds:
@@ -382,7 +384,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             rec_path = record_path(out_dir, args.domain, arm, seed)
             done_rows = rows_on_disk(RunDir(root), args.epochs)
             if done_rows is not None:  # finished here: (re)write its record
-                roots.append(root)
                 per_run.setdefault(arm, {})[seed] = {"rows": done_rows,
                                                      "base_heldout": heldout_done(RunDir(root), None) / 100.0,
                                                      "commit": recorded_commit(rec_path, args, arm)}
@@ -396,7 +397,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 continue
             commit = git_commit()  # the code the run starts on, not whatever is checked out when it ends
             run = make_run(root, args.domain, arm, seed, args.model, args.sets)
-            roots.append(run.root)
             if first is None:
                 heldout(run, None, ui)
                 first = run
@@ -408,10 +408,33 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             save_run_record(rec_path, args, arm, seed, per_run[arm][seed])
             record = write_record(out_dir, args, per_run, started)  # after every run: progress is never lost
     record = write_record(out_dir, args, per_run, started)
-    if roots:  # the page draws run folders; runs known only from their records are in the tables alone
-        record["compare"] = build_compare(roots, out_dir / f"curriculum-{args.domain}" / "compare.html")["html"]
+    if per_run:
+        runs = [compare_run(args, arm, seed, result) for arm, by_seed in per_run.items()
+                for seed, result in sorted(by_seed.items())]
+        record["compare"] = render_compare(runs, out_dir / f"curriculum-{args.domain}" / "compare.html")["html"]
     print(markdown(record))
     return record
+
+
+def compare_run(args: argparse.Namespace, arm: str, seed: int, result: dict[str, Any]) -> RunData:
+    """One run as `genenv compare` draws it: read from its folder when the folder is here, else rebuilt from its
+    record (the settings the run was made with; per epoch the metrics and held-out success the page draws), so
+    the page shows every finished run, those of earlier sessions included."""
+    root = args.work / f"{args.domain}-{arm}-s{seed}"
+    if not result.get("from_record") and (root / "genenv.toml").is_file():
+        return read_run(root)
+    cfg = arm_config(args.domain, arm, seed, args.model, args.sets)
+    settings = flat_settings(cfg)
+    settings.pop("run.seed")
+    rows = sorted(result["rows"], key=lambda r: r["epoch"])
+    data = RunData(record_path(args.out or RESULTS, args.domain, arm, seed), seed, settings, cfg.env.mode,
+                   {r["epoch"]: {k: r.get(k) for k in (*KEYS, "env_shape_mix")} for r in rows})
+    data.heldout = {0: result["base_heldout"], **{r["epoch"]: r["heldout"] for r in rows}}
+    total = 0
+    for r in rows:
+        total += r.get("rollouts") or 0
+        data.rollouts[r["epoch"]] = total
+    return data
 
 
 def write_record(out_dir: Path, args: argparse.Namespace, per_run: dict[str, dict[int, dict[str, Any]]],

@@ -57,8 +57,13 @@ def test_curriculum_experiment_runs_and_resumes(tmp_path, tiny_model):
     # same result and nothing is run again
     runs = tmp_path / "results" / "curriculum-arith" / "runs"
     assert sorted(p.name for p in runs.iterdir()) == sorted(f"{a}-s{s}.json" for a in saved["arms"] for s in (1, 2))
+    pngs = {p.name: p.read_bytes() for p in Path(again["compare"]).parent.glob("*.png")}
+    assert sorted(pngs) == ["heldout.png", "in-band.png", "informative.png", "shape-mix.png"]
     shutil.rmtree(tmp_path / "runs")
     fresh = mod.main(argv)
+    # the page is drawn from the records alone, the same charts as from the folders
+    assert {p.name: p.read_bytes() for p in Path(fresh["compare"]).parent.glob("*.png")} == pngs
+    assert "⚠" not in Path(fresh["compare"]).read_text()
     assert fresh["arms"] == record["arms"] and fresh["must_show"] == record["must_show"]
     assert fresh["runs_from_records"] == {a: [1, 2] for a in saved["arms"]} and fresh["complete"]
     # the result names the code its runs ran on, whether they were run, found on disk or read from records

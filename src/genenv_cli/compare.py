@@ -72,7 +72,8 @@ class RunData:
     rollouts: dict[int, int] = field(default_factory=dict)     # epoch -> rollouts consumed through that epoch
 
 
-def _flat(cfg: Any) -> dict[str, Any]:
+def flat_settings(cfg: Any) -> dict[str, Any]:
+    """Every config key as "section.key" -> value: what decides whether two runs belong to one arm."""
     return {f"{sec}.{k}": v for sec, keys in cfg.to_dict().items() for k, v in keys.items()}
 
 
@@ -83,7 +84,7 @@ def read_run(path: Path) -> RunData:
         raise InputError(f"{path}: not a genenv run (no genenv.toml). Pass run directories made by `genenv init`.")
     run = RunDir(path)
     cfg = run.load_config()
-    settings = _flat(cfg)
+    settings = flat_settings(cfg)
     seed = settings.pop("run.seed")
     metrics = {e: m for e in run.epochs() if (m := read_metrics(run, e)) is not None}
     data = RunData(path, seed, settings, cfg.env.mode, metrics)
@@ -173,11 +174,16 @@ def arm_shape_mix(arm: ArmData) -> dict[str, Any]:
 
 def build_compare(paths: list[Path], out: Path) -> dict[str, Any]:
     """Write the comparison page and its PNGs; returns {"html", "pngs", "arms", "flags", "numbers"}."""
-    from genenv_cli import report_charts as ch
-
     if not paths:
         raise InputError("compare needs at least one run directory.")
-    runs = [read_run(Path(p)) for p in paths]
+    return render_compare([read_run(Path(p)) for p in paths], out)
+
+
+def render_compare(runs: list[RunData], out: Path) -> dict[str, Any]:
+    """The page for runs already read: from their folders (`read_run`), or rebuilt from what a caller kept of
+    them (benchmarks/curriculum.py draws finished runs from its records once their folders are gone)."""
+    from genenv_cli import report_charts as ch
+
     arms, flags = group_arms(runs)
     out = out.expanduser().resolve()
     if out.is_dir():
