@@ -259,3 +259,14 @@ def test_init_with_official_files_and_a_malformed_record(tmp_path):
     assert res.exit_code != 0
     assert "validation.csv, record 2" in res.output and "level must be one of" in res.output, res.output
     assert not (tmp_path / "run2" / "seeds").exists()
+
+
+def test_open_databases_are_shared_and_bounded(tmp_path):
+    """One instance per folder while in use; a long run's many small item databases do not pile up in memory."""
+    from genenv_cli.evals.travelplanner import open_database
+
+    first = open_database(tmp_path / "db-first")
+    assert open_database(tmp_path / "db-first") is first
+    for i in range(64):
+        open_database(tmp_path / f"db-{i}")
+    assert open_database(tmp_path / "db-first") is not first

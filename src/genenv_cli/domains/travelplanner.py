@@ -53,8 +53,7 @@ from genenv_cli.domains.base import EnvContext, Reject, SeedTask
 from genenv_cli.domains.family import FamilyDomain
 from genenv_cli.errors import InputError
 from genenv_cli.evals.base import EvalSample
-from genenv_cli.evals.travelplanner import LEVELS, make_sample, parse_query
-from genenv_cli.evals.travelplanner import _database as suite_database
+from genenv_cli.evals.travelplanner import LEVELS, make_sample, open_database, parse_query
 from genenv_cli.evals.travelplanner_checks import LOCAL_CONSTRAINTS
 from genenv_cli.evals.travelplanner_db import COLUMNS, FILES, PANDAS_NA
 
@@ -392,22 +391,22 @@ class TravelPlannerDomain(FamilyDomain):
         import polars as pl
 
         g = sample.gold
-        db = suite_database(Path(sample.meta["database"]))  # the suite's instance: its tables are read once
+        db = open_database(Path(sample.meta["database"]))  # the suite's instance: its tables are read once
         state_cities = [c for c, s in db.cities.items() if s == g["dest"]]
         cities = {g["org"], g["dest"], *state_cities}
-        flights = db._flight_table().filter(pl.col("OriginCityName").is_in(list(cities))
+        flights = db.flight_table().filter(pl.col("OriginCityName").is_in(list(cities))
                                             & pl.col("DestCityName").is_in(list(cities)))
         snap: dict[str, Any] = {
             "flights": flights.to_dicts(),
             "accommodations": [{"NAME": a.name, "price": a.price, "room type": a.room_type,
                                 "house_rules": a.house_rules, "minimum nights": a.minimum_nights,
                                 "maximum occupancy": a.maximum_occupancy, "city": c}
-                               for c in sorted(cities) for a in db._acc_table().get(c, [])],
+                               for c in sorted(cities) for a in db.accommodation_table().get(c, [])],
             "restaurants": [{"Name": r.name, "City": c, "Cuisines": r.cuisines, "Average Cost": r.average_cost}
-                            for c in sorted(cities) for r in db._rest_table().get(c, [])],
-            "attractions": [{"Name": n, "City": c} for c in sorted(cities) for n in db._attr_table().get(c, [])],
+                            for c in sorted(cities) for r in db.restaurant_table().get(c, [])],
+            "attractions": [{"Name": n, "City": c} for c in sorted(cities) for n in db.attraction_table().get(c, [])],
             "distance": [{"origin": a, "destination": b, "duration": d, "distance": km}
-                         for (a, b), (d, km) in db._dist_table().items()
+                         for (a, b), (d, km) in db.distance_table().items()
                          if a in cities and b in cities and d is not None and km is not None],
             "cities": {c: db.cities[c] for c in sorted(cities) if c in db.cities},
         }

@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import functools
 import os
 import re
 import shutil
@@ -131,15 +132,16 @@ Travel Plan:
 
 USER_PROMPT = "Given information: {reference}\nQuery: {query}\nTravel Plan:"
 
-# Databases opened by any instance, by folder, so `score` works on samples loaded elsewhere in the process.
-_DATABASES: dict[str, Database] = {}
+def open_database(root: Path) -> Database:
+    """The database in this folder, shared by every instance in the process, so `score` works on samples loaded
+    elsewhere and each table is read once. The most recently used 64 are kept: a long run of the travelplanner
+    domain opens one small database per generated item, and they must not pile up in memory."""
+    return _open_database(str(Path(root).resolve()))
 
 
-def _database(root: Path) -> Database:
-    key = str(Path(root).resolve())
-    if key not in _DATABASES:
-        _DATABASES[key] = Database(Path(key))
-    return _DATABASES[key]
+@functools.lru_cache(maxsize=64)
+def _open_database(key: str) -> Database:
+    return Database(Path(key))
 
 
 # ---------------------------------------------------------------------------- literals and plan extraction
@@ -417,7 +419,7 @@ class TravelPlanner(Benchmark):
             err = no_data_error(self.name, self.sources, tried)
             raise InputError(f"{err} Expected layout: FOLDER/{split}.csv (or .jsonl/.json/.parquet) and "
                              f"FOLDER/database/ with {', '.join(FILES.values())}; pass --data FOLDER.")
-        db = _database(db_root)
+        db = open_database(db_root)
         missing = db.missing()
         if missing:
             raise InputError(f"the TravelPlanner database at {db_root} is incomplete: missing "
@@ -478,7 +480,7 @@ class TravelPlanner(Benchmark):
     def _db_for(self, sample: EvalSample) -> Database:
         root = sample.meta.get("database")
         if root:
-            return _database(Path(root))
+            return open_database(Path(root))
         if self._db is not None:
             return self._db
         raise InputError(f"TravelPlanner sample {sample.id} names no database; load the benchmark first.")

@@ -167,7 +167,7 @@ class Database:
         return self._cities
 
     # ------------------------------------------------------------------ flights
-    def _flight_table(self):
+    def flight_table(self):
         if self._flights is None:
             # stable sort: rows sharing a number keep their file order ("first row" stays first)
             self._flights = self._read("flights", dropna=True, sort="Flight Number")
@@ -175,7 +175,7 @@ class Database:
 
     def flights(self, number: str) -> list[tuple[str, str, str]]:
         """(origin, destination, price) of every row with this flight number, in file order."""
-        df = self._flight_table()
+        df = self.flight_table()
         col = df["Flight Number"]
         lo = int(col.search_sorted(number, side="left"))
         hi = int(col.search_sorted(number, side="right"))
@@ -192,7 +192,7 @@ class Database:
         return number_or_none(rows[0][2], "flight price") if rows else None
 
     # ------------------------------------------------------------------ accommodations
-    def _acc_table(self) -> dict[str, list[Accommodation]]:
+    def accommodation_table(self) -> dict[str, list[Accommodation]]:
         if self._acc is None:
             df = self._read("accommodations", dropna=True)
             table: dict[str, list[Accommodation]] = {}
@@ -203,10 +203,10 @@ class Database:
 
     def accommodations(self, name: str, city: str) -> list[Accommodation]:
         """Rows whose NAME contains `name` and whose city is `city`, in file order."""
-        return [a for a in self._acc_table().get(city, []) if name in a.name]
+        return [a for a in self.accommodation_table().get(city, []) if name in a.name]
 
     # ------------------------------------------------------------------ restaurants
-    def _rest_table(self) -> dict[str, list[Restaurant]]:
+    def restaurant_table(self) -> dict[str, list[Restaurant]]:
         if self._rest is None:
             df = self._read("restaurants", dropna=True)
             table: dict[str, list[Restaurant]] = {}
@@ -217,13 +217,13 @@ class Database:
 
     def restaurant(self, name: str, city: str) -> Restaurant | None:
         """The first row whose Name contains `name` and whose City is `city`."""
-        for r in self._rest_table().get(city, []):
+        for r in self.restaurant_table().get(city, []):
             if name in r.name:
                 return r
         return None
 
     # ------------------------------------------------------------------ attractions
-    def _attr_table(self) -> dict[str, list[str]]:
+    def attraction_table(self) -> dict[str, list[str]]:
         if self._attr is None:
             df = self._read("attractions", dropna=True)
             table: dict[str, list[str]] = {}
@@ -233,10 +233,10 @@ class Database:
         return self._attr
 
     def attraction_in_sandbox(self, name: str, city: str) -> bool:
-        return any(name in n for n in self._attr_table().get(city, []))
+        return any(name in n for n in self.attraction_table().get(city, []))
 
     # ------------------------------------------------------------------ distances
-    def _dist_table(self) -> dict[tuple[str, str], tuple[str | None, str | None]]:
+    def distance_table(self) -> dict[tuple[str, str], tuple[str | None, str | None]]:
         if self._dist is None:
             df = self._read("distance", dropna=False)
             table: dict[tuple[str, str], tuple[str | None, str | None]] = {}
@@ -249,7 +249,7 @@ class Database:
         """Cost of one vehicle, or None when the route has no valid information (official
         `GoogleDistanceMatrix.run_for_evaluation`)."""
         origin, dest = before_parenthesis(origin), before_parenthesis(dest)
-        row = self._dist_table().get((origin, dest))
+        row = self.distance_table().get((origin, dest))
         if row is None:
             return None
         duration, distance = row
