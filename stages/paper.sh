@@ -2,7 +2,8 @@
 # The GenEnv paper's protocol as one command: the co-evolution, then every benchmark under --protocol paper,
 # ending with Table 1's layout (this run's numbers from its evaluate results, beside the paper's rows).
 #
-#   genenv init RUN --preset paper        # once; --set overrides what you need to change
+#   genenv init RUN --preset paper --domain alfworld --domain bfcl --domain api-bank --domain bamboogle \
+#     --domain travelplanner             # once; --set overrides what you need to change
 #   ALFWORLD_DATA=... BFCL_DATA=... API_BANK_DATA=... BAMBOOGLE_DATA=... TRAVELPLANNER_DATA=... stages/paper.sh RUN
 #
 # EPOCHS (default 10, the paper's) epochs run through coevolve.sh, so a rerun resumes where it stopped. Each

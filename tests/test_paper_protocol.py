@@ -91,20 +91,24 @@ def test_paper_script_runs_end_to_end(tmp_path, tiny_model):
     """stages/paper.sh as users get it: the paper preset with --set overrides for a tiny model, two epochs, then
     every benchmark under --protocol paper on the hand-written fixtures, ending with the Table 1 layout."""
     run = tmp_path / "run"
-    small = ["generate.tasks_per_epoch=4", "generate.variations=2", "generate.max_rounds=1",
+    small = ["generate.tasks_per_epoch=5", "generate.variations=2", "generate.max_rounds=1",
              "generate.max_new_tokens=12", "rollout.group_size=2", "rollout.max_new_tokens=6",
              "agent_update.batch_size=4", "env_update.batch_size=4", "env_update.kl_max=100",
              "evaluate.max_new_tokens=6", "evaluate.max_steps=2", "run.engine=hf", "run.device=cpu",
              f"agent.model={tiny_model}", f"env.model={tiny_model}"]
-    r = runner.invoke(app, ["init", str(run), "--preset", "paper", *[a for s in small for a in ("--set", s)]])
+    families = [a for d in ("alfworld", "bfcl", "api-bank", "bamboogle", "travelplanner") for a in ("--domain", d)]
+    r = runner.invoke(app, ["init", str(run), "--preset", "paper", *families, *[a for s in small for a in ("--set", s)]])
     assert r.exit_code == 0, r.output
     env = dict(os.environ, GENENV=f"{sys.executable} -m genenv_cli", EPOCHS="2", GENENV_OFFLINE="1",
                ALFWORLD_DATA=str(FIX / "alfworld"), BFCL_DATA=str(FIX / "bfcl"), API_BANK_DATA=str(FIX / "api_bank"),
                BAMBOOGLE_DATA=str(FIX / "bamboogle" / "bamboogle.csv"), TRAVELPLANNER_DATA=str(FIX / "travelplanner"))
     done = subprocess.run(["bash", str(ROOT / "stages" / "paper.sh"), str(run)], capture_output=True, text=True,
-                          env=env, timeout=900)
+                          env=env, timeout=1800)
     assert done.returncode == 0, done.stderr[-3000:]
     assert RunDir(run).manifest_path(2, "update-env").exists() and not (run / "epochs" / "0003").exists()
+    # the README's command: the agent trained on the five benchmark families, one task of each an epoch
+    tasks = [json.loads(x) for x in (run / "epochs" / "0002" / "tasks.jsonl").read_text().splitlines()]
+    assert sorted(t["domain"] for t in tasks) == ["alfworld", "api-bank", "bamboogle", "bfcl", "travelplanner"]
     for bench in ("alfworld", "bfcl", "api-bank", "bamboogle", "travelplanner"):
         results = [json.loads(p.read_text()) for p in (run / "evals" / bench).glob("*.paper.json")]
         assert results and results[0]["protocol"] == "paper" and results[0]["epoch"] == 2, bench
