@@ -74,6 +74,7 @@ COMMON = [
     "env_update.passes=2", "env_update.batch_size=8",
     "evaluate.temperature=0.0", "evaluate.max_new_tokens=16", "evaluate.batch_size=64",
 ]
+BAND = (0.4, 0.6)  # the reported band, curriculum.band_low/high; at α 0.5 and k_min 0.1 the filter's band too
 KEYS = ["env_batch_band_share", "band_share", "env_batches", "env_batches_kept", "informative_share",
         "valid_generation_rate", "env_kl", "agent_train_reward", "success_rate", "batch_p_mean", "rollouts"]
 
@@ -206,7 +207,35 @@ def row(run: RunDir, epoch: int, value: float, timings: dict[str, Any]) -> dict[
     return {"epoch": epoch, **{k: metrics.get(k) for k in KEYS},
             "env_shape_mix": metrics.get("env_shape_mix") or {},
             "shape_p": {k: v.get("p") for k, v in (metrics.get("shape_success") or {}).items()},
+            "env_batch_p": env_batch_p(run, epoch),
             "heldout": value / 100.0, "seconds": timings.get(str(epoch))}
+
+
+def env_batch_p(run: RunDir, epoch: int) -> list[float]:
+    """Every environment batch's p̂ this epoch, sorted: where the batches sit against the filter's band."""
+    import polars as pl
+
+    from genenv_cli.pools import read_parquet
+
+    stats = read_parquet(run.file("task_stats", epoch), "task_stats").filter(pl.col("source") == "env")
+    return sorted(round(p, 4) for p in stats.group_by("batch_id").agg(pl.col("p_batch").first())["p_batch"])
+
+
+def batch_p_spread(per_run: dict[str, dict[int, dict[str, Any]]]) -> dict[str, Any]:
+    """Per arm, over every epoch and seed whose record has them: the share of environment batches below the band
+    (too hard), in it, above it (too easy), and within 0.1 below it."""
+    out: dict[str, Any] = {}
+    lo, hi = BAND
+    for arm, by_seed in per_run.items():
+        ps = [p for r in by_seed.values() for x in r["rows"] for p in (x.get("env_batch_p") or [])]
+        seeds = sorted(s for s, r in by_seed.items() if any(x.get("env_batch_p") for x in r["rows"]))
+        if not ps:
+            continue
+        out[arm] = {"seeds": seeds, "batches": len(ps), "below": round(sum(p < lo for p in ps) / len(ps), 4),
+                    "in_band": round(sum(lo <= p <= hi for p in ps) / len(ps), 4),
+                    "above": round(sum(p > hi for p in ps) / len(ps), 4),
+                    "just_below": round(sum(lo - 0.1 <= p < lo for p in ps) / len(ps), 4)}
+    return out
 
 
 def interval(values: list[float | None]) -> dict[str, Any]:
@@ -353,6 +382,13 @@ def markdown(record: dict[str, Any]) -> str:
             per_seed = m.get("per_seed")
             lines.append(f"- {k}: {_f(m, pct=not m.get('count'))}"
                          + (f" (per seed: {', '.join(f'{100 * d:+.1f}' for d in per_seed)})" if per_seed else ""))
+    if record.get("env_batch_p"):
+        lines += ["", f"Where the environment's batches sit against the band [{BAND[0]}, {BAND[1]}] (all epochs, the "
+                      "seeds whose records carry each batch's p̂):", ""]
+        for arm, d in record["env_batch_p"].items():
+            lines.append(f"- {arm} (seeds {d['seeds']}, {d['batches']} batches): below {100 * d['below']:.0f}% "
+                         f"(of which within 0.1 of the band {100 * d['just_below']:.0f}%), in band "
+                         f"{100 * d['in_band']:.0f}%, above {100 * d['above']:.0f}%")
     return "\n".join(lines) + "\n"
 
 
@@ -450,7 +486,7 @@ def write_record(out_dir: Path, args: argparse.Namespace, per_run: dict[str, dic
         "run_commits": sorted({r["commit"] for by_seed in per_run.values() for r in by_seed.values() if r.get("commit")}),
         "settings": COMMON + args.sets, "machine": machine(), "versions": versions(),
         "arms": aggregate(per_run, args.epochs), "must_show": must_show(per_run),
-        "diagnostics": diagnostics(per_run),
+        "diagnostics": diagnostics(per_run), "env_batch_p": batch_p_spread(per_run),
         "per_run": {arm: {str(s): {"rows": r["rows"], "base_heldout": r["base_heldout"]} for s, r in by_seed.items()}
                     for arm, by_seed in per_run.items()},
         "seconds_this_invocation": round(time.time() - started, 1),

@@ -46,6 +46,13 @@ def test_curriculum_experiment_runs_and_resumes(tmp_path, tiny_model):
                                        "b_genenv_minus_frozen_in_band_last_epoch",
                                        "c_genenv_minus_frozen_heldout_last_epoch"}
     assert saved["complete"] and saved["machine"]["cpus"] and saved["versions"]["genenv-cli"] and saved["settings"]
+    # where the environment's batches sit against the band: every env batch of every epoch, shares adding up to 1
+    spread = saved["env_batch_p"]["genenv"]
+    rows = saved["per_run"]["genenv"]["1"]["rows"]
+    assert spread["seeds"] == [1, 2] and spread["batches"] == sum(
+        len(r["env_batch_p"]) for s in ("1", "2") for r in saved["per_run"]["genenv"][s]["rows"])
+    assert all(len(r["env_batch_p"]) == r["env_batches"] for r in rows)
+    assert abs(spread["below"] + spread["in_band"] + spread["above"] - 1) < 1e-3 and "seeds" not in saved["env_batch_p"]
     assert (tmp_path / "results" / "curriculum-arith.md").read_text().count("| genenv |") == 3
     page = Path(record["compare"]).read_text()
     assert "seeds" in page and "frozen" in page and "⚠" not in page  # arms differ in env.mode only
