@@ -234,7 +234,7 @@ def batch_p_spread(per_run: dict[str, dict[int, dict[str, Any]]]) -> dict[str, A
         out[arm] = {"seeds": seeds, "batches": len(ps), "below": round(sum(p < lo for p in ps) / len(ps), 4),
                     "in_band": round(sum(lo <= p <= hi for p in ps) / len(ps), 4),
                     "above": round(sum(p > hi for p in ps) / len(ps), 4),
-                    "just_below": round(sum(lo - 0.1 <= p < lo for p in ps) / len(ps), 4)}
+                    "just_below": round(sum(round(lo - 0.1, 6) <= p < lo for p in ps) / len(ps), 4)}
     return out
 
 
