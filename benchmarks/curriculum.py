@@ -387,7 +387,7 @@ def markdown(record: dict[str, Any]) -> str:
                       "seeds whose records carry each batch's p̂):", ""]
         for arm, d in record["env_batch_p"].items():
             lines.append(f"- {arm} (seeds {d['seeds']}, {d['batches']} batches): below {100 * d['below']:.0f}% "
-                         f"(of which within 0.1 of the band {100 * d['just_below']:.0f}%), in band "
+                         f"({100 * d['just_below']:.0f}% of all within 0.1 below the band), in band "
                          f"{100 * d['in_band']:.0f}%, above {100 * d['above']:.0f}%")
     return "\n".join(lines) + "\n"
 
