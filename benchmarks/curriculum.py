@@ -183,11 +183,7 @@ def save_run_record(path: Path, args: argparse.Namespace, arm: str, seed: int, r
 
 def recorded_commit(path: Path, args: argparse.Namespace, arm: str) -> str:
     """The commit a finished run folder's record names (the code it ran on), else the checkout's."""
-    if path.is_file():
-        data = json.loads(path.read_text())
-        if data.get("settings") == run_settings(args, arm) and data.get("commit"):
-            return data["commit"]
-    return git_commit()
+    return (load_run_record(path, args, arm) or {}).get("commit") or git_commit()
 
 
 def load_run_record(path: Path, args: argparse.Namespace, arm: str) -> dict[str, Any] | None:
