@@ -2,6 +2,7 @@
 
     python benchmarks/curriculum.py                                   # 4 arms x 3 seeds x 5 epochs, arith
     python benchmarks/curriculum.py --arms seeds --seeds 11 12 13     # one arm, other seeds
+    python benchmarks/curriculum.py --arms genenv-kmin0.2             # a departure arm, reported beside the rest
     nox -s curriculum
 
 Arms (the paper's ablations, same domain, model, prompts, rollout budget per epoch and training settings; only
@@ -10,6 +11,11 @@ what the environment does differs):
   frozen  GenEnv-Random: the base environment writes every epoch's tasks and is never trained
   static  GenEnv-Static: `static_variations` variations per seed written once, drawn from every epoch
   seeds   no environment: every task is a seed task
+Departure arms (run only when named in --arms; reported apart, never as the headline):
+  genenv-kmin0.2  genenv with a wider difficulty filter, k_min 0.2 (batches with p̂ in [0.3, 0.7] train the
+                  environment): the headline filter kept almost nothing on arith, because the environment's batches
+                  sit just below the band. This arm tells the filter apart from what comes after it (the RWR
+                  weights, the environment's capacity): does an environment that trains on more batches move?
 Headline arms use the paper's alpha 0.5, k_min 0.1, lambda 1; beta (not given by the paper) is 2.0, the
 authors' code's value: inside the filter's band a batch's R_env is between exp(-2 * 0.1^2) = 0.98 and 1, so the
 kept batches are weighted almost equally and beta changes nothing the environment trains on; it shapes only
@@ -32,7 +38,9 @@ Every finished run is also kept as <out>/curriculum-<domain>/runs/<arm>-s<seed>.
 base model's held-out result, the settings, commit and machine), small enough to commit. A run whose record
 exists with the same settings and epochs is not run again: the experiment can be finished in parts on
 different machines or fresh checkouts, and the result says which runs came from records. compare.html draws
-every finished run: from its folder under --work when it is there, else from its record.
+every finished run: from its folder under --work when it is there, else from its record. The result covers every
+arm with a record for the seeds asked for, not only the arms run this time: running a departure arm (or one
+arm) rewrites the result with all that is known.
 """
 
 from __future__ import annotations
@@ -59,7 +67,10 @@ ARMS = {
     "frozen": ["env.mode=frozen"],
     "static": ["env.mode=static"],
     "seeds": ["env.mode=seeds"],
+    "genenv-kmin0.2": ["env.mode=genenv", "curriculum.k_min=0.2"],
 }
+HEADLINE = ["genenv", "frozen", "static", "seeds"]
+DEPARTURES = [a for a in ARMS if a not in HEADLINE]
 # Sized for a 2-core CPU: about 3 minutes an epoch of one arm, evaluation included. The learning rates are for
 # LoRA on a 135M model (the paper's 1e-6 / 5e-7 are for full fine-tuning of 7B models, and move a LoRA adapter
 # nowhere in a few dozen steps); they were chosen on the `seeds` arm alone (a pilot with a seed not reported)
@@ -186,13 +197,15 @@ def recorded_commit(path: Path, args: argparse.Namespace, arm: str) -> str:
     return (load_run_record(path, args, arm) or {}).get("commit") or git_commit()
 
 
-def load_run_record(path: Path, args: argparse.Namespace, arm: str) -> dict[str, Any] | None:
-    """A finished run's record, or None when there is none or it was made with other settings (then said)."""
+def load_run_record(path: Path, args: argparse.Namespace, arm: str, quiet: bool = False) -> dict[str, Any] | None:
+    """A finished run's record, or None when there is none or it was made with other settings (then said, unless
+    quiet: an arm not asked for is only looked for)."""
     if not path.is_file():
         return None
     data = json.loads(path.read_text())
     if data.get("settings") != run_settings(args, arm) or len(data.get("rows", [])) != args.epochs:
-        print(f"note: {path} was recorded with other settings or epochs; not used", file=sys.stderr)
+        if not quiet:
+            print(f"note: {path} was recorded with other settings or epochs; not used", file=sys.stderr)
         return None
     return {"rows": data["rows"], "base_heldout": data["base_heldout"], "commit": data.get("commit"),
             "from_record": True}
@@ -272,7 +285,6 @@ def excludes_zero(m: dict[str, Any], sign: int = 1) -> bool | None:
 
 
 def must_show(per_run: dict[str, dict[int, dict[str, Any]]]) -> dict[str, Any]:
-    last = lambda k: (lambda r: r["rows"][-1].get(k) if r["rows"] else None)  # noqa: E731
     out: dict[str, Any] = {}
     if "seeds" in per_run:
         diffs = [r["rows"][-1]["heldout"] - r["base_heldout"] for r in per_run["seeds"].values() if r["rows"]]
@@ -307,32 +319,61 @@ def frontier_share(rows: list[dict[str, Any]], e: int) -> float | None:
     return sum(v for s, v in rows[e]["env_shape_mix"].items() if s in near)
 
 
+def later_mean(key: Any) -> Any:
+    """run -> the mean of key(rows, e) over epochs 2..N (the epochs an environment could have trained before)."""
+    def f(r: dict[str, Any]) -> float | None:
+        vals = [v for v in (key(r["rows"], e) for e in range(1, len(r["rows"]))) if v is not None]
+        return sum(vals) / len(vals) if vals else None
+    return f
+
+
+IN_BAND = later_mean(lambda rows, e: rows[e].get("env_batch_band_share"))
+FRONTIER_SHARE = later_mean(frontier_share)
+KEPT = later_mean(lambda rows, e: rows[e].get("env_batches_kept"))
+
+
+def last(key: str) -> Any:
+    return lambda r: r["rows"][-1].get(key) if r["rows"] else None
+
+
 def diagnostics(per_run: dict[str, dict[int, dict[str, Any]]]) -> dict[str, Any]:
     """Where the mechanism holds or breaks, per arm: the environment's aim (frontier share, in-band share over
     epochs 2..N) and how much the filter gives the environment to learn from (batches kept)."""
     out: dict[str, Any] = {}
-
-    def later_mean(key: Any) -> Any:
-        def f(r: dict[str, Any]) -> float | None:
-            vals = [v for v in (key(r["rows"], e) for e in range(1, len(r["rows"]))) if v is not None]
-            return sum(vals) / len(vals) if vals else None
-        return f
-
-    in_band = later_mean(lambda rows, e: rows[e].get("env_batch_band_share"))
-    frontier = later_mean(frontier_share)
-    kept = later_mean(lambda rows, e: rows[e].get("env_batches_kept"))
     for arm, by_seed in per_run.items():
         if arm == "seeds":
             continue
-        out[f"{arm}_in_band_epochs_2_on"] = interval([in_band(r) for r in by_seed.values()])
-        out[f"{arm}_frontier_share_epochs_2_on"] = interval([frontier(r) for r in by_seed.values()])
-        out[f"{arm}_batches_kept_epochs_2_on"] = {**interval([kept(r) for r in by_seed.values()]), "count": True}
+        out[f"{arm}_in_band_epochs_2_on"] = interval([IN_BAND(r) for r in by_seed.values()])
+        out[f"{arm}_frontier_share_epochs_2_on"] = interval([FRONTIER_SHARE(r) for r in by_seed.values()])
+        out[f"{arm}_batches_kept_epochs_2_on"] = {**interval([KEPT(r) for r in by_seed.values()]), "count": True}
     if "genenv" in per_run and "frozen" in per_run:
-        out["genenv_minus_frozen_in_band_epochs_2_on"] = paired(per_run["genenv"], per_run["frozen"], in_band)
-        out["genenv_minus_frozen_frontier_share_epochs_2_on"] = paired(per_run["genenv"], per_run["frozen"], frontier)
+        out["genenv_minus_frozen_in_band_epochs_2_on"] = paired(per_run["genenv"], per_run["frozen"], IN_BAND)
+        out["genenv_minus_frozen_frontier_share_epochs_2_on"] = paired(per_run["genenv"], per_run["frozen"],
+                                                                       FRONTIER_SHARE)
         out["genenv_minus_frozen_heldout_mean_epochs"] = paired(
             per_run["genenv"], per_run["frozen"],
             lambda r: sum(x["heldout"] for x in r["rows"]) / len(r["rows"]) if r["rows"] else None)
+    return out
+
+
+def departures(per_run: dict[str, dict[int, dict[str, Any]]]) -> dict[str, Any]:
+    """Each departure arm against frozen (the same comparisons as (b) and (c)) and against the headline genenv
+    (did the change give the environment more to learn from, and did that move its aim or the agent?), paired by
+    seed."""
+    out: dict[str, Any] = {}
+    for arm in DEPARTURES:
+        if arm not in per_run:
+            continue
+        d = per_run[arm]
+        for other in ("frozen", "genenv"):
+            if other not in per_run:
+                continue
+            vs = per_run[other]
+            out[f"{arm}_minus_{other}_in_band_last_epoch"] = paired(d, vs, last("env_batch_band_share"))
+            out[f"{arm}_minus_{other}_in_band_epochs_2_on"] = paired(d, vs, IN_BAND)
+            out[f"{arm}_minus_{other}_frontier_share_epochs_2_on"] = paired(d, vs, FRONTIER_SHARE)
+            out[f"{arm}_minus_{other}_batches_kept_epochs_2_on"] = {**paired(d, vs, KEPT), "count": True}
+            out[f"{arm}_minus_{other}_heldout_last_epoch"] = paired(d, vs, last("heldout"))
     return out
 
 
@@ -378,6 +419,14 @@ def markdown(record: dict[str, Any]) -> str:
             per_seed = m.get("per_seed")
             lines.append(f"- {k}: {_f(m, pct=not m.get('count'))}"
                          + (f" (per seed: {', '.join(f'{100 * d:+.1f}' for d in per_seed)})" if per_seed else ""))
+    if record.get("departures"):
+        lines += ["", f"Departure arms (not the headline; settings {json.dumps({a: ARMS[a] for a in record['departure_arms']})}"
+                      "), paired by seed:", ""]
+        for k, m in record["departures"].items():
+            per_seed = m.get("per_seed") or []
+            scale = 1 if m.get("count") else 100
+            lines.append(f"- {k}: {_f(m, pct=not m.get('count'))}"
+                         + (f" (per seed: {', '.join(f'{scale * d:+.1f}' for d in per_seed)})" if per_seed else ""))
     if record.get("env_batch_p"):
         lines += ["", f"Where the environment's batches sit against the band [{BAND[0]}, {BAND[1]}] (all epochs, the "
                       "seeds whose records carry each batch's p̂):", ""]
@@ -391,7 +440,8 @@ def markdown(record: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--domain", default="arith")
-    ap.add_argument("--arms", nargs="+", default=list(ARMS), choices=sorted(ARMS))
+    ap.add_argument("--arms", nargs="+", default=HEADLINE, choices=sorted(ARMS),
+                    help=f"arms to run (default the headline {' '.join(HEADLINE)}; departures: {' '.join(DEPARTURES)})")
     ap.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--model", default="embedded", help="agent and environment base model")
@@ -439,6 +489,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                                  "commit": commit}
             save_run_record(rec_path, args, arm, seed, per_run[arm][seed])
             record = write_record(out_dir, args, per_run, started)  # after every run: progress is never lost
+    for seed in args.seeds:  # the arms not run this time are reported from their records, when they have them
+        for arm in ARMS:
+            if arm not in args.arms and (recorded := load_run_record(
+                    record_path(out_dir, args.domain, arm, seed), args, arm, quiet=True)) is not None:
+                per_run.setdefault(arm, {})[seed] = recorded
+    per_run = {arm: dict(sorted(per_run[arm].items())) for arm in ARMS if arm in per_run}  # the tables' order
     record = write_record(out_dir, args, per_run, started)
     if per_run:
         runs = [compare_run(args, arm, seed, result) for arm, by_seed in per_run.items()
@@ -476,13 +532,15 @@ def write_record(out_dir: Path, args: argparse.Namespace, per_run: dict[str, dic
         "benchmark": "curriculum", "date": time.strftime("%Y-%m-%d"), "commit": git_commit(), "domain": args.domain,
         "model": args.model if args.model != "embedded" else "embedded (SmolLM2-135M-Instruct), LoRA r=16",
         "epochs": args.epochs, "seeds": args.seeds, "complete": all(done.get(a) == sorted(args.seeds) for a in args.arms),
-        "runs_done": done, "arms_settings": {a: ARMS[a] for a in args.arms},
+        "runs_done": done, "arms_settings": {a: ARMS[a] for a in ARMS if a in args.arms or a in per_run},
+        "departure_arms": [a for a in DEPARTURES if a in per_run],
         "runs_from_records": {arm: sorted(s for s, r in by_seed.items() if r.get("from_record"))
                               for arm, by_seed in per_run.items() if any(r.get("from_record") for r in by_seed.values())},
         "run_commits": sorted({r["commit"] for by_seed in per_run.values() for r in by_seed.values() if r.get("commit")}),
         "settings": COMMON + args.sets, "machine": machine(), "versions": versions(),
         "arms": aggregate(per_run, args.epochs), "must_show": must_show(per_run),
-        "diagnostics": diagnostics(per_run), "env_batch_p": batch_p_spread(per_run),
+        "diagnostics": diagnostics(per_run), "departures": departures(per_run),
+        "env_batch_p": batch_p_spread(per_run),
         "per_run": {arm: {str(s): {"rows": r["rows"], "base_heldout": r["base_heldout"]} for s, r in by_seed.items()}
                     for arm, by_seed in per_run.items()},
         "seconds_this_invocation": round(time.time() - started, 1),

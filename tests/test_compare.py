@@ -65,6 +65,7 @@ def test_compare_overlays_arms_and_flags_other_settings(runs, tmp_path):
     data = json.loads(result.stdout)
     # the two seeds form one arm; the run with group_size 4 is its own arm and flagged, naming the setting
     assert sorted(len(v) for v in data["arms"].values()) == [1, 2]
+    assert sorted(data["arms"]) == ["genenv", "genenv (rollout.group_size=4)"]  # named by what sets it apart
     assert any("rollout.group_size" in f and "(8 vs 4)" in f for f in data["flags"])
     page = out.read_text()
     assert "rollout.group_size" in page and "⚠" in page

@@ -75,6 +75,9 @@ def test_curriculum_experiment_runs_and_resumes(tmp_path, tiny_model):
     assert len(commits) == 1 and None not in commits
     assert record["run_commits"] == again["run_commits"] == fresh["run_commits"] == sorted(commits)
     assert not (tmp_path / "runs").exists()
+    # one arm asked for: the result still covers every arm that has a record for these seeds
+    one = mod.main([*argv, "--arms", "seeds", "--report-only"])
+    assert list(one["arms"]) == ["genenv", "frozen", "static", "seeds"] and one["must_show"] == record["must_show"]
     # a record made with other settings is not used: that run would be run again (report-only runs nothing)
     other = mod.main([*argv, "--set", "curriculum.beta=3.0", "--report-only"])
     assert other["runs_done"] == {} and not other["complete"]
@@ -87,3 +90,32 @@ def test_batch_p_spread_places_every_batch_against_the_band():
                                  "seeds": {1: {"rows": [{"env_batch_p": []}]}}})
     assert spread == {"genenv": {"seeds": [1], "batches": 8, "below": 0.375, "in_band": 0.375, "above": 0.25,
                                  "just_below": 0.25}}
+
+
+def _run(band: list[float], kept: list[int], heldout: list[float]) -> dict:
+    rows = [{"epoch": e + 1, "env_batch_band_share": b, "env_batches_kept": k, "heldout": h, "env_shape_mix": {},
+             "shape_p": {}} for e, (b, k, h) in enumerate(zip(band, kept, heldout, strict=True))]
+    return {"rows": rows, "base_heldout": 0.2}
+
+
+def test_departure_arms_are_compared_with_frozen_and_genenv_by_seed():
+    mod = _load()
+    assert "genenv-kmin0.2" in mod.DEPARTURES and mod.HEADLINE == ["genenv", "frozen", "static", "seeds"]
+    per_run = {
+        "genenv": {1: _run([0.1, 0.1, 0.1], [0, 0, 1], [0.3, 0.3, 0.3]), 2: _run([0.2, 0.2, 0.2], [0, 1, 1], [0.3, 0.4, 0.4])},
+        "frozen": {1: _run([0.1, 0.1, 0.0], [0, 0, 0], [0.3, 0.3, 0.2]), 2: _run([0.2, 0.1, 0.1], [0, 0, 0], [0.3, 0.3, 0.3])},
+        "genenv-kmin0.2": {1: _run([0.1, 0.3, 0.5], [2, 3, 4], [0.3, 0.3, 0.4]),
+                           2: _run([0.2, 0.4, 0.4], [3, 5, 5], [0.3, 0.4, 0.5])},
+    }
+    dep = mod.departures(per_run)
+    # last epoch, paired by seed: (0.5 - 0.0, 0.4 - 0.1) against frozen; (0.5 - 0.1, 0.4 - 0.2) against genenv
+    assert dep["genenv-kmin0.2_minus_frozen_in_band_last_epoch"]["per_seed"] == pytest.approx([0.5, 0.3])
+    assert dep["genenv-kmin0.2_minus_genenv_in_band_last_epoch"]["per_seed"] == pytest.approx([0.4, 0.2])
+    # epochs 2..3: kept (3.5 - 0.5, 5 - 1) batches more than genenv; in band (0.4 - 0.1, 0.4 - 0.2)
+    assert dep["genenv-kmin0.2_minus_genenv_batches_kept_epochs_2_on"]["per_seed"] == pytest.approx([3.0, 4.0])
+    assert dep["genenv-kmin0.2_minus_genenv_in_band_epochs_2_on"]["per_seed"] == pytest.approx([0.3, 0.2])
+    assert dep["genenv-kmin0.2_minus_frozen_heldout_last_epoch"]["per_seed"] == pytest.approx([0.2, 0.2])
+    assert mod.departures({k: v for k, v in per_run.items() if k != "genenv-kmin0.2"}) == {}
+    # the headline comparisons do not change with a departure arm beside them
+    headline = {k: v for k, v in per_run.items() if k in mod.HEADLINE}
+    assert mod.must_show(per_run) == mod.must_show(headline)

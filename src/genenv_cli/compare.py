@@ -2,7 +2,8 @@
 
     genenv compare runs/genenv-s0 runs/genenv-s1 runs/frozen-s0 runs/frozen-s1 --out compare/compare.html
 
-Runs whose settings are equal but for `run.seed` form one **arm** (named by its `env.mode`); an arm's line is the
+Runs whose settings are equal but for `run.seed` form one **arm** (named by its `env.mode`, and
+a second arm of the same mode also by the settings that set it apart); an arm's line is the
 mean over its runs and the shaded band the 95% interval of that mean (Student's t over the seeds; no band for a
 single run). Arms are meant to differ in `env.mode` alone: when two arms also differ in another setting (a
 different rollout budget, another domain), the page and the returned `flags` say so and name the settings,
@@ -124,11 +125,14 @@ def group_arms(runs: list[RunData]) -> tuple[list[ArmData], list[str]]:
         else:
             arms.append(ArmData(r.mode, [r], r.settings))
     flags: list[str] = []
-    labels: dict[str, int] = {}
-    for a in arms:
-        labels[a.label] = labels.get(a.label, 0) + 1
-        if labels[a.label] > 1:
-            a.label = f"{a.label} ({labels[a.label]})"
+    first: dict[str, ArmData] = {}
+    for a in arms:  # a second arm of a mode is named by what sets it apart from the first: "genenv (curriculum.k_min=0.2)"
+        if a.label not in first:
+            first[a.label] = a
+            continue
+        ref = first[a.label].settings
+        diff = [f"{k}={json.dumps(v)}" for k, v in a.settings.items() if ref.get(k) != v]
+        a.label = f"{a.label} ({', '.join(diff[:3]) + (', …' if len(diff) > 3 else '')})"
     for i, a in enumerate(arms):
         for b in arms[i + 1:]:
             diff = sorted(k for k in a.settings if k != "env.mode" and a.settings[k] != b.settings.get(k))
