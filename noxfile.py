@@ -126,7 +126,8 @@ def demonstration(session: nox.Session) -> None:
 
 @nox.session
 def curriculum(session: nox.Session) -> None:
-    """The curriculum experiment: genenv, frozen, static and seeds arms x 3 seeds x 5 epochs on arith (about 3 hours
-    on 2 cores; resumable: rerun to continue). Extra arguments go to benchmarks/curriculum.py (e.g. --seeds 4 5 6)."""
+    """The curriculum experiment: genenv, frozen, static and seeds arms x 3 seeds x 5 epochs on arith (measured: about
+    4.5 hours of a 2-core machine; resumable: rerun to continue). Extra arguments go to benchmarks/curriculum.py (e.g.
+    --seeds 4 5 6, or --arms genenv-kmin0.2 for the departure arm)."""
     install(session)
     session.run("python", "benchmarks/curriculum.py", *session.posargs)
