@@ -386,6 +386,14 @@ def _f(m: dict[str, Any] | None, pct: bool = True) -> str:
     return f"{scale * m['mean']:.1f}{unit} [{scale * m['low']:.1f}, {scale * m['high']:.1f}]"
 
 
+def _metric_line(key: str, m: dict[str, Any]) -> str:
+    """One diagnostic or departure comparison: mean [interval], then the per-seed values (points, or counts)."""
+    per_seed = m.get("per_seed") or []
+    scale = 1 if m.get("count") else 100
+    return (f"- {key}: {_f(m, pct=not m.get('count'))}"
+            + (f" (per seed: {', '.join(f'{scale * d:+.1f}' for d in per_seed)})" if per_seed else ""))
+
+
 def markdown(record: dict[str, Any]) -> str:
     status = "" if record["complete"] else f" PARTIAL: runs done so far {record['runs_done']}."
     if record.get("runs_from_records"):
@@ -415,18 +423,11 @@ def markdown(record: dict[str, Any]) -> str:
     if record.get("diagnostics"):
         lines += ["", f"Diagnostics (post hoc; a shape is near the frontier when the agent solved "
                       f"{100 * FRONTIER[0]:.0f}-{100 * FRONTIER[1]:.0f}% of it in the previous epoch):", ""]
-        for k, m in record["diagnostics"].items():
-            per_seed = m.get("per_seed")
-            lines.append(f"- {k}: {_f(m, pct=not m.get('count'))}"
-                         + (f" (per seed: {', '.join(f'{100 * d:+.1f}' for d in per_seed)})" if per_seed else ""))
+        lines += [_metric_line(k, m) for k, m in record["diagnostics"].items()]
     if record.get("departures"):
         lines += ["", f"Departure arms (not the headline; settings {json.dumps({a: ARMS[a] for a in record['departure_arms']})}"
                       "), paired by seed:", ""]
-        for k, m in record["departures"].items():
-            per_seed = m.get("per_seed") or []
-            scale = 1 if m.get("count") else 100
-            lines.append(f"- {k}: {_f(m, pct=not m.get('count'))}"
-                         + (f" (per seed: {', '.join(f'{scale * d:+.1f}' for d in per_seed)})" if per_seed else ""))
+        lines += [_metric_line(k, m) for k, m in record["departures"].items()]
     if record.get("env_batch_p"):
         lines += ["", f"Where the environment's batches sit against the band [{BAND[0]}, {BAND[1]}] (all epochs, the "
                       "seeds whose records carry each batch's p̂):", ""]
