@@ -93,3 +93,14 @@ def test_compare_overlays_arms_and_flags_other_settings(runs, tmp_path):
 def test_compare_refuses_a_folder_that_is_not_a_run(tmp_path):
     result = CliRunner().invoke(app, ["compare", str(tmp_path), "--out", str(tmp_path / "c.html")])
     assert result.exit_code == 2 and "genenv.toml" in result.output
+
+
+def test_arms_of_one_mode_keep_distinct_names():
+    from genenv_cli.compare import RunData, group_arms
+
+    base = {"env.mode": "genenv", "a": 1, "b": 1, "c": 1, "d": 1, "e": 1}
+    other = [{**base, "a": 2, "b": 2, "c": 2, "d": 2}, {**base, "a": 2, "b": 2, "c": 2, "e": 2}]
+    runs = [RunData(Path(f"r{i}"), i, s, "genenv", {}) for i, s in enumerate([base, *other])]
+    arms, _ = group_arms(runs)
+    labels = [a.label for a in arms]
+    assert len(set(labels)) == 3 and labels[0] == "genenv" and labels[1].startswith("genenv (a=2, b=2, c=2")

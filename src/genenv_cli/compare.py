@@ -132,7 +132,11 @@ def group_arms(runs: list[RunData]) -> tuple[list[ArmData], list[str]]:
             continue
         ref = first[a.label].settings
         diff = [f"{k}={json.dumps(v)}" for k, v in a.settings.items() if ref.get(k) != v]
-        a.label = f"{a.label} ({', '.join(diff[:3]) + (', …' if len(diff) > 3 else '')})"
+        label = f"{a.label} ({', '.join(diff[:3]) + (', …' if len(diff) > 3 else '')})"
+        n = 2
+        while any(b.label == label for b in arms):  # labels key the arms: never two alike
+            label, n = f"{a.label} ({', '.join(diff[:3])}, …#{n})", n + 1
+        a.label = label
     for i, a in enumerate(arms):
         for b in arms[i + 1:]:
             diff = sorted(k for k in a.settings if k != "env.mode" and a.settings[k] != b.settings.get(k))
