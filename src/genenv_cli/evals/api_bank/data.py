@@ -95,6 +95,8 @@ def _layout(path: Path) -> _Layout:
                 raise InputError(f"{path}: cannot tell the API-Bank level of a dialogue in folder "
                                  f"`{path.parent.name}`; put it in `level-1-given-desc` or `level-2-toolsearcher`.")
             lay.level_files[level] = [path]
+            apis = path.parent.parent.parent / "apis"  # lv1-lv2-samples/<level folder>/<file> -> api-bank/apis
+            lay.apis_dir = apis if apis.is_dir() else None
         else:
             raise InputError(f"{path}: expected a dialogue .jsonl, level-3.json or a folder of them.")
         return lay
