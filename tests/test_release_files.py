@@ -212,3 +212,30 @@ def test_gold_answers_are_written_in_the_items_language(cat):
         gold = gold_answer(t.payload)
         assert "True" not in gold and "False" not in gold
         assert dom.score(t.payload, gold).reward == 1.0, (t.id, gold)
+
+
+def _lengths(run: Path) -> tuple[int, int]:
+    from genenv_cli.config import load_config
+
+    cfg = load_config(run / "genenv.toml")
+    return cfg.generate.max_new_tokens, cfg.rollout.max_new_tokens
+
+
+def test_domains_with_long_items_get_their_own_output_length_unless_one_is_set(tmp_path):
+    invoke("init", tmp_path / "bfcl", "--domain", "bfcl")
+    assert _lengths(tmp_path / "bfcl") == (2560, 256)
+    invoke("init", tmp_path / "ab", "--domain", "api-bank")
+    assert _lengths(tmp_path / "ab") == (1536, 256)
+    invoke("init", tmp_path / "paper", "--domain", "bfcl", "--preset", "paper")
+    assert _lengths(tmp_path / "paper") == (2560, 1024)
+    invoke("init", tmp_path / "set", "--domain", "bfcl", "--set", "generate.max_new_tokens=300")
+    assert _lengths(tmp_path / "set") == (300, 256)
+    invoke("init", tmp_path / "mixed", "--domain", "bfcl=0.5", "--domain", "api-bank=0.5")
+    assert _lengths(tmp_path / "mixed")[0] == 2560
+    for name in ("arith", "tool_call"):
+        invoke("init", tmp_path / name, "--domain", name)
+        assert _lengths(tmp_path / name) == (256, 256)
+    # a hand-written config that leaves the key out gets the domain's length too
+    (tmp_path / "hand").mkdir()
+    (tmp_path / "hand" / "genenv.toml").write_text('[run]\ndomain = "api-bank"\n')
+    assert _lengths(tmp_path / "hand") == (1536, 256)
