@@ -14,6 +14,10 @@ EM (the suite's `correct`), `partial` is the token F1.
 "Facts": ["<fact about the entity the question names>", "<fact about the bridge entity, stating the answer>"],
 "Bridge": "<the intermediate entity>"}`.
 
+**Release seeds.** The release's records state no chain: when the example (or a frontier item) has none, the
+environment is first shown a built-in item with its Facts and Bridge as the format to write, and a chain-less
+record is accepted back only when it copies a benchmark item it was shown (its gold is the benchmark's).
+
 **Keeping wrong gold answers out.** A model can invent an answer. An environment item is accepted only when its
 gold answer follows from the two facts it states, by rules checked on the text (SQuAD normalisation, whole
 words): the bridge is in both facts and not in the question (so the question really takes two hops); the answer

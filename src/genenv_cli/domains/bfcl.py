@@ -22,8 +22,9 @@ documented function and documented parameters, every required parameter has an a
 the category, generated items' allowed values are of their documented types, and -- the benchmark's own rule --
 the gold answer built from the first allowed value of every
 parameter, written in BFCL's answer syntax, is judged correct by the suite's scorer against the item's own
-documents (Python items; for Java/JavaScript seeds the structure is checked, since their gold values would need
-writing as Java/JavaScript source).
+documents (Python items; for Java/JavaScript seeds the structure is checked). Release items (seeds) follow
+BFCL's rules only: the environment's extra rules (a user message of 8 characters or more, a non-empty function
+list, possible answers naming documented parameters only, typed values) apply to generated items.
 """
 
 from __future__ import annotations

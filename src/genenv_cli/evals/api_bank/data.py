@@ -2,7 +2,8 @@
 
 **Data.** `--data` may be the api-bank release folder (holding `lv1-lv2-samples/`, optionally `apis/` and
 `test-data/level-3.json`), the `lv1-lv2-samples` folder, one level folder (`level-1-given-desc` -> level 1,
-`level-2-toolsearcher` -> level 2, as `evaluator.py` decides by the folder name), one dialogue `.jsonl`, or
+`level-2-toolsearcher` -> level 2, as `evaluator.py` decides by the folder name), one dialogue `.jsonl` (its
+API descriptions from `apis/` two levels above its level folder, when there), or
 the level-3 file (`level-3.json`: a JSON list of `{"requirement", "response", "apis": [{"api_name", "input",
 "output"}]}`). A dialogue file holds one JSON object per line: `{"role": "User"|"AI", "text"}` or
 `{"role": "API", "api_name", "param_dict", "result": {"input", "output", "exception"}}`. Without `--data` the
