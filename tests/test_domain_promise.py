@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -113,6 +114,8 @@ def _real_cases() -> dict[str, Case]:
             seeds = [f for f in sorted(p.glob("BFCL_v*_*.json"))
                      if re.search(r"_(simple|multiple|parallel|irrelevance|live_simple|live_multiple|live_parallel)",
                                   f.name) and "live_relevance" not in f.name]
+        if name == "alfworld" and p.is_dir():  # one game file per --seeds
+            seeds = sorted(p.rglob("game.tw-pddl")) or sorted(p.rglob("game.scripted.json"))
         out[name] = Case(seeds, p, base[name].protocol, base[name].right, base[name].wrong)
     return out
 
