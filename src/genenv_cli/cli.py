@@ -288,6 +288,9 @@ def init(
             if manifest["skipped"]:
                 note += (f"; {len(manifest['skipped'])} items left out as not self-consistent, reasons in "
                          f"{directory / folder / 'manifest.json'}")
+            if manifest.get("skipped_files"):
+                note += (f"; {len(manifest['skipped_files'])} files without tasks left out: "
+                         + ", ".join(f"{Path(f['file']).name} ({f['reason']})" for f in manifest["skipped_files"]))
             seed_notes.append(note)
         directory.mkdir(parents=True, exist_ok=True)
         write_text_atomic(target, header + render_config(cfg))

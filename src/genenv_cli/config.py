@@ -87,7 +87,8 @@ class GenerateConfig:
     temperature: float = _f(0.7, "Environment sampling temperature (0 only when every batch has one variation).",
                             min=0.0, max=2.0)
     top_p: float = _f(0.95, "Environment nucleus sampling threshold, above 0.", min=0.0, max=1.0)
-    max_new_tokens: int = _f(256, "Longest environment generation, in tokens.", min=1)
+    max_new_tokens: int = _f(256, "Longest environment generation, in tokens. When not set, a domain whose items "
+                             "are longer gives its own (bfcl 2560, api-bank 1536: docs/domains.md).", min=1)
     batch_size: int = _f(32, "Sequences generated together.", min=1)
     max_rounds: int = _f(4, "Generation rounds to try to fill tasks_per_epoch before giving up with what is valid.", min=1)
     near_duplicate: float = _f(0.9, "A task whose word-trigram Jaccard similarity to an earlier task reaches this is a near duplicate.",
@@ -321,10 +322,23 @@ def config_from_dict(data: dict[str, Any], where: str) -> Config:
                 raise ConfigError(f"{where}: unknown key `{section}.{key}`.{_suggest(key, list(fields_))} "
                                   f"Keys of [{section}]: {', '.join(fields_)}.")
             setattr(getattr(cfg, section), key, _check_value(section, key, value, where))
+    _apply_domain_defaults(cfg, data)
     _check_cross(cfg, where)
     _check_domains(cfg, where)
     _check_sampling(cfg, where)
     return cfg
+
+
+def _apply_domain_defaults(cfg: Config, data: dict[str, Any]) -> None:
+    """Output lengths the run's domain(s) need (domains/lengths.py), for the keys the config does not set."""
+    from genenv_cli.domains.lengths import DOMAIN_DEFAULTS, domain_default
+
+    names = list(cfg.run.domains) if cfg.run.mixed else [cfg.run.domain]
+    for full in sorted({k for d in names for k in DOMAIN_DEFAULTS.get(d, {})}):
+        section, key = full.split(".", 1)
+        given = data.get(section)
+        if not (isinstance(given, dict) and key in given):
+            setattr(getattr(cfg, section), key, domain_default(full, names))
 
 
 def _check_domains(cfg: Config, where: str) -> None:

@@ -102,10 +102,12 @@ class APIBankDomain(FamilyDomain):
     shapes = LEVELS
     benchmark = "api-bank"
     seed_file = "api_bank_seeds.jsonl"
+    seed_folders = True
     env_system = ENV_SYSTEM
     seed_format = ("API-Bank's release files, as `genenv evaluate --bench api-bank --data PATH` reads them: a "
                    "dialogue .jsonl inside level-1-given-desc/ or level-2-toolsearcher/ (apis/ two levels up is "
-                   "used when present), a level folder, or test-data/level-3.json")
+                   "used when present), a level folder, the lv1-lv2-samples or api-bank folder, or "
+                   "test-data/level-3.json")
 
     # ------------------------------------------------------------ suite bridge
 
@@ -122,17 +124,23 @@ class APIBankDomain(FamilyDomain):
 
     def read_seeds(self, path: Path) -> list[SeedTask]:
         """The suite's loader reads and checks the files (bad lines are named there); the dialogues are then read
-        with the same functions to keep each point's whole dialogue as the payload."""
+        with the same functions to keep each point's whole dialogue as the payload. A dialogue file without API
+        calls (the release has a few, one of them empty) is left out and listed (`seed_skipped_files`), as
+        `evaluate` passes over it in a folder."""
         from genenv_cli.paths import cache_dir
 
-        loaded = self.suite.load(data=Path(path), split=None, version=None, protocol=self.protocol,
-                                 cache_dir=cache_dir() / "benchmarks" / self.benchmark)
-        lay = _layout(Path(path))
+        path = Path(path)
+        lay = _layout(path)
+        self.seed_skips = []
+        self.seed_skipped_files = []
         dialogues: list[tuple[str, str, list[dict[str, Any]], str | None]] = []
         points = []
         for level in ("level-1", "level-2"):
             for f in lay.level_files.get(level, []):
                 turns = _read_dialogue(f)
+                if not _api_turns(turns):
+                    self.seed_skipped_files.append((str(f), "no API calls in the dialogue"))
+                    continue
                 dialogues.append((f.stem, level, turns, None))
                 points += _points_from_dialogue(f.stem, level, turns)
         if lay.level3 is not None:
@@ -142,10 +150,13 @@ class APIBankDomain(FamilyDomain):
                 points.append(p)
             for name, p in last.items():
                 dialogues.append((name, "level-3", [*p.history, p.call], p.requirement))
+        if not dialogues:
+            return []
+        loaded = self.suite.load(data=path, split=None, version=None, protocol=self.protocol,
+                                 cache_dir=cache_dir() / "benchmarks" / self.benchmark)
         docs, _, _ = _catalog(points, lay.apis_dir)
         by_id = {s.id: s for s in loaded.samples}
         out = []
-        self.seed_skips = []
         for name, level, turns, requirement in dialogues:
             used = list(dict.fromkeys(t["api_name"] for t in _api_turns(turns)))
             apis = [docs[a] for a in used if a in docs]
@@ -167,13 +178,31 @@ class APIBankDomain(FamilyDomain):
         return out
 
     def seed_files(self, path: Path) -> list[tuple[Path, str]]:
-        if path.is_file() and path.suffix == ".jsonl":
-            out = [(path, f"{path.parent.name}/{path.name}")]
-            apis = path.parent.parent.parent / "apis"  # lv1-lv2-samples/<level>/<file> -> api-bank/apis
-            if apis.is_dir():
-                out += [(p, f"apis/{p.name}") for p in sorted(apis.glob("*.py"))]
-            return out
-        return [(path, path.name)]
+        """The dialogue files (and level-3 file) of the source; the API descriptions come once per import from
+        `shared_seed_files`."""
+        path = Path(path)
+        if path.is_file():
+            return [(path, f"{path.parent.name}/{path.name}" if path.suffix == ".jsonl" else path.name)]
+        lay = _layout(path)
+        files = [f for level in ("level-1", "level-2") for f in lay.level_files.get(level, [])]
+        files += [lay.level3] if lay.level3 is not None else []
+        return [(f, str(f.relative_to(path))) for f in files]
+
+    def shared_seed_files(self, paths: list[Path], tasks: list[SeedTask]) -> list[tuple[Path, str]]:
+        """The apis/*.py files that declare an API the imported tasks call (each once, whatever the number of
+        dialogue files), as `apis/<file>`."""
+        from genenv_cli.evals.api_bank.apis import api_files
+
+        used = {t["api_name"] for task in tasks for t in _api_turns(task.payload["dialogue"])}
+        out: dict[str, Path] = {}
+        for path in paths:
+            apis_dir = _layout(Path(path)).apis_dir
+            if apis_dir is None:
+                continue
+            for name, py in api_files(apis_dir).items():
+                if name in used:
+                    out.setdefault(f"apis/{py.name}", py)
+        return [(py, rel) for rel, py in sorted(out.items())]
 
     # ------------------------------------------------------------ environment
 

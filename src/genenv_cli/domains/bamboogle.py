@@ -14,6 +14,10 @@ EM (the suite's `correct`), `partial` is the token F1.
 "Facts": ["<fact about the entity the question names>", "<fact about the bridge entity, stating the answer>"],
 "Bridge": "<the intermediate entity>"}`.
 
+**Release seeds.** The release's records state no chain: when the example (or a frontier item) has none, the
+environment is first shown a built-in item with its Facts and Bridge as the format to write, and a chain-less
+record is accepted back only when it copies a benchmark item it was shown (its gold is the benchmark's).
+
 **Keeping wrong gold answers out.** A model can invent an answer. An environment item is accepted only when its
 gold answer follows from the two facts it states, by rules checked on the text (SQuAD normalisation, whole
 words): the bridge is in both facts and not in the question (so the question really takes two hops); the answer
@@ -176,6 +180,30 @@ class BamboogleDomain(FamilyDomain):
             record["Bridge"] = payload["bridge"]
         return json.dumps(record, ensure_ascii=False)
 
+    def env_messages(self, ctx: EnvContext) -> list[dict[str, str]]:
+        """The release's items state no answer chain, but the environment's items must: when the example (or a
+        frontier item) has none, a built-in item with its Facts and Bridge is shown first as the format to
+        write, and the example is marked as a benchmark item whose chain is not given."""
+        messages = super().env_messages(ctx)
+        if all("facts" in p for p in [ctx.parent, *ctx.frontier]):
+            return messages
+        fmt = next((s.payload for s in self._builtin if s.shape == ctx.parent_shape), self._builtin[0].payload)
+        messages[1]["content"] = ("The format to write, with the answer chain (Facts and Bridge) every item "
+                                  "must state:\n" + self.render_item(fmt) + "\n\n" + messages[1]["content"]
+                                  + " Give its Facts and Bridge as the format shows: the benchmark's items "
+                                  "do not state theirs.")
+        return messages
+
+    @staticmethod
+    def _shown(question: str, answers: list[str], ctx: EnvContext) -> dict[str, Any] | None:
+        """The benchmark item (the example or a frontier item) this Question and Answer copy, if any."""
+        key = (normalize_answer(question), sorted(normalize_answer(a) for a in answers))
+        for p in [ctx.parent, *ctx.frontier]:
+            if isinstance(p, dict) and isinstance(p.get("question"), str) and isinstance(p.get("answer"), list) \
+                    and (normalize_answer(p["question"]), sorted(normalize_answer(a) for a in p["answer"])) == key:
+                return p
+        return None
+
     def item_from_json(self, obj: dict[str, Any], ctx: EnvContext) -> tuple[dict[str, Any], str]:
         try:
             qa = _qa(obj, "the item")
@@ -184,9 +212,15 @@ class BamboogleDomain(FamilyDomain):
         if qa is None:
             raise Reject("parse: the item has no Question and Answer")
         lowered = {str(k).strip().lower(): v for k, v in obj.items()}
-        if "facts" not in lowered or "bridge" not in lowered:
-            raise Reject("invalid: the item must state its Facts and Bridge (the answer chain)")
         question, answers = qa
+        if "facts" not in lowered or "bridge" not in lowered:
+            shown = self._shown(question, answers, ctx)
+            if shown is None:
+                raise Reject("invalid: the item must state its Facts and Bridge (the answer chain)")
+            # A benchmark item the environment was shown, written back: its gold is the benchmark's, not invented
+            # (the pool's duplicate filter decides whether a copy is kept).
+            payload = {k: shown[k] for k in ("question", "answer", "facts", "bridge") if k in shown}
+            return payload, shape_of(payload["question"], payload["answer"])
         payload = {"question": question, "answer": answers, "facts": lowered["facts"], "bridge": lowered["bridge"]}
         problem = self.check_payload(payload)
         if problem:

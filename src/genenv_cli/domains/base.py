@@ -92,6 +92,7 @@ class Domain(ABC):
     shapes: tuple[str, ...] = ()
     builtin_seeds: bool = True          # False: `genenv init` needs `--seeds FILE`
     seed_format: str = ""               # what `--seeds FILE` takes, in words ("" = it takes none)
+    seed_folders: bool = False          # whether `--seeds` also takes a folder of the benchmark's files
     # the packaged seed set (genenv_cli/domains/data/): JSON lines of {id, split, shape, *payload_keys}
     seed_file: str = ""
     payload_keys: tuple[str, ...] = ()
@@ -164,6 +165,11 @@ class Domain(ABC):
         """(file, name relative to the copy's folder) for every file the seed source `path` consists of, copied
         into the run so it can be reread without the original (a BFCL question file brings its possible answers)."""
         return [(path, path.name)]
+
+    def shared_seed_files(self, paths: list[Path], tasks: list[SeedTask]) -> list[tuple[Path, str]]:
+        """(file, name) of the files the seed sources share (API-Bank's apis/*.py), copied once per import into
+        the copy's `shared/` folder; only those the imported `tasks` need."""
+        return []
 
     def with_seeds(self, seeds: list[SeedTask], fingerprint: str) -> Domain:
         """This domain with `seeds` (a run's imported base tasks) in place of its built-in ones."""

@@ -22,8 +22,9 @@ documented function and documented parameters, every required parameter has an a
 the category, generated items' allowed values are of their documented types, and -- the benchmark's own rule --
 the gold answer built from the first allowed value of every
 parameter, written in BFCL's answer syntax, is judged correct by the suite's scorer against the item's own
-documents (Python items; for Java/JavaScript seeds the structure is checked, since their gold values would need
-writing as Java/JavaScript source).
+documents (Python items; for Java/JavaScript seeds the structure is checked). Release items (seeds) follow
+BFCL's rules only: the environment's extra rules (a user message of 8 characters or more, a non-empty function
+list, possible answers naming documented parameters only, typed values) apply to generated items.
 """
 
 from __future__ import annotations
@@ -103,18 +104,81 @@ def gold_calls(payload: dict[str, Any]) -> list[BCall]:
         props = docs[name]["parameters"].get("properties", {})
         args = {}
         for param, allowed in params.items():
-            present, v = _first(allowed)
+            # A release item may list a parameter its document lacks; BFCL's checker accepts it left out when
+            # "" is allowed (and refuses it given, as an unexpected parameter), so the gold leaves it out.
+            present, v = (False, None) if param not in props and "" in allowed else _first(allowed)
             if present:
                 args[param] = _gold_value(v, props.get(param, {}))
         calls.append(BCall(name, args))
     return calls
 
 
+_JAVA_ELEMENT = {"integer": "int", "long": "long", "double": "double", "float": "float", "boolean": "boolean",
+                 "char": "char", "String": "String", "any": "Object"}
+
+
+def _option(v: Any) -> Any:
+    """A dict option's key value: its first allowed value (possible answers list them)."""
+    return _first(v)[1] if isinstance(v, list) else v
+
+
+def _java_source(value: Any, typ: str, item: str | None, nested: bool = False) -> str:
+    """A possible-answer value as Java source that BFCL's Java decoder and type converter read back as that
+    value: a top-level string is quoted (the decoder drops the quotes), a collection's elements are not (its
+    converter keeps them); numbers carry the type's suffix."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if typ == "long" and isinstance(value, int):
+        return f"{value}L"
+    if typ == "float" and isinstance(value, int | float):
+        return f"{value}f"
+    if typ in ("Array", "ArrayList") and isinstance(value, list):
+        parts = ", ".join(_java_source(v, item or "any", None, True) for v in value)
+        if typ == "Array":
+            return f"new {_JAVA_ELEMENT.get(item or 'any', item)}[]{{{parts}}}"
+        return f"new ArrayList<>(Arrays.asList({parts}))"
+    if typ == "HashMap" and isinstance(value, dict):
+        puts = " ".join(f"put({json.dumps(str(k))}, {json.dumps(_option(v))});" for k, v in value.items())
+        return f"new HashMap<String, String>() {{{{ {puts} }}}}"
+    if isinstance(value, str):  # a string holding quotes is Java source already (`new X("a", 1)`)
+        return value if nested or '"' in value else json.dumps(value, ensure_ascii=False)
+    return json.dumps(value)
+
+
+def _js_source(value: Any, typ: str, item: str | None, nested: bool = False) -> str:
+    """A possible-answer value as JavaScript source that BFCL's JavaScript decoder and converter read back."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if typ == "Bigint" and isinstance(value, int):
+        return f"{value}n"
+    if typ == "array" and isinstance(value, list):
+        return "[" + ", ".join(_js_source(v, item or "any", None, True) for v in value) + "]"
+    if typ == "dict" and isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_js_source(v, 'any', None, True)}" for k, v in value.items()) + "}"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    return json.dumps(value)
+
+
 def gold_answer(payload: dict[str, Any]) -> str:
-    """The gold answer as the agent should write it (BFCL syntax; plain text for irrelevance)."""
+    """The gold answer as the agent should write it: BFCL's syntax, each value written in the item's language
+    (Python literals; Java/JavaScript source, as BFCL's type converters read it); plain text for irrelevance."""
     if not payload["ground_truth"]:
         return "None of the functions can be used for this request."
-    return render_calls(gold_calls(payload))
+    language = language_of(payload["category"])
+    if language == "python":
+        return render_calls(gold_calls(payload))
+    write = _java_source if language == "java" else _js_source
+    docs = {f["name"]: f for f in payload["function"]}
+    calls = []
+    for call in gold_calls(payload):
+        props = docs[call.name]["parameters"].get("properties", {})
+        args = []
+        for k, v in call.args.items():
+            spec = props.get(k, {})
+            args.append(f"{k}={write(v, str(spec.get('type', 'any')), (spec.get('items') or {}).get('type'))}")
+        calls.append(f"{call.name}({', '.join(args)})")
+    return "[" + ", ".join(calls) + "]"
 
 
 class BFCLDomain(FamilyDomain):
@@ -213,11 +277,13 @@ class BFCLDomain(FamilyDomain):
         q = payload.get("question")
         if not (isinstance(q, list) and len(q) == 1 and isinstance(q[0], list) and q[0] and all(
                 isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
-                and m["content"].strip() for m in q[0])):
+                and (m["content"].strip() or not generated) for m in q[0])):
             return "question must be one turn: [[{\"role\", \"content\"}, ...]] with non-empty contents"
-        if q[0][-1]["role"] != "user" or len(q[0][-1]["content"].strip()) < 8:
+        if q[0][-1]["role"] != "user":
+            return "the question must end with a user message"
+        if generated and len(q[0][-1]["content"].strip()) < 8:
             return "the question must end with a user message of at least 8 characters"
-        problem = _check_documents(payload.get("function"))
+        problem = _check_documents(payload.get("function"), allow_empty=not generated)
         if problem:
             return problem
         truth = payload.get("ground_truth")
@@ -250,8 +316,8 @@ class BFCLDomain(FamilyDomain):
         return " ".join(m["content"] for m in payload["question"][0] if m["role"] == "user")
 
 
-def _check_documents(functions: Any) -> str | None:
-    if not isinstance(functions, list) or not functions:
+def _check_documents(functions: Any, allow_empty: bool = False) -> str | None:
+    if not isinstance(functions, list) or not (functions or allow_empty):
         return "function must be a non-empty list of function documents"
     names = set()
     for i, f in enumerate(functions, 1):
@@ -291,11 +357,11 @@ def _check_answer(answer: Any, docs: dict[str, dict], i: int, typed: bool = True
     spec = docs[name]["parameters"]
     props = spec.get("properties", {})
     for param, allowed in params.items():
-        if param not in props:
+        if param not in props and typed:
             return f"ground truth {i}: {name} has no parameter {param!r}"
         if not isinstance(allowed, list) or not allowed:
             return f"ground truth {i}: {name}.{param} must list its allowed values"
-        typ = props[param].get("type")
+        typ = props.get(param, {}).get("type")
         bad = [v for v in allowed if v != "" and not _type_ok(v, typ)]
         if typed and bad:
             return f"ground truth {i}: {name}.{param} is documented as {typ}, but allows {bad[0]!r}"

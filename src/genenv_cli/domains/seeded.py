@@ -18,6 +18,7 @@ class SeededDomain(Domain):
         self.description = inner.description
         self.shapes = inner.shapes
         self.seed_format = inner.seed_format
+        self.seed_folders = inner.seed_folders
         self._seeds = list(seeds)
         self._fingerprint = fingerprint
 
@@ -59,3 +60,6 @@ class SeededDomain(Domain):
 
     def seed_files(self, path):
         return self.inner.seed_files(path)
+
+    def shared_seed_files(self, paths, tasks):
+        return self.inner.shared_seed_files(paths, tasks)

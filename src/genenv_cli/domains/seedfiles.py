@@ -3,7 +3,9 @@
 Each FILE is read by the domain (`Domain.read_seeds`, the loader `genenv evaluate --data` uses for benchmark
 domains), so a bad record is refused with its file and line before anything is written. The run keeps:
 
-    RUN/seeds/files/<k>/...     byte copies of every source file (a BFCL question file with its possible answers)
+    RUN/seeds/files/<k>/...     byte copies of every source file (a BFCL question file with its possible answers;
+                                a folder's files)
+    RUN/seeds/files/shared/...  files the sources share, once, only those the tasks need (API-Bank's apis/*.py)
     RUN/seeds/seeds.jsonl       the base tasks, one per line: {"id", "split", "shape", "payload"}
     RUN/seeds/manifest.json     the sources (path, sha256, count), and where the train/validation split came from
 
@@ -19,6 +21,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -36,20 +39,49 @@ def _sha256(path: Path) -> str:
         return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
-def read_sources(domain: Domain, paths: list[Path],
-                 skipped: list[dict[str, str]] | None = None) -> list[tuple[Path, list[SeedTask]]]:
-    """Every file's tasks, checked: known split, the domain's payload check, ids unique across files. Items the
-    domain left out as not self-consistent are appended to `skipped` ({"file", "id", "reason"})."""
+def _as_seeds_error(exc: InputError) -> InputError:
+    """A loader's error, worded for `init --seeds`: the loaders are `evaluate --data`'s, and say "--data"."""
+    return InputError(re.sub(r"--data\b", "--seeds", str(exc)))
+
+
+def _digest(path: Path, parts: list[tuple[Path, str]]) -> str:
+    """The file's sha256; a folder's: of its files' names and digests, in order."""
+    if path.is_file():
+        return _sha256(path)
+    h = hashlib.sha256()
+    for src, rel in sorted(parts, key=lambda p: p[1]):
+        h.update(f"{rel}\0{_sha256(src)}\n".encode())
+    return h.hexdigest()
+
+
+def read_sources(domain: Domain, paths: list[Path], skipped: list[dict[str, str]] | None = None,
+                 skipped_files: list[dict[str, str]] | None = None) -> list[tuple[Path, list[SeedTask]]]:
+    """Every source's tasks, checked: known split, the domain's payload check, ids unique across files. Items the
+    domain left out as not self-consistent are appended to `skipped` ({"file", "id", "reason"}); a file without
+    any task (an API-Bank dialogue without API calls) is left out and appended to `skipped_files` ({"file",
+    "reason"}); only when no source holds a task is the import refused."""
     skipped = [] if skipped is None else skipped
+    skipped_files = [] if skipped_files is None else skipped_files
     out = []
     seen: dict[str, Path] = {}
     for path in paths:
-        if not path.is_file():
-            raise InputError(f"--seeds {path}: no such file (expected {domain.seed_format or 'a seed file'}).")
-        tasks = domain.read_seeds(path)
+        if not path.exists():
+            raise InputError(f"--seeds {path}: no such file or folder (expected "
+                             f"{domain.seed_format or 'a seed file'}).")
+        if not path.is_file() and not domain.seed_folders:
+            raise InputError(f"--seeds {path}: is a folder; {domain.name} takes files "
+                             f"({domain.seed_format or 'a seed file'}).")
+        try:
+            tasks = domain.read_seeds(path)
+        except InputError as exc:
+            raise _as_seeds_error(exc) from None
         skipped.extend({"file": str(path), "id": i, "reason": why} for i, why in getattr(domain, "seed_skips", []))
+        skipped_files.extend({"file": f, "reason": why} for f, why in getattr(domain, "seed_skipped_files", []))
         if not tasks:
-            raise InputError(f"--seeds {path}: no tasks found (expected {domain.seed_format or 'a seed file'}).")
+            if not getattr(domain, "seed_skipped_files", []):
+                raise InputError(f"--seeds {path}: no tasks found (expected "
+                                 f"{domain.seed_format or 'a seed file'}).")
+            continue
         for t in tasks:
             if t.split not in ("", *SPLITS):
                 raise InputError(f"{path}: task {t.id!r} has split {t.split!r}; expected train or validation.")
@@ -95,7 +127,11 @@ def import_seeds(domain: Domain, paths: list[Path], run_root: Path, *, seed: int
     if not 0.0 <= validation_share < 1.0:
         raise ConfigError(f"--validation-share {validation_share}: expected a number in [0, 1).")
     skipped: list[dict[str, str]] = []
-    sources = read_sources(domain, paths, skipped)
+    skipped_files: list[dict[str, str]] = []
+    sources = read_sources(domain, paths, skipped, skipped_files)
+    if not sources:
+        raise InputError(f"--seeds: none of the {len(skipped_files)} files holds a task ("
+                         + "; ".join(f"{f['file']}: {f['reason']}" for f in skipped_files[:3]) + ").")
     tasks, how = assign_splits([t for _, ts in sources for t in ts], seed, validation_share)
     if not any(t.split == "train" for t in tasks):
         raise InputError(f"--seeds: no train tasks among {len(tasks)} (generate-tasks draws base tasks from train).")
@@ -108,12 +144,19 @@ def import_seeds(domain: Domain, paths: list[Path], run_root: Path, *, seed: int
     try:
         files = []
         for k, (path, ts) in enumerate(sources):
-            for src, rel in domain.seed_files(path):
+            parts = domain.seed_files(path)
+            for src, rel in parts:
                 dest = tmp / "files" / str(k) / rel
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(src, dest)
-            files.append({"source": str(path.resolve()), "copy": f"{folder}/files/{k}/{path.name}",
-                          "sha256": _sha256(path), "tasks": len(ts)})
+            files.append({"source": str(path.resolve()), "copy": f"{folder}/files/{k}/"
+                          + (path.name if path.is_file() else ""), "sha256": _digest(path, parts),
+                          "tasks": len(ts)})
+        shared = domain.shared_seed_files([p for p, _ in sources], tasks)
+        for src, rel in shared:
+            dest = tmp / "files" / "shared" / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dest)
         with open(tmp / "seeds.jsonl", "w", encoding="utf-8") as fh:
             for t in tasks:
                 fh.write(json.dumps({"id": t.id, "split": t.split, "shape": t.shape, "payload": t.payload},
@@ -121,6 +164,10 @@ def import_seeds(domain: Domain, paths: list[Path], run_root: Path, *, seed: int
         counts = {s: sum(t.split == s for t in tasks) for s in SPLITS}
         manifest = {"domain": domain.name, "files": files, "split": how, "counts": counts,
                     "skipped": skipped, "fingerprint": _sha256(tmp / "seeds.jsonl")[:16]}
+        if skipped_files:
+            manifest["skipped_files"] = skipped_files
+        if shared:
+            manifest["shared"] = [f"{folder}/files/shared/{rel}" for _, rel in shared]
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
         if final.exists():
             old = final.parent / f".{final.name}.old-{os.getpid()}"

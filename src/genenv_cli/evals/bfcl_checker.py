@@ -32,7 +32,8 @@ Decoding a prompt-mode answer (`[func(a=1, b="x"), g(c=[1, 2])]`), as BFCL does 
     `new HashMap<>()`, an empty map -- a BFCL quirk kept for identical verdicts).
     A value tree-sitter would flag as a syntax error makes the answer undecodable; genenv approximates that
     check (two operands side by side as in `LED TV` or `[1, 2]3`, an operator at a value's edge, a `:`
-    outside braces without `?`, a `;` outside braces; JavaScript regex literals are recognised).
+    without `?` outside braces or inside a Java array initializer `new T[]{a:b}`, a `;` outside braces;
+    JavaScript regex literals are recognised).
   As in BFCL, an answer inside a ```python fence, or with prose around the calls, is not decodable; a
   `<tool_call>` answer counts as a call (irrelevance fails on it).
   Checked once against BFCL's own decoder, parsers and checker (tree-sitter 0.21) on the v3 and v4 data:
@@ -371,22 +372,28 @@ def _check_value_syntax(toks: list[_Tok], lo: int, hi: int, language: str) -> No
     keywords = _KEYWORD_OPS[language]
     stack: list[tuple[str, int]] = []  # open brackets: (text, index)
     questions = [0]  # unmatched `?` per nesting level
+    init = [False]   # per nesting level: inside a Java array initializer (`new T[]{...}`, nested `{...}`)
     for j in range(lo, hi):
         t = toks[j]
         if t.kind == "op" and t.text in _OPEN:
+            prev_text = toks[j - 1].text if j > lo else ""
+            init.append(language == "java" and t.text == "{" and (
+                prev_text == "]" or (init[-1] and prev_text in ("{", ","))))
             stack.append((t.text, j))
             questions.append(0)
         elif t.kind == "op" and t.text in (")", "]", "}"):
             if stack:
                 stack.pop()
                 questions.pop()
+                init.pop()
         elif t.text == "?":
             questions[-1] += 1
         elif t.text in (":", ";"):
-            in_braces = bool(stack) and stack[-1][0] == "{"
+            # an array initializer's elements are expressions: a `:` there needs its `?` as outside braces
+            in_braces = bool(stack) and stack[-1][0] == "{" and not init[-1]
             if t.text == ":" and not in_braces:
                 if not questions[-1]:
-                    raise DecodeError("':' outside braces without '?'")
+                    raise DecodeError("':' without '?' outside braces or in an array initializer")
                 questions[-1] -= 1
             elif t.text == ";" and not in_braces:
                 raise DecodeError("';' inside a value")

@@ -122,7 +122,11 @@ def evaluate(run: RunDir | None, cfg: Config, bench_name: str, *, epoch: int | N
             raise InputError(f"{predictions}: {len(unknown)} ids are not {bench_name} sample ids (first: {unknown[0]!r}); "
                              f"`genenv evaluate --bench {bench_name} --export FILE` lists them.")
         outputs = [preds.get(s.id, "") for s in samples]
-        missing = sum(s.id not in preds for s in samples)
+        absent = [s.id for s in samples if s.id not in preds]
+        missing = len(absent)
+        if absent:
+            ui.warn(f"{predictions}: {missing} of {len(samples)} {bench_name} samples have no prediction (first: "
+                    f"{absent[0]!r}); they are scored as wrong (empty output).")
         tag, model_info, ep = f"pred-{model_tag(predictions.stem)}", {"predictions": str(predictions)}, None
         verdicts = [score_safely(bench, s, o, protocol) for s, o in zip(samples, outputs, strict=True)]
         notes = [None] * len(samples)

@@ -53,6 +53,21 @@ def _docs_from_apis_dir(apis_dir: Path) -> tuple[dict[str, dict[str, Any]], list
     return docs, files
 
 
+def api_files(apis_dir: Path) -> dict[str, Path]:
+    """Which apis/*.py file declares each API class (read with `ast`, never imported)."""
+    out: dict[str, Path] = {}
+    for py in sorted(apis_dir.glob("*.py")):
+        if py.name in ("__init__.py", "api.py"):
+            continue
+        try:
+            tree = ast.parse(py.read_text(encoding="utf-8"))
+        except (SyntaxError, UnicodeDecodeError, ValueError):
+            continue
+        for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
+            out.setdefault(cls.name, py)
+    return out
+
+
 def _catalog(points: list[_Point], apis_dir: Path | None) -> tuple[dict[str, dict[str, Any]], list[Path], str]:
     docs: dict[str, dict[str, Any]] = {}
     files: list[Path] = []

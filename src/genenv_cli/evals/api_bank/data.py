@@ -2,7 +2,8 @@
 
 **Data.** `--data` may be the api-bank release folder (holding `lv1-lv2-samples/`, optionally `apis/` and
 `test-data/level-3.json`), the `lv1-lv2-samples` folder, one level folder (`level-1-given-desc` -> level 1,
-`level-2-toolsearcher` -> level 2, as `evaluator.py` decides by the folder name), one dialogue `.jsonl`, or
+`level-2-toolsearcher` -> level 2, as `evaluator.py` decides by the folder name), one dialogue `.jsonl` (its
+API descriptions from `apis/` two levels above its level folder, when there), or
 the level-3 file (`level-3.json`: a JSON list of `{"requirement", "response", "apis": [{"api_name", "input",
 "output"}]}`). A dialogue file holds one JSON object per line: `{"role": "User"|"AI", "text"}` or
 `{"role": "API", "api_name", "param_dict", "result": {"input", "output", "exception"}}`. Without `--data` the
@@ -95,6 +96,8 @@ def _layout(path: Path) -> _Layout:
                 raise InputError(f"{path}: cannot tell the API-Bank level of a dialogue in folder "
                                  f"`{path.parent.name}`; put it in `level-1-given-desc` or `level-2-toolsearcher`.")
             lay.level_files[level] = [path]
+            apis = path.parent.parent.parent / "apis"  # lv1-lv2-samples/<level folder>/<file> -> api-bank/apis
+            lay.apis_dir = apis if apis.is_dir() else None
         else:
             raise InputError(f"{path}: expected a dialogue .jsonl, level-3.json or a folder of them.")
         return lay
