@@ -55,6 +55,20 @@ class RunConfig:
                     "weights and computes in this dtype under autocast.",
                     choices=["auto", "float32", "bfloat16", "float16"])
     trust_remote_code: bool = _f(False, "Allow model repositories to run their own Python code. Off unless you trust them.")
+    sharding: str = _f("none", "How a launched update (update-agent, update-env) spreads its state over the GPUs: none "
+                       "(each rank holds a whole copy: DDP), fsdp (FSDP full shard), zero3 (DeepSpeed ZeRO-3). Set here, "
+                       "it reaches the trainer under any launcher (torchrun included); `accelerate launch --config_file "
+                       "stages/accelerate/fsdp-full-shard.yaml` (or zero3.yaml) chooses it too. Full fine-tuning of a "
+                       "7B model needs fsdp or zero3 (docs/gpus.md).", choices=["none", "fsdp", "zero3"])
+    dist_timeout: int = _f(1800, "Seconds a training rank waits in a collective (the barrier while rank 0 writes a "
+                           "checkpoint, the gather before it) before torch.distributed gives up; raise it for a slow "
+                           "shared filesystem.", min=60, max=604_800)
+    keep_checkpoints: int = _f(1, "Full-weight checkpoints (agent and environment) kept: the last N epochs plus every "
+                               "keep_checkpoints_every-th; older ones are deleted once the next epoch is complete. "
+                               "0 keeps all. The defaults (1 and 5) keep a 10-epoch 7B full fine-tune under 200 GB (docs/gpus.md). LoRA "
+                               "adapters (tens of MB) are always kept.", min=0, max=100_000)
+    keep_checkpoints_every: int = _f(5, "With keep_checkpoints > 0: also keep the checkpoints of every M-th epoch "
+                                     "(0: none besides the last N).", min=0, max=100_000)
 
     @property
     def mixed(self) -> bool:

@@ -56,8 +56,12 @@ def summary(counts: dict[str, Any], metrics: dict[str, Any]) -> str:
 
 def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI | None = None) -> StageResult:
     ui = ui or UI(quiet=True)
+    from genenv_cli.launch import check_update_launch, world_size
+
+    sharding = check_update_launch(cfg, "agent_update", cfg.agent.model)  # before the lock and any compute
 
     def body(out: Staging) -> None:
+        ui.info(f"update-agent epoch {epoch}: sharding {sharding} over {world_size()} processes")
         _update(cfg, epoch, out, ui)
 
     return execute(run_dir, cfg, STAGE, epoch, lambda: plan(run_dir, cfg, epoch), body, force=force,
@@ -149,7 +153,8 @@ def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
             policy, u, lambda args: make_trainer(policy, args, rows, clip_eps=u.clip_eps, kl_coef=u.kl_coef,
                                                  loss_type=u.loss_type, temperature=temperature,
                                                  replay_clip=u.replay_clip),
-            seed=cfg.run.seed + epoch, device=cfg.run.device, dtype=cfg.run.dtype, ui=ui, desc=f"update-agent e{epoch}")
+            seed=cfg.run.seed + epoch, device=cfg.run.device, dtype=cfg.run.dtype, ui=ui, desc=f"update-agent e{epoch}",
+            sharding=cfg.run.sharding, timeout=cfg.run.dist_timeout)
         for s in trainer.step_stats:
             lg = logged.get(s["step"], {})
             steps.append({"step": s["step"], "pass": float(s["pass"] or 0.0), "loss": s["loss"],
