@@ -319,6 +319,11 @@ def train_policy(policy: Policy, train: TrainingConfig, build: Any, *, seed: int
             stopped = exc
         logged = merged_logs(trainer)
         policy.model = trainer.model
+        kind = str(trainer.accelerator.distributed_type).split(".")[-1]
+        ui.info(f"{desc}: trained as {kind} ({type(trainer.model_wrapped).__name__})")
+        if sharding != "none" and kind not in ("FSDP", "DEEPSPEED"):
+            # accelerate applies FSDP only to GPU-like process groups: CPU processes (MULTI_CPU) train unsharded
+            ui.info(f"{desc}: warning: sharding {sharding} was asked for, but accelerate trained {kind}, unsharded")
         shards = [p for p in trainer.model_wrapped.parameters() if hasattr(p, "to_local")]
         if shards:  # FSDP2 holds each parameter as a DTensor: this rank's part of it
             local = sum(p.to_local().numel() for p in shards)
