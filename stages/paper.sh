@@ -8,7 +8,9 @@
 #
 # EPOCHS (default 10, the paper's) epochs run through coevolve.sh, so a rerun resumes where it stopped. Each
 # *_DATA is the benchmark's official files (a file or folder, as `genenv evaluate --data` takes); one left unset
-# makes evaluate use its cached download, which needs the network. GENENV and TRAIN as in epoch.sh.
+# makes evaluate use its cached download, which needs the network. GENENV and TRAIN as in epoch.sh; TRAIN defaults
+# to the sharded launch the preset's full fine-tuning needs (FSDP over GPUS processes, default 8):
+#   accelerate launch --config_file stages/accelerate/fsdp-full-shard.yaml --num_processes 8 -m genenv_cli
 set -euo pipefail
 if [ $# -ne 1 ]; then
   echo "usage: $0 RUN_DIR" >&2
@@ -17,6 +19,7 @@ fi
 run=$1
 here=$(cd "$(dirname "$0")" && pwd)
 genenv=${GENENV:-genenv}
+export TRAIN=${TRAIN:-"accelerate launch --config_file $here/accelerate/fsdp-full-shard.yaml --num_processes ${GPUS:-8} -m genenv_cli"}
 
 "$here/coevolve.sh" "$run" "${EPOCHS:-10}"
 
