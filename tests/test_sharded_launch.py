@@ -106,3 +106,43 @@ def test_fsdp_launch_on_two_cpu_processes_saves_a_gathered_checkpoint(make_run, 
         p.requires_grad_(True)
     assert parameter_digest(saved) == meta["parameter_digest"]   # what rank 0 gathered is what loads back
     assert re.search(r"rank 0 trainable-parameter digest " + meta["parameter_digest"], log)
+
+
+def _fake_tools(tmp_path: Path, gpus: int) -> tuple[dict[str, str], Path]:
+    """A fake `nvidia-smi -L` listing `gpus` GPUs and a fake genenv that records each call with its
+    CUDA_VISIBLE_DEVICES."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    listing = "".join(f"GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-{i})\\n" for i in range(gpus))
+    (bin_dir / "nvidia-smi").write_text(f"#!/bin/sh\nprintf '{listing}'\n")
+    calls = tmp_path / "calls.txt"
+    (bin_dir / "fake-genenv").write_text(f'#!/bin/sh\necho "$CUDA_VISIBLE_DEVICES|$*" >> {calls}\n')
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", GENENV=str(bin_dir / "fake-genenv"))
+    env.pop("GPUS", None)
+    env.pop("TP", None)
+    return env, calls
+
+
+def test_epoch_script_gives_every_rollout_shard_its_own_gpu(tmp_path):
+    env, calls = _fake_tools(tmp_path, 4)
+    out = subprocess.run(["bash", str(ROOT / "stages" / "epoch.sh"), "RUN", "2"], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    lines = calls.read_text().splitlines()
+    shards = sorted(line for line in lines if "rollout" in line)
+    assert shards == [f"{i - 1}|rollout --run RUN --epoch 2 --shard {i}/4" for i in range(1, 5)]
+    assert any(line.endswith("score --run RUN --epoch 2") for line in lines)
+    # tensor parallel 2: two shards of two GPUs each
+    calls.unlink()
+    out = subprocess.run(["bash", str(ROOT / "stages" / "epoch.sh"), "RUN", "2"], env=dict(env, TP="2"),
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert sorted(x for x in calls.read_text().splitlines() if "rollout" in x) == [
+        "0,1|rollout --run RUN --epoch 2 --shard 1/2", "2,3|rollout --run RUN --epoch 2 --shard 2/2"]
+    # one GPU: one rollout process, no shard
+    env1, calls1 = _fake_tools(tmp_path / "one", 1) if (tmp_path / "one").mkdir() is None else (None, None)
+    out = subprocess.run(["bash", str(ROOT / "stages" / "epoch.sh"), "RUN", "2"], env=env1, capture_output=True,
+                         text=True, timeout=60)
+    assert [x for x in calls1.read_text().splitlines() if "rollout" in x] == ["|rollout --run RUN --epoch 2"]

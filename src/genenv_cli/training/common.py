@@ -11,7 +11,8 @@ backward passes run in the run's compute dtype under autocast (Trainer's bf16/fp
 would round an AdamW step of about 1e-6 away: bf16 keeps 8 bits of mantissa, so a weight of 0.02 moves in steps
 of 1e-4. Frozen weights (a LoRA base, the reference model) are loaded in the compute dtype.
 
-Sharded training (DeepSpeed ZeRO-3, FSDP: choose it in `accelerate config`) is what a 7B full fine-tune needs;
+Sharded training (FSDP or DeepSpeed ZeRO-3: `run.sharding`, or the launch's config file in stages/accelerate/) is
+what a 7B full fine-tune needs;
 the checkpoint is then written from accelerate's `get_state_dict`, which gathers the shards on the main process.
 """
 
