@@ -46,6 +46,13 @@ def plan(run_dir: RunDir, cfg: Config, epoch: int) -> StagePlan:
     return p
 
 
+def _after_commit(run_dir: RunDir, cfg: Config, p: StagePlan) -> None:
+    from genenv_cli.pruning import prune
+
+    after_stage(run_dir, cfg, p)
+    prune(run_dir, cfg)  # run.keep_checkpoints: full checkpoints no stage needs any more
+
+
 def summary(counts: dict[str, Any], metrics: dict[str, Any]) -> str:
     from genenv_cli.summaries import num
 
@@ -65,7 +72,7 @@ def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI
         _update(cfg, epoch, out, ui)
 
     return execute(run_dir, cfg, STAGE, epoch, lambda: plan(run_dir, cfg, epoch), body, force=force,
-                   after_commit=after_stage)
+                   after_commit=_after_commit)
 
 
 def select_samples(pool: Path, replay: list[Path], temperature: float | None = None) -> tuple[list[dict], Any]:
