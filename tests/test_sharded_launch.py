@@ -146,3 +146,16 @@ def test_epoch_script_gives_every_rollout_shard_its_own_gpu(tmp_path):
     out = subprocess.run(["bash", str(ROOT / "stages" / "epoch.sh"), "RUN", "2"], env=env1, capture_output=True,
                          text=True, timeout=60)
     assert [x for x in calls1.read_text().splitlines() if "rollout" in x] == ["|rollout --run RUN --epoch 2"]
+
+
+def test_paper_script_launches_training_sharded_over_every_gpu(tmp_path):
+    env, calls = _fake_tools(tmp_path, 8)
+    (tmp_path / "bin" / "accelerate").write_text(f'#!/bin/sh\necho "accelerate $*" >> {calls}\n')
+    (tmp_path / "bin" / "accelerate").chmod(0o755)
+    out = subprocess.run(["bash", str(ROOT / "stages" / "paper.sh"), "RUN"], env=dict(env, EPOCHS="1"),
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    launches = [line for line in calls.read_text().splitlines() if line.startswith("accelerate")]
+    fsdp = f"accelerate launch --config_file {ROOT}/stages/accelerate/fsdp-full-shard.yaml --num_processes 8"
+    assert launches == [f"{fsdp} -m genenv_cli update-agent --run RUN --epoch 1",
+                        f"{fsdp} -m genenv_cli update-env --run RUN --epoch 1"]
