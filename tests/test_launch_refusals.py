@@ -134,3 +134,14 @@ def test_temperatures_vllm_would_raise_are_refused(key):
     with pytest.raises(ConfigError, match=rf"`{key}` = 0.005: vLLM raises temperatures below 0.01"):
         config_from_dict({section: {name: 0.005}}, "t")
     config_from_dict({section: {name: 0.01}}, "t")
+
+
+def test_genenv_run_trains_on_one_gpu_when_several_are_visible(monkeypatch):
+    from genenv_cli.runner import child_env
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert child_env("update-agent", 8)["CUDA_VISIBLE_DEVICES"] == "0"
+    assert child_env("update-env", 8)["CUDA_VISIBLE_DEVICES"] == "0"
+    assert child_env("rollout", 8) is None and child_env("update-agent", 1) is None
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    assert child_env("update-agent", 8) is None       # the user's choice stands

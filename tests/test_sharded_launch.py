@@ -56,6 +56,20 @@ def test_sharding_setting_reaches_the_training_arguments(tmp_path):
     assert ds["stage"] == 3 and ds["stage3_gather_16bit_weights_on_model_save"] is True
 
 
+def test_the_setting_shards_under_torchrun_and_the_config_file_under_accelerate(monkeypatch):
+    from genenv_cli.config import config_from_dict
+    from genenv_cli.launch import effective_sharding, trainer_sharding
+
+    for k in ("ACCELERATE_USE_FSDP", "ACCELERATE_USE_DEEPSPEED", "ACCELERATE_DEEPSPEED_ZERO_STAGE"):
+        monkeypatch.delenv(k, raising=False)
+    cfg = config_from_dict({"run": {"sharding": "fsdp"}}, "t")
+    assert effective_sharding(cfg) == trainer_sharding(cfg) == "fsdp"     # torchrun: the trainer's own options
+    monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")                 # accelerate launch with zero3.yaml
+    monkeypatch.setenv("ACCELERATE_DEEPSPEED_ZERO_STAGE", "3")
+    plain = config_from_dict({}, "t")
+    assert effective_sharding(plain) == "zero3" and trainer_sharding(plain) == "none"   # not given twice
+
+
 @pytest.mark.slow
 @pytest.mark.e2e
 def test_fsdp_launch_on_two_cpu_processes_saves_a_gathered_checkpoint(make_run, tiny_model):
@@ -88,7 +102,7 @@ def test_fsdp_launch_on_two_cpu_processes_saves_a_gathered_checkpoint(make_run, 
         held = re.search(r"parameters sharded, this rank holds ([\d,]+) of ([\d,]+)", log)
         assert held and int(held[1].replace(",", "")) < int(held[2].replace(",", ""))
     else:
-        assert "trained as MULTI_CPU" in log and "warning: sharding fsdp was asked for" in log
+        assert "trained as MULTI_CPU" in log and "warning: sharding was asked for" in log
     manifest = json.loads(run.manifest_path(1, "update-agent").read_text())
     assert manifest["counts"]["world_size"] == 2 and manifest["counts"]["steps"] >= 1
     folder = run.epoch_dir(1) / "agent"
@@ -159,3 +173,27 @@ def test_paper_script_launches_training_sharded_over_every_gpu(tmp_path):
     fsdp = f"accelerate launch --config_file {ROOT}/stages/accelerate/fsdp-full-shard.yaml --num_processes 8"
     assert launches == [f"{fsdp} -m genenv_cli update-agent --run RUN --epoch 1",
                         f"{fsdp} -m genenv_cli update-env --run RUN --epoch 1"]
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_zero3_launch_on_two_cpu_processes_saves_a_gathered_checkpoint(make_run, tiny_model):
+    """The shipped ZeRO-3 config file on two CPU processes, where deepspeed is installed."""
+    pytest.importorskip("deepspeed")
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    run = RunDir(make_run("agent_update.lora=false", "agent_update.learning_rate=0.01", "agent_update.batch_size=2",
+                          "agent_update.kl_coef=0", "run.device=cpu"))
+    agent_pool(run, tiny_model, 1, {"t1": [1.0, 0.0, 1.0, 0.0], "t2": [0.0, 1.0, 1.0, 1.0]})
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(CONFIGS / "zero3.yaml"),
+           "--num_processes", "2", "--mixed_precision", "no", "--main_process_port", "29533",
+           "-m", "genenv_cli", "update-agent", "--epoch", "1", "--run", str(run.root)]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=_launch_env(), timeout=600)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
+    log = (run.logs_dir() / "update-agent.log").read_text()
+    assert "sharding zero3 over 2 processes" in log and "trained as DEEPSPEED" in log
+    saved = AutoModelForCausalLM.from_pretrained(run.epoch_dir(1) / "agent")
+    base = AutoModelForCausalLM.from_pretrained(tiny_model)
+    assert any(not torch.equal(a, b) for a, b in zip(saved.state_dict().values(), base.state_dict().values(),
+                                                     strict=True))

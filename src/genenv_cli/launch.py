@@ -45,6 +45,17 @@ def effective_sharding(cfg: Config) -> str:
     return "none"
 
 
+def launcher_sharding() -> bool:
+    """Whether the launcher itself chose FSDP or DeepSpeed (accelerate launch with such a config file)."""
+    return _true("ACCELERATE_USE_FSDP") or _true("ACCELERATE_USE_DEEPSPEED")
+
+
+def trainer_sharding(cfg: Config) -> str:
+    """What the trainer's own options must set up: `run.sharding`, unless the launcher already chose (accelerate
+    refuses a DeepSpeed config given twice, once by its launcher and once by TrainingArguments)."""
+    return "none" if launcher_sharding() else cfg.run.sharding
+
+
 def _zero3_gathers_on_save() -> bool:
     """Whether an accelerate-launched ZeRO-3 gathers 16-bit weights on save (its yaml key, or a DeepSpeed JSON)."""
     path = os.environ.get("ACCELERATE_DEEPSPEED_CONFIG_FILE", "")

@@ -122,7 +122,7 @@ def select_samples(pool: Path, replay: list[Path], temperature: float | None = N
 
 
 def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
-    from genenv_cli.launch import effective_sharding
+    from genenv_cli.launch import trainer_sharding
     from genenv_cli.training.common import (
         all_mean,
         load_policy,
@@ -162,7 +162,7 @@ def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
                                                  loss_type=u.loss_type, temperature=temperature,
                                                  replay_clip=u.replay_clip),
             seed=cfg.run.seed + epoch, device=cfg.run.device, dtype=cfg.run.dtype, ui=ui, desc=f"update-agent e{epoch}",
-            sharding=effective_sharding(cfg), timeout=cfg.run.dist_timeout)
+            sharding=trainer_sharding(cfg), timeout=cfg.run.dist_timeout)
         for s in trainer.step_stats:
             lg = logged.get(s["step"], {})
             steps.append({"step": s["step"], "pass": float(s["pass"] or 0.0), "loss": s["loss"],

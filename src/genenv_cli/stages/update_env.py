@@ -111,7 +111,7 @@ def select_pairs(paths: list[Path], lam: float) -> tuple[list[dict[str, Any]], A
 
 
 def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
-    from genenv_cli.launch import effective_sharding
+    from genenv_cli.launch import trainer_sharding
     from genenv_cli.training.common import (
         load_policy,
         publish_update,
@@ -148,7 +148,7 @@ def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
         trainer, logged, cap = train_policy(
             policy, u, lambda args: make_trainer(policy, args, rows, kl_coef=u.kl_coef, kl_max=u.kl_max),
             seed=cfg.run.seed + epoch, device=cfg.run.device, dtype=cfg.run.dtype, ui=ui, desc=f"update-env e{epoch}",
-            stop_on=(KLCapReached,), sharding=effective_sharding(cfg), timeout=cfg.run.dist_timeout)
+            stop_on=(KLCapReached,), sharding=trainer_sharding(cfg), timeout=cfg.run.dist_timeout)
         if cap is not None:
             stopped = trainer.stopped
             ui.info(f"update-env epoch {epoch}: stopped at step {stopped['step']}: {cap}")

@@ -322,9 +322,10 @@ def train_policy(policy: Policy, train: TrainingConfig, build: Any, *, seed: int
         policy.model = trainer.model
         kind = str(trainer.accelerator.distributed_type).split(".")[-1]
         ui.info(f"{desc}: trained as {kind} ({type(trainer.model_wrapped).__name__})")
-        if sharding != "none" and kind not in ("FSDP", "DEEPSPEED"):
+        asked = sharding != "none" or os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true"
+        if asked and kind not in ("FSDP", "DEEPSPEED"):
             # accelerate applies FSDP only to GPU-like process groups: CPU processes (MULTI_CPU) train unsharded
-            ui.info(f"{desc}: warning: sharding {sharding} was asked for, but accelerate trained {kind}, unsharded")
+            ui.info(f"{desc}: warning: sharding was asked for, but accelerate trained {kind}, unsharded")
         shards = [p for p in trainer.model_wrapped.parameters() if hasattr(p, "to_local")]
         if shards:  # FSDP2 holds each parameter as a DTensor: this rank's part of it
             local = sum(p.to_local().numel() for p in shards)
