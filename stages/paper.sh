@@ -8,7 +8,10 @@
 #
 # EPOCHS (default 10, the paper's) epochs run through coevolve.sh, so a rerun resumes where it stopped. Each
 # *_DATA is the benchmark's official files (a file or folder, as `genenv evaluate --data` takes); one left unset
-# makes evaluate use its cached download, which needs the network. GENENV and TRAIN as in epoch.sh.
+# makes evaluate use its cached download, which needs the network. GENENV and TRAIN as in epoch.sh; TRAIN defaults
+# to the sharded launch the preset's full fine-tuning needs, FSDP over every GPU (GPUS, by default the number
+# nvidia-smi lists; with one GPU or none, plain $GENENV):
+#   accelerate launch --config_file stages/accelerate/fsdp-full-shard.yaml --num_processes 8 -m genenv_cli
 set -euo pipefail
 if [ $# -ne 1 ]; then
   echo "usage: $0 RUN_DIR" >&2
@@ -17,6 +20,10 @@ fi
 run=$1
 here=$(cd "$(dirname "$0")" && pwd)
 genenv=${GENENV:-genenv}
+gpus=${GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)}
+if [ -z "${TRAIN:-}" ] && [ "${gpus:-0}" -gt 1 ]; then
+  export TRAIN="accelerate launch --config_file $here/accelerate/fsdp-full-shard.yaml --num_processes $gpus -m genenv_cli"
+fi
 
 "$here/coevolve.sh" "$run" "${EPOCHS:-10}"
 

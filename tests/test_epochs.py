@@ -1,5 +1,5 @@
 """Several epochs: checkpoints flow from epoch N to N+1, `genenv run` resumes after a kill, two processes
-train identically, rollout shards merge, and the ablation modes behave."""
+train under a launcher, rollout shards merge, and the ablation modes behave."""
 
 import json
 import os
@@ -133,7 +133,7 @@ def test_two_epoch_run_resumes_after_a_kill_in_update_agent(tmp_path, arith_mode
 
 
 @pytest.mark.e2e
-def test_two_processes_under_accelerate_end_identical(make_run, tiny_model):
+def test_two_processes_under_accelerate_train_and_rank_0_writes(make_run, tiny_model):
     pytest.importorskip("accelerate")
     run = RunDir(make_run("agent_update.learning_rate=0.01", "agent_update.batch_size=2"))
     agent_pool(run, tiny_model, 1, {"t1": [1.0, 0.0, 1.0, 0.0], "t2": [0.0, 1.0, 1.0, 1.0]})
@@ -146,7 +146,7 @@ def test_two_processes_under_accelerate_end_identical(make_run, tiny_model):
     assert out.returncode == 0, out.stderr[-3000:]
     log = (run.logs_dir() / "update-agent.log").read_text()
     digests = dict(re.findall(r"rank (\d) trainable-parameter digest (\w+)", log))
-    assert set(digests) == {"0", "1"} and digests["0"] == digests["1"]
+    assert set(digests) == {"0"}        # rank 0 alone hashes, the gathered weights it writes
     manifest = json.loads(run.manifest_path(1, "update-agent").read_text())
     assert manifest["counts"]["world_size"] == 2
     meta = json.loads((run.epoch_dir(1) / "agent" / "genenv_checkpoint.json").read_text())

@@ -27,18 +27,21 @@ def test_paper_preset_sets_table_2_and_marks_our_choices(tmp_path):
     assert (cfg.agent_update.learning_rate, cfg.env_update.learning_rate) == (1e-6, 5e-7)
     assert cfg.generate.tasks_per_epoch == 64 and cfg.vllm.max_model_len == 9000
     assert cfg.agent.model == cfg.env.model == "Qwen/Qwen2.5-7B-Instruct"
-    assert cfg.run.engine in ("vllm", "hf")
+    assert cfg.run.engine == "auto"
+    assert cfg.run.sharding == "fsdp" and "--config_file stages/accelerate/fsdp-full-shard.yaml" in r.output
     assert cfg.curriculum.beta == 3.0  # --set beside the preset wins
     text = (tmp_path / "run" / "genenv.toml").read_text()
     assert "# preset: paper" in text and "Ours, where the source is silent: curriculum.beta = 2.0" in text
     assert "changed by --set at init: curriculum.beta=3.0" in text
 
 
-def test_paper_preset_engine_follows_vllm_and_says_so():
+def test_paper_preset_leaves_the_engine_auto_and_names_the_sharded_launch():
     sets, notes = preset_overrides(PRESETS["paper"], engine_available=False)
-    assert "run.engine=hf" in sets and "vllm is not importable" in notes[0]
+    assert not any(s.startswith("run.engine") for s in sets) and "vllm is not importable" in notes[1]
     sets, notes = preset_overrides(PRESETS["paper"], engine_available=True)
-    assert "run.engine=vllm" in sets and notes == []
+    assert not any(s.startswith("run.engine") for s in sets) and len(notes) == 1
+    assert "accelerate launch --config_file stages/accelerate/fsdp-full-shard.yaml" in notes[0]
+    assert "run.sharding=fsdp" in sets
 
 
 def test_explicit_model_option_beats_the_preset(tmp_path):

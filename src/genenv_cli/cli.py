@@ -373,6 +373,8 @@ def status(run: RunOpt = None, sets: SetOpt = None,
         run_dir, cfg = _open(run, sets)
         where.run = run_dir.root
         rows = st.collect(run_dir, cfg)
+        from genenv_cli.pruning import disk_lines
+
         if as_json:
             typer.echo(json.dumps({"run": str(run_dir.root), "epochs": rows}, indent=2, default=str))
             return
@@ -381,7 +383,7 @@ def status(run: RunOpt = None, sets: SetOpt = None,
             return
         if not sys.stdout.isatty():
             typer.echo(st.render_plain(rows, run_dir, cfg))
-            for line in st.domain_lines(rows, cfg):
+            for line in st.domain_lines(rows, cfg) + disk_lines(run_dir):
                 typer.echo(line)
             for note in st.stale_notes(rows):
                 typer.echo(note)
@@ -390,7 +392,7 @@ def status(run: RunOpt = None, sets: SetOpt = None,
 
         console = Console()
         console.print(st.render(rows, run_dir, cfg))
-        for line in st.domain_lines(rows, cfg):
+        for line in st.domain_lines(rows, cfg) + disk_lines(run_dir):
             console.print(line, highlight=False)
         for note in st.stale_notes(rows):
             console.print(note, style="yellow")

@@ -27,6 +27,7 @@ from genenv_cli.errors import ConfigError
 CONFIG_NAME = "genenv.toml"
 MIXED = "mixed"  # run.domain of a run that trains on several domains (their shares are run.domains)
 SHARE_TOLERANCE = 1e-6  # how far the shares of run.domains may sum from 1
+VLLM_MIN_TEMPERATURE = 0.01  # vLLM's SamplingParams raise any temperature in (0, 0.01) to this
 
 
 def _f(default: Any, help: str, **rules: Any) -> Any:
@@ -55,6 +56,20 @@ class RunConfig:
                     "weights and computes in this dtype under autocast.",
                     choices=["auto", "float32", "bfloat16", "float16"])
     trust_remote_code: bool = _f(False, "Allow model repositories to run their own Python code. Off unless you trust them.")
+    sharding: str = _f("none", "How a launched update (update-agent, update-env) spreads its state over the GPUs: none "
+                       "(each rank holds a whole copy: DDP), fsdp (FSDP full shard), zero3 (DeepSpeed ZeRO-3). Set here, "
+                       "it reaches the trainer under any launcher (torchrun included); `accelerate launch --config_file "
+                       "stages/accelerate/fsdp-full-shard.yaml` (or zero3.yaml) chooses it too. Full fine-tuning of a "
+                       "7B model needs fsdp or zero3 (docs/gpus.md).", choices=["none", "fsdp", "zero3"])
+    dist_timeout: int = _f(1800, "Seconds a training rank waits in a collective (the barrier while rank 0 writes a "
+                           "checkpoint, the gather before it) before torch.distributed gives up; raise it for a slow "
+                           "shared filesystem.", min=60, max=604_800)
+    keep_checkpoints: int = _f(1, "Full-weight checkpoints (agent and environment) kept: the last N epochs plus every "
+                               "keep_checkpoints_every-th; older ones are deleted once the next epoch is complete. "
+                               "0 keeps all. The defaults (1 and 5) keep a 10-epoch 7B full fine-tune under 200 GB (docs/gpus.md). LoRA "
+                               "adapters (tens of MB) are always kept.", min=0, max=100_000)
+    keep_checkpoints_every: int = _f(5, "With keep_checkpoints > 0: also keep the checkpoints of every M-th epoch "
+                                     "(0: none besides the last N).", min=0, max=100_000)
 
     @property
     def mixed(self) -> bool:
@@ -404,13 +419,20 @@ def _check_sampling(cfg: Config, where: str) -> None:
     for name, sec in (("generate", g), ("rollout", r)):
         if sec.top_p == 0.0:
             raise ConfigError(f"{where}: `{name}.top_p` = 0 keeps no token; allowed values are above 0, up to 1.0.")
-    if cfg.run.engine == "vllm":
+    for name, t in (("generate.temperature", g.temperature), ("rollout.temperature", r.temperature),
+                    ("evaluate.temperature", cfg.evaluate.temperature)):
+        if 0.0 < t < VLLM_MIN_TEMPERATURE:
+            raise ConfigError(f"{where}: `{name}` = {t!r}: vLLM raises temperatures below {VLLM_MIN_TEMPERATURE} to "
+                              f"{VLLM_MIN_TEMPERATURE}, so the logprobs it records would not be those of {t!r}. Use 0 "
+                              f"(greedy) or a temperature of at least {VLLM_MIN_TEMPERATURE}.")
+    if cfg.run.engine != "hf":  # vllm, or auto, which serves with vLLM wherever it is installed with a GPU
         for name in ("agent_update", "env_update"):
             t = getattr(cfg, name)
             if t.lora and t.lora_r > cfg.vllm.max_lora_rank:
                 raise ConfigError(f"{where}: `{name}.lora_r` = {t.lora_r} is above `vllm.max_lora_rank` = "
                                   f"{cfg.vllm.max_lora_rank}; vLLM could not serve the adapter. Lower the rank or "
-                                  f"raise vllm.max_lora_rank (one of 8, 16, 32, 64, 128, 256, 320, 512).")
+                                  f"raise vllm.max_lora_rank (one of 8, 16, 32, 64, 128, 256, 320, 512); with "
+                                  f"run.engine = \"{cfg.run.engine}\" vLLM serves it wherever it is installed.")
 
 
 def parse_override(text: str) -> tuple[str, str, Any]:

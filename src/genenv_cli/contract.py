@@ -151,13 +151,28 @@ def _compare(run: RunDir, cfg: Config, plan: StagePlan, manifest: dict[str, Any]
         reasons.append("config changed in " + ", ".join(plan.config_sections))
     if reasons:
         return StageState("stale", reasons, manifest)
+    pruned = _pruned(run, plan.epoch)
     for rec in manifest.get("outputs", {}).values():
         p = run.root / rec["path"]
+        if not p.exists() and pruned.get(rec["path"], {}).get("fingerprint") == rec["fingerprint"]:
+            continue  # deleted by run.keep_checkpoints once the next epoch was complete (pruning.py)
         if not unchanged(p, rec["fingerprint"]):
             reasons.append(f"output {rec['path']} missing or modified")
     if reasons:
         return StageState("incomplete", reasons, manifest)
     return StageState("done", [], manifest)
+
+
+def _pruned(run: RunDir, epoch: int) -> dict[str, Any]:
+    """epochs/N/pruned.json: the outputs run.keep_checkpoints deleted, by path (read here, not through pruning.py,
+    which imports this module's callers)."""
+    import json
+
+    try:
+        data = json.loads((run.epoch_dir(epoch) / "pruned.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _report_crashed(run: RunDir, info: dict[str, Any]) -> None:

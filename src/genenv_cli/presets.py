@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from genenv_cli.errors import ConfigError
 
 PAPER_MODEL = "Qwen/Qwen2.5-7B-Instruct"
+PAPER_TRAIN = "accelerate launch --config_file stages/accelerate/fsdp-full-shard.yaml --num_processes 8 -m genenv_cli"
+LAUNCH_NOTE = f'TRAIN="{PAPER_TRAIN}" stages/paper.sh RUN (stages/paper.sh uses it when TRAIN is unset)'
 
 
 @dataclass(frozen=True)
@@ -54,14 +56,18 @@ PRESETS: dict[str, Preset] = {
             "rollout.max_new_tokens": 1024,
             "agent_update.gradient_checkpointing": True,
             "env_update.gradient_checkpointing": True,
+            "run.sharding": "fsdp",
+            "run.keep_checkpoints": 1,
+            "run.keep_checkpoints_every": 5,
         },
         stated_notes=["10 epochs (stages/paper.sh runs EPOCHS=10 unless told otherwise)",
-                      "the vLLM engine for generation (run.engine below; hf when vllm is not installed)"],
+                      "the vLLM engine for generation (run.engine stays auto: vLLM wherever it is installed with a GPU)"],
         ours_notes=["full fine-tuning rather than LoRA, the group size K, beta, the KL terms, the sampling "
                     "temperatures and the completion length are not given by the paper; full fine-tuning because "
                     "the paper's learning rates are full fine-tuning rates (with a LoRA adapter an update at 1e-6 "
                     "leaves the policy where it was: benchmarks/results/agent-lr-check-arith.md). On one GPU: "
-                    "--set agent_update.lora=true --set env_update.lora=true with a LoRA learning rate"],
+                    "--set agent_update.lora=true --set env_update.lora=true with a LoRA learning rate",
+                    "full fine-tuning of two 7B models is sharded (run.sharding = fsdp): train with " + LAUNCH_NOTE],
     ),
 }
 
@@ -84,10 +90,12 @@ def preset_overrides(preset: Preset, engine_available: bool) -> tuple[list[str],
     sets = [f"{k}={_text(v)}" for k, v in {**preset.stated, **preset.ours}.items()]
     notes: list[str] = []
     if preset.name == "paper":
-        sets.append("run.engine=" + ("vllm" if engine_available else "hf"))
+        # run.engine stays auto: a config written on a machine without vLLM still generates with vLLM on the GPU
+        # machine that has it
+        notes.append("launch the training stages sharded: " + LAUNCH_NOTE)
         if not engine_available:
-            notes.append("vllm is not importable here: run.engine = hf (slow for 7B models; install vllm on the GPU "
-                         "machine and set run.engine = vllm)")
+            notes.append("vllm is not importable here; run.engine stays auto, so the GPU machine generates with vLLM "
+                         "once it is installed there (pip install 'genenv-cli[vllm]')")
     return sets, notes
 
 

@@ -92,9 +92,32 @@ def _die_with_parent(parent: int) -> Callable[[], None]:
     return setup
 
 
-def _run_child(cmd: list[str]) -> int:
+TRAINING_STAGES = ("update-agent", "update-env")
+
+
+def child_env(stage: str, gpus: int) -> dict[str, str] | None:
+    """The environment of a stage's process: a training stage sees one GPU when several are visible and none was
+    chosen, since it is not under a distributed launcher here (transformers would otherwise wrap the model in
+    nn.DataParallel; stages/coevolve.sh with TRAIN= launches training on all of them). None: inherit as is."""
+    if stage in TRAINING_STAGES and gpus > 1 and "CUDA_VISIBLE_DEVICES" not in os.environ:
+        return {**os.environ, "CUDA_VISIBLE_DEVICES": "0"}
+    return None
+
+
+def _visible_gpus() -> int:
+    """CUDA devices this machine shows (0 without torch or a GPU); NVML's count, CUDA is not initialised."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        return 0
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def _run_child(cmd: list[str], env: dict[str, str] | None = None) -> int:
     preexec = _die_with_parent(os.getpid()) if sys.platform.startswith("linux") else None
-    proc = subprocess.Popen(cmd, preexec_fn=preexec)  # the preexec_fn only calls prctl: no lock is taken
+    proc = subprocess.Popen(cmd, preexec_fn=preexec, env=env)  # the preexec_fn only calls prctl: no lock is taken
     try:
         return proc.wait()
     except KeyboardInterrupt:
@@ -114,12 +137,17 @@ def spawn_epochs(run: RunDir, epochs: int, *, ui: UI, sets: list[str] | None = N
     StageFailed with the child's exit status when one fails."""
     restart = _restart_point(from_stage, from_epoch, start)
     count = 0
+    gpus = _visible_gpus()
+    if gpus > 1 and "CUDA_VISIBLE_DEVICES" not in os.environ:
+        ui.info(f"{gpus} GPUs visible: genenv run trains on GPU 0 alone (CUDA_VISIBLE_DEVICES=0 for update-agent and "
+                f"update-env); to train on all of them use stages/coevolve.sh with TRAIN=\"accelerate launch "
+                f"--config_file stages/accelerate/fsdp-full-shard.yaml -m genenv_cli\" (docs/gpus.md)")
     for epoch in range(start, epochs + 1):
         for i, stage in enumerate(EPOCH_STAGES):
             force = restart is not None and (epoch, i) >= restart
             cmd = stage_command(stage, run, epoch, sets=sets or [], force=force, quiet=quiet, as_json=as_json)
             ui.log(f"epoch {epoch} {stage}: {' '.join(cmd)}")
-            rc = _run_child(cmd)
+            rc = _run_child(cmd, child_env(stage, gpus))
             count += 1
             if rc != 0:
                 raise StageFailed(f"`genenv {stage} --epoch {epoch}` exited with status {rc}; the run stops here. "

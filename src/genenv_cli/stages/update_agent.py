@@ -1,7 +1,7 @@
 """update-agent: GRPO on the epoch's scored rollouts, with no regeneration.
 
     genenv update-agent --epoch 3
-    accelerate launch --multi_gpu --num_processes 8 -m genenv_cli update-agent --epoch 3    # several GPUs
+    accelerate launch --config_file stages/accelerate/fsdp-full-shard.yaml -m genenv_cli update-agent --epoch 3
 
 Reads `pools/agent_train/epoch=NNNN.parquet` (the K samples per task that `rollout` generated and `score`
 graded), computes group-relative advantages, skips (and counts) groups whose rewards are all equal, and
@@ -46,6 +46,13 @@ def plan(run_dir: RunDir, cfg: Config, epoch: int) -> StagePlan:
     return p
 
 
+def _after_commit(run_dir: RunDir, cfg: Config, p: StagePlan) -> None:
+    from genenv_cli.pruning import prune
+
+    after_stage(run_dir, cfg, p)
+    prune(run_dir, cfg)  # run.keep_checkpoints: full checkpoints no stage needs any more
+
+
 def summary(counts: dict[str, Any], metrics: dict[str, Any]) -> str:
     from genenv_cli.summaries import num
 
@@ -56,12 +63,16 @@ def summary(counts: dict[str, Any], metrics: dict[str, Any]) -> str:
 
 def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI | None = None) -> StageResult:
     ui = ui or UI(quiet=True)
+    from genenv_cli.launch import check_update_launch, world_size
+
+    sharding = check_update_launch(cfg, "agent_update", cfg.agent.model)  # before the lock and any compute
 
     def body(out: Staging) -> None:
+        ui.info(f"update-agent epoch {epoch}: sharding {sharding} over {world_size()} processes")
         _update(cfg, epoch, out, ui)
 
     return execute(run_dir, cfg, STAGE, epoch, lambda: plan(run_dir, cfg, epoch), body, force=force,
-                   after_commit=after_stage)
+                   after_commit=_after_commit)
 
 
 def select_samples(pool: Path, replay: list[Path], temperature: float | None = None) -> tuple[list[dict], Any]:
@@ -111,6 +122,7 @@ def select_samples(pool: Path, replay: list[Path], temperature: float | None = N
 
 
 def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
+    from genenv_cli.launch import trainer_sharding
     from genenv_cli.training.common import (
         all_mean,
         load_policy,
@@ -149,7 +161,8 @@ def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
             policy, u, lambda args: make_trainer(policy, args, rows, clip_eps=u.clip_eps, kl_coef=u.kl_coef,
                                                  loss_type=u.loss_type, temperature=temperature,
                                                  replay_clip=u.replay_clip),
-            seed=cfg.run.seed + epoch, device=cfg.run.device, dtype=cfg.run.dtype, ui=ui, desc=f"update-agent e{epoch}")
+            seed=cfg.run.seed + epoch, device=cfg.run.device, dtype=cfg.run.dtype, ui=ui, desc=f"update-agent e{epoch}",
+            sharding=trainer_sharding(cfg), timeout=cfg.run.dist_timeout)
         for s in trainer.step_stats:
             lg = logged.get(s["step"], {})
             steps.append({"step": s["step"], "pass": float(s["pass"] or 0.0), "loss": s["loss"],

@@ -51,6 +51,13 @@ def plan(run_dir: RunDir, cfg: Config, epoch: int) -> StagePlan:
     return p
 
 
+def _after_commit(run_dir: RunDir, cfg: Config, p: StagePlan) -> None:
+    from genenv_cli.pruning import prune
+
+    after_stage(run_dir, cfg, p)
+    prune(run_dir, cfg)  # run.keep_checkpoints: full checkpoints no stage needs any more
+
+
 def summary(counts: dict[str, Any], metrics: dict[str, Any]) -> str:
     from genenv_cli.summaries import num
 
@@ -61,16 +68,23 @@ def summary(counts: dict[str, Any], metrics: dict[str, Any]) -> str:
 
 def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI | None = None) -> StageResult:
     ui = ui or UI(quiet=True)
+    if env_trained(cfg):
+        from genenv_cli.launch import check_update_launch
+
+        sharding = check_update_launch(cfg, "env_update", cfg.env.model)  # before the lock and any compute
 
     def body(out: Staging) -> None:
         if not env_trained(cfg):
             out.counts.update({"samples_used": 0, "skipped": f"env.mode = {cfg.env.mode}: the environment is not trained"})
             ui.info(f"update-env epoch {epoch}: env.mode = {cfg.env.mode}, the environment is not trained")
             return
+        from genenv_cli.launch import world_size
+
+        ui.info(f"update-env epoch {epoch}: sharding {sharding} over {world_size()} processes")
         _update(cfg, epoch, out, ui)
 
     return execute(run_dir, cfg, STAGE, epoch, lambda: plan(run_dir, cfg, epoch), body, force=force,
-                   after_commit=after_stage)
+                   after_commit=_after_commit)
 
 
 def select_pairs(paths: list[Path], lam: float) -> tuple[list[dict[str, Any]], Any]:
@@ -97,6 +111,7 @@ def select_pairs(paths: list[Path], lam: float) -> tuple[list[dict[str, Any]], A
 
 
 def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
+    from genenv_cli.launch import trainer_sharding
     from genenv_cli.training.common import (
         load_policy,
         publish_update,
@@ -133,7 +148,7 @@ def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
         trainer, logged, cap = train_policy(
             policy, u, lambda args: make_trainer(policy, args, rows, kl_coef=u.kl_coef, kl_max=u.kl_max),
             seed=cfg.run.seed + epoch, device=cfg.run.device, dtype=cfg.run.dtype, ui=ui, desc=f"update-env e{epoch}",
-            stop_on=(KLCapReached,))
+            stop_on=(KLCapReached,), sharding=trainer_sharding(cfg), timeout=cfg.run.dist_timeout)
         if cap is not None:
             stopped = trainer.stopped
             ui.info(f"update-env epoch {epoch}: stopped at step {stopped['step']}: {cap}")

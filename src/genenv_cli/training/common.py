@@ -11,7 +11,8 @@ backward passes run in the run's compute dtype under autocast (Trainer's bf16/fp
 would round an AdamW step of about 1e-6 away: bf16 keeps 8 bits of mantissa, so a weight of 0.02 moves in steps
 of 1e-4. Frozen weights (a LoRA base, the reference model) are loaded in the compute dtype.
 
-Sharded training (DeepSpeed ZeRO-3, FSDP: choose it in `accelerate config`) is what a 7B full fine-tune needs;
+Sharded training (FSDP or DeepSpeed ZeRO-3: `run.sharding`, or the launch's config file in stages/accelerate/) is
+what a 7B full fine-tune needs;
 the checkpoint is then written from accelerate's `get_state_dict`, which gathers the shards on the main process.
 """
 
@@ -107,18 +108,37 @@ def _frozen(ref: ModelRef, device: str, dtype: str, trust_remote_code: bool) -> 
     return model
 
 
+def sharding_arguments(sharding: str, gradient_checkpointing: bool) -> dict[str, Any]:
+    """TrainingArguments options for `run.sharding`, so that the sharding reaches the trainer under any launcher
+    (torchrun reads no accelerate config file). fsdp: FSDP2 full shard, one unit per decoder layer (the model's own
+    `_no_split_modules`), gathered into a full state dict for saving; gradient checkpointing becomes FSDP's own
+    activation checkpointing (transformers refuses both at once). zero3: DeepSpeed ZeRO-3 with the 16-bit weights
+    gathered on save. Every other option is left to transformers' defaults ("auto" values)."""
+    if sharding == "fsdp":
+        return {"fsdp": "full_shard auto_wrap",
+                "fsdp_config": {"version": 2, "state_dict_type": "FULL_STATE_DICT", "reshard_after_forward": True,
+                                "activation_checkpointing": gradient_checkpointing}}
+    if sharding == "zero3":
+        return {"deepspeed": {"zero_optimization": {"stage": 3, "stage3_gather_16bit_weights_on_model_save": True},
+                              "bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto"},
+                              "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
+                              "gradient_clipping": "auto", "train_batch_size": "auto"}}
+    return {}
+
+
 def training_arguments(output_dir: Path | str, train: TrainingConfig, *, seed: int, device: str,
-                       dtype: str = "auto") -> Any:
+                       dtype: str = "auto", sharding: str = "none", timeout: int = 1800) -> Any:
     """Trainer settings. Autocast in the compute dtype (bf16/fp16) over float32 master weights; the warm-up is set
     in `train_with_progress`, once the number of steps is known (a step count means the same in transformers 4
-    and 5, where `warmup_ratio` was folded into `warmup_steps`)."""
+    and 5, where `warmup_ratio` was folded into `warmup_steps`). `sharding` is `run.sharding`, `timeout` the
+    process group's (`run.dist_timeout`)."""
     from transformers import TrainingArguments
 
     dev = pick_device(device)
     on_gpu = dev.startswith("cuda")
     compute = dtype_name(dtype, dev)
     checkpointing = {"gradient_checkpointing": True, "gradient_checkpointing_kwargs": {"use_reentrant": False}} \
-        if train.gradient_checkpointing else {}
+        if train.gradient_checkpointing and sharding != "fsdp" else {}
     with warnings.catch_warnings():  # transformers warns about its own renamed fields while building defaults
         warnings.simplefilter("ignore", FutureWarning)
         return TrainingArguments(
@@ -130,7 +150,8 @@ def training_arguments(output_dir: Path | str, train: TrainingConfig, *, seed: i
             use_cpu=not on_gpu, bf16=compute == "bfloat16", fp16=compute == "float16" and on_gpu,
             dataloader_num_workers=0,
             remove_unused_columns=False, seed=seed, data_seed=seed, disable_tqdm=True,
-            ddp_find_unused_parameters=False, **checkpointing,
+            ddp_find_unused_parameters=False, ddp_timeout=timeout, **checkpointing,
+            **sharding_arguments(sharding, train.gradient_checkpointing),
         )
 
 
@@ -281,8 +302,8 @@ def save_checkpoint(policy: Policy, folder: Path, *, role: str, epoch: int, extr
 
 
 def train_policy(policy: Policy, train: TrainingConfig, build: Any, *, seed: int, device: str, dtype: str, ui: Any,
-                 desc: str, stop_on: tuple[type[BaseException], ...] = ()) -> tuple[Any, dict[int, dict[str, Any]],
-                                                                            BaseException | None]:
+                 desc: str, stop_on: tuple[type[BaseException], ...] = (), sharding: str = "none",
+                 timeout: int = 1800) -> tuple[Any, dict[int, dict[str, Any]], BaseException | None]:
     """The middle both update stages share: trainer settings in a scratch folder, `build(args)` makes the
     trainer, it trains with a progress bar, and the trained model becomes the policy's. Returns (the trainer,
     its log records by step, the `stop_on` exception that ended training early or None)."""
@@ -290,7 +311,8 @@ def train_policy(policy: Policy, train: TrainingConfig, build: Any, *, seed: int
 
     stopped = None
     with tempfile.TemporaryDirectory(prefix="genenv-trainer-") as tmp:
-        args = training_arguments(tmp, train, seed=seed, device=device, dtype=dtype)
+        args = training_arguments(tmp, train, seed=seed, device=device, dtype=dtype, sharding=sharding,
+                                  timeout=timeout)
         trainer = build(args)
         try:
             train_with_progress(trainer, ui, desc, train.passes, train.grad_accum, warmup_ratio=train.warmup_ratio)
@@ -298,21 +320,32 @@ def train_policy(policy: Policy, train: TrainingConfig, build: Any, *, seed: int
             stopped = exc
         logged = merged_logs(trainer)
         policy.model = trainer.model
+        kind = str(trainer.accelerator.distributed_type).split(".")[-1]
+        ui.info(f"{desc}: trained as {kind} ({type(trainer.model_wrapped).__name__})")
+        asked = sharding != "none" or os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true"
+        if asked and kind not in ("FSDP", "DEEPSPEED"):
+            # accelerate applies FSDP only to GPU-like process groups: CPU processes (MULTI_CPU) train unsharded
+            ui.info(f"{desc}: warning: sharding was asked for, but accelerate trained {kind}, unsharded")
+        shards = [p for p in trainer.model_wrapped.parameters() if hasattr(p, "to_local")]
+        if shards:  # FSDP2 holds each parameter as a DTensor: this rank's part of it
+            local = sum(p.to_local().numel() for p in shards)
+            ui.info(f"{desc}: parameters sharded, this rank holds {local:,} of {sum(p.numel() for p in shards):,}")
     return trainer, logged, stopped
 
 
 def publish_update(policy: Policy, out: Any, *, role: str, epoch: int, trained_from: str, records: Any,
                    steps: list[dict[str, Any]], ui: Any, trainer: Any = None) -> str:
-    """The end both update stages share: every rank's parameter digest, logged by the main rank; the state dict
-    gathered by all ranks; on the main rank the checkpoint and `<role>_update.parquet` (per sample) and
-    `<role>_update_steps.parquet`; then the process group is closed. Returns this rank's digest."""
+    """The end both update stages share: the state dict gathered by all ranks; on the main rank the digest of the
+    gathered trainable weights, the checkpoint and `<role>_update.parquet` (per sample) and
+    `<role>_update_steps.parquet`; then the process group is closed. Returns the digest (empty on other ranks)."""
     from genenv_cli.pools import frame, write_parquet
 
-    digest = parameter_digest(policy.model)
-    for rank, d in enumerate(gather_objects(digest)):
-        ui.info(f"rank {rank} trainable-parameter digest {d}")
     state_dict = gather_state_dict(trainer)
-    if out.is_main:
+    digest = ""
+    if out.is_main:  # rank 0 alone hashes, and what it hashes is the gathered weights it saves
+        digest = parameter_digest(policy.model if trainer is None
+                                  else trainer.accelerator.unwrap_model(trainer.model_wrapped), state_dict)
+        ui.info(f"rank 0 trainable-parameter digest {digest}")
         save_checkpoint(policy, out.path(role), role=role, epoch=epoch, trainer=trainer, state_dict=state_dict,
                         extra={"trained_from": trained_from, "parameter_digest": digest})
         write_parquet(records, out.path(f"{role}_update"), f"{role}_update")
@@ -321,13 +354,15 @@ def publish_update(policy: Policy, out: Any, *, role: str, epoch: int, trained_f
     return digest
 
 
-def parameter_digest(model: Any) -> str:
-    """sha256 of the trainable parameters, to compare ranks and checkpoints. Under FSDP or ZeRO-3 a rank holds
-    shards (FSDP2: DTensors, read through their local part), so the digests then differ between ranks."""
+def parameter_digest(model: Any, state_dict: dict[str, Any] | None = None) -> str:
+    """sha256 of the trainable parameters, to compare a checkpoint with what loads back. With `state_dict` (the
+    gathered one: under FSDP or ZeRO-3 a rank's own parameters are shards) the values are read from it, by the
+    names of the model's trainable parameters."""
     h = hashlib.sha256()
     for name, p in sorted(model.named_parameters(), key=lambda x: x[0]):
         if p.requires_grad:
-            local = p.to_local() if hasattr(p, "to_local") else p
+            value = state_dict[name] if state_dict is not None and name in state_dict else p
+            local = value.to_local() if hasattr(value, "to_local") else value
             h.update(name.encode())
             h.update(local.detach().float().cpu().numpy().tobytes())
     return h.hexdigest()[:16]

@@ -1,0 +1,168 @@
+"""How much GPU memory an update and a vLLM engine need, per GPU: the numbers behind docs/gpus.md's table and the
+refusal of a full fine-tune that cannot fit.
+
+Written here because no library we use estimates it for our setup (accelerate's `estimate-memory` counts weights,
+gradients and Adam states of one model, but not our float32-master layout, the frozen reference model, the
+activations of a GRPO batch or vLLM's KV cache). The formulas, in bytes, with P parameters and N GPUs:
+
+- LoRA: the frozen base in the compute dtype (2 P), whole on every GPU; the adapter with its gradient and AdamW's
+  two moments in float32 (16 bytes per adapter parameter); the reference is the base with the adapter off (free).
+- Full fine-tuning, our layout: float32 weights that AdamW updates (4 P; they are the master copy), float32
+  gradients (4 P), AdamW's two moments (8 P): 16 P. Unsharded (`none`) every GPU holds all of it; FSDP divides it
+  by N and adds one decoder layer gathered in float32 at a time (twice: the one computing, the one prefetched).
+- Full fine-tuning under ZeRO-3 (bf16 on): 16-bit weights (2 P) and gradients (2 P) plus float32 master weights
+  (4 P) and AdamW's moments (8 P): 16 P, divided by N, plus the gathered layers.
+- The reference model for the KL term (`kl_coef > 0`) in the compute dtype (2 P), whole on every GPU.
+- Activations, an estimate: with gradient checkpointing each layer keeps its input (2 bytes x hidden per token) and
+  one layer is recomputed at a time (about 34 bytes x hidden per token, attention without a seq^2 term as with SDPA);
+  without it every layer keeps its 34 x hidden. Plus the completion positions' logits in float32 with their
+  log-softmax (2 x 4 bytes x vocab per completion token).
+- vLLM: the weights in the compute dtype (2 P, divided over `tensor_parallel_size`) plus the KV cache of a batch
+  of full-length sequences: 2 (K and V) x layers x kv_heads x head_dim x 2 bytes per token.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GB = 1e9
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the formulas need of a decoder-only model (the fields of its config.json)."""
+
+    name: str
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    intermediate: int
+    vocab: int
+    tied: bool
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+    def layer_params(self) -> int:
+        kv = self.kv_heads * self.head_dim
+        attn = self.hidden * self.hidden + self.hidden + 2 * (self.hidden * kv + kv) + self.hidden * self.hidden
+        return attn + 3 * self.hidden * self.intermediate + 2 * self.hidden
+
+    def params(self) -> int:
+        embed = self.vocab * self.hidden
+        return self.layers * self.layer_params() + embed * (1 if self.tied else 2) + self.hidden
+
+    def lora_params(self, r: int, targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")) -> int:
+        kv = self.kv_heads * self.head_dim
+        dims = {"q_proj": (self.hidden, self.hidden), "k_proj": (self.hidden, kv), "v_proj": (self.hidden, kv),
+                "o_proj": (self.hidden, self.hidden), "gate_proj": (self.hidden, self.intermediate),
+                "up_proj": (self.hidden, self.intermediate), "down_proj": (self.intermediate, self.hidden)}
+        return self.layers * sum(r * (dims[t][0] + dims[t][1]) for t in targets if t in dims)
+
+
+# Qwen2.5 Instruct models, from their config.json
+QWEN25 = {
+    "0.5B": Shape("Qwen/Qwen2.5-0.5B-Instruct", 896, 24, 14, 2, 4864, 151936, True),
+    "1.5B": Shape("Qwen/Qwen2.5-1.5B-Instruct", 1536, 28, 12, 2, 8960, 151936, True),
+    "7B": Shape("Qwen/Qwen2.5-7B-Instruct", 3584, 28, 28, 4, 18944, 152064, False),
+}
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The batch an update trains on and the one vLLM serves (the paper preset's sizes by default)."""
+
+    batch_size: int = 8            # sequences per GPU per micro-step
+    seq_len: int = 9000            # prompt + completion tokens
+    completion_len: int = 1024     # tokens whose logits are computed
+    gradient_checkpointing: bool = True
+    reference: bool = True         # kl_coef > 0
+    lora_r: int = 16
+    vllm_seqs: int = 32            # sequences in flight at full length
+    tensor_parallel: int = 1
+
+
+def activations_bytes(shape: Shape, w: Workload) -> float:
+    tokens = w.batch_size * w.seq_len
+    per_layer = 34 * shape.hidden * tokens
+    kept = (2 * shape.hidden * tokens * shape.layers + per_layer) if w.gradient_checkpointing \
+        else per_layer * shape.layers
+    logits = 2 * 4 * shape.vocab * w.batch_size * w.completion_len
+    return kept + logits
+
+
+def training_bytes(shape: Shape, method: str, gpus: int, w: Workload = Workload()) -> dict[str, float]:
+    """Bytes per GPU of an update, by part. method: lora | full (unsharded) | fsdp | zero3."""
+    P = shape.params()
+    parts: dict[str, float] = {}
+    if method == "lora":
+        A = shape.lora_params(w.lora_r)
+        parts["weights"] = 2 * P + 4 * A
+        parts["grads"] = 4 * A
+        parts["adam"] = 8 * A
+        parts["master"] = 0.0
+    elif method in ("full", "fsdp"):
+        n = 1 if method == "full" else gpus
+        parts["weights"] = 4 * P / n
+        parts["grads"] = 4 * P / n
+        parts["adam"] = 8 * P / n
+        parts["master"] = 0.0  # the float32 weights are the master copy
+    elif method == "zero3":
+        parts["weights"] = 2 * P / gpus
+        parts["grads"] = 2 * P / gpus
+        parts["adam"] = 8 * P / gpus
+        parts["master"] = 4 * P / gpus
+    else:
+        raise ValueError(f"unknown method {method!r}")
+    gathered_bytes = {"fsdp": 4, "zero3": 2}.get(method, 0)
+    parts["gathered"] = 2 * gathered_bytes * shape.layer_params()
+    parts["reference"] = 2 * P if (w.reference and method != "lora") else 0.0
+    parts["activations"] = activations_bytes(shape, w)
+    parts["total"] = sum(parts.values())
+    return parts
+
+
+def vllm_bytes(shape: Shape, w: Workload = Workload()) -> dict[str, float]:
+    weights = 2 * shape.params() / w.tensor_parallel
+    kv_per_token = 2 * shape.layers * shape.kv_heads * shape.head_dim * 2 / w.tensor_parallel
+    kv = kv_per_token * w.vllm_seqs * w.seq_len
+    return {"weights": weights, "kv_cache": kv, "total": weights + kv}
+
+
+LAUNCH = {
+    "lora": "accelerate launch --config_file stages/accelerate/ddp.yaml -m genenv_cli",
+    "full": "genenv (one GPU)",
+    "fsdp": "accelerate launch --config_file stages/accelerate/fsdp-full-shard.yaml -m genenv_cli",
+    "zero3": "accelerate launch --config_file stages/accelerate/zero3.yaml -m genenv_cli",
+}
+METHOD_NAMES = {"lora": "LoRA (r 16)", "fsdp": "full / FSDP", "zero3": "full / ZeRO-3"}
+
+
+def table(gpus: int = 8, w: Workload = Workload()) -> str:
+    """docs/gpus.md's memory table, in markdown."""
+    rows = ["| model | method | training, GB per GPU | vLLM, GB per GPU | TRAIN= launch |", "|---|---|---|---|---|"]
+    for size, shape in QWEN25.items():
+        serve = vllm_bytes(shape, w)["total"] / GB
+        for method, label in METHOD_NAMES.items():
+            train = training_bytes(shape, method, gpus, w)["total"] / GB
+            rows.append(f"| {size} | {label} | {train:.1f} | {serve:.1f} | `{LAUNCH[method]}` |")
+    return "\n".join(rows)
+
+
+def full_finetune_need(shape: Shape, sharding: str, gpus: int, w: Workload) -> float:
+    """Bytes per GPU a full fine-tune needs under `run.sharding` (none: every GPU holds everything)."""
+    method = {"none": "full", "fsdp": "fsdp", "zero3": "zero3"}[sharding]
+    return training_bytes(shape, method, gpus if sharding != "none" else 1, w)["total"]
+
+
+def shape_of_config(cfg: dict) -> Shape | None:
+    """A Shape from a model's config.json (None when a field the formulas need is missing)."""
+    try:
+        heads = int(cfg["num_attention_heads"])
+        return Shape(str(cfg.get("_name_or_path", "")), int(cfg["hidden_size"]), int(cfg["num_hidden_layers"]),
+                     heads, int(cfg.get("num_key_value_heads", heads)), int(cfg["intermediate_size"]),
+                     int(cfg["vocab_size"]), bool(cfg.get("tie_word_embeddings", False)))
+    except (KeyError, TypeError, ValueError):
+        return None

@@ -1,0 +1,147 @@
+"""Launches that cannot work are refused before any model is loaded, naming the key or the config file to use:
+several GPUs without a distributed launcher (never nn.DataParallel), a full fine-tune too large for one GPU
+without sharding, conflicting checkpointing settings, ZeRO-3 that cannot gather on save; and, when the config is
+read, a LoRA rank vLLM cannot serve under engine auto and temperatures vLLM would change."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from genenv_cli.cli import app
+from genenv_cli.config import Config, config_from_dict
+from genenv_cli.errors import ConfigError
+from genenv_cli.launch import check_update_launch
+from genenv_cli.memory_plan import QWEN25
+
+runner = CliRunner()
+LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "ACCELERATE_USE_FSDP", "ACCELERATE_USE_DEEPSPEED",
+               "ACCELERATE_DEEPSPEED_ZERO_STAGE", "ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL",
+               "ACCELERATE_DEEPSPEED_CONFIG_FILE", "FSDP_ACTIVATION_CHECKPOINTING")
+
+
+@pytest.fixture
+def gpus(monkeypatch):
+    """fake(n, gb): n visible CUDA devices of gb GB each, and no launcher variables."""
+    import torch
+
+    for k in LAUNCH_VARS:
+        monkeypatch.delenv(k, raising=False)
+
+    def fake(n: int, gb: float = 80.0) -> None:
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: n > 0)
+        monkeypatch.setattr(torch.cuda, "device_count", lambda: n)
+        monkeypatch.setattr("genenv_cli.launch.device_bytes", lambda: int(gb * 1e9))
+
+    return fake
+
+
+def _seven_b(tmp_path, monkeypatch):
+    """A local model folder with Qwen2.5-7B's config.json (no weights: only the shape is read)."""
+    s = QWEN25["7B"]
+    folder = tmp_path / "qwen7b"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({
+        "hidden_size": s.hidden, "num_hidden_layers": s.layers, "num_attention_heads": s.heads,
+        "num_key_value_heads": s.kv_heads, "intermediate_size": s.intermediate, "vocab_size": s.vocab,
+        "tie_word_embeddings": s.tied}))
+    return str(folder)
+
+
+def test_several_gpus_without_a_launcher_are_refused_never_data_parallel(gpus, monkeypatch):
+    gpus(8)
+    with pytest.raises(ConfigError, match=r"8 GPUs are visible.*nn.DataParallel.*CUDA_VISIBLE_DEVICES=0.*"
+                                          r"stages/accelerate/fsdp-full-shard.yaml"):
+        check_update_launch(Config(), "agent_update", "embedded")
+    gpus(1)
+    assert check_update_launch(Config(), "agent_update", "embedded") == "none"   # one GPU: fine
+    gpus(8)
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    assert check_update_launch(Config(), "agent_update", "embedded") == "none"   # launched: DDP over 8
+
+
+def test_the_cli_exits_2_before_loading_anything(gpus, make_run):
+    gpus(4)
+    run = make_run()
+    r = runner.invoke(app, ["update-agent", "--epoch", "1", "--run", str(run)])
+    assert r.exit_code == 2 and "nn.DataParallel" in r.output
+
+
+def test_full_finetune_of_7b_on_one_gpu_is_refused_with_the_config_file(gpus, tmp_path, monkeypatch):
+    model = _seven_b(tmp_path, monkeypatch)
+    cfg = config_from_dict({"agent": {"model": model}, "agent_update": {"lora": False}}, "t")
+    gpus(1, 80)
+    with pytest.raises(ConfigError, match=r"`agent_update.lora` = false fine-tunes all 7.6 B parameters.*"
+                                          r"more than this GPU's 80 GB.*stages/accelerate/fsdp-full-shard.yaml"):
+        check_update_launch(cfg, "agent_update", model)
+    # sharded over 8: 16 bytes x 7.6 B / 8 + the reference fits in 80 GB
+    gpus(8, 80)
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
+    assert check_update_launch(cfg, "agent_update", model) == "fsdp"
+    # under torchrun the setting does it
+    monkeypatch.delenv("ACCELERATE_USE_FSDP")
+    torchrun = config_from_dict({"agent": {"model": model}, "agent_update": {"lora": False},
+                                 "run": {"sharding": "fsdp"}}, "t")
+    assert check_update_launch(torchrun, "agent_update", model) == "fsdp"
+    # but FSDP over 2 GPUs of 40 GB is still too little
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    gpus(2, 40)
+    with pytest.raises(ConfigError, match=r"fsdp over 2 processes still needs \d+ GB per GPU"):
+        check_update_launch(torchrun, "agent_update", model)
+
+
+def test_fsdp_activation_checkpointing_with_gradient_checkpointing_is_refused(gpus, monkeypatch):
+    gpus(0)
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
+    monkeypatch.setenv("FSDP_ACTIVATION_CHECKPOINTING", "true")
+    cfg = config_from_dict({"env_update": {"gradient_checkpointing": True}}, "t")
+    with pytest.raises(ConfigError, match=r"`env_update.gradient_checkpointing` = true.*FSDP's activation "
+                                          r"checkpointing.*stages/accelerate/fsdp-full-shard.yaml"):
+        check_update_launch(cfg, "env_update", "embedded")
+    assert check_update_launch(Config(), "env_update", "embedded") == "fsdp"  # checkpointing off: fine
+
+
+def test_zero3_without_16bit_gathering_on_save_is_refused(gpus, monkeypatch, tmp_path):
+    gpus(0)
+    monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")
+    monkeypatch.setenv("ACCELERATE_DEEPSPEED_ZERO_STAGE", "3")
+    monkeypatch.setenv("ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL", "false")
+    with pytest.raises(ConfigError, match=r"ZeRO-3 is launched without gathering 16-bit weights.*"
+                                          r"stages/accelerate/zero3.yaml"):
+        check_update_launch(Config(), "agent_update", "embedded")
+    monkeypatch.setenv("ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL", "true")
+    assert check_update_launch(Config(), "agent_update", "embedded") == "zero3"
+    ds = tmp_path / "ds.json"
+    ds.write_text(json.dumps({"zero_optimization": {"stage": 3}}))
+    monkeypatch.setenv("ACCELERATE_DEEPSPEED_CONFIG_FILE", str(ds))
+    with pytest.raises(ConfigError, match="zero3.yaml"):
+        check_update_launch(Config(), "agent_update", "embedded")
+
+
+@pytest.mark.parametrize("engine", ["auto", "vllm"])
+def test_lora_rank_above_vllm_max_is_refused_whenever_vllm_may_serve(engine):
+    with pytest.raises(ConfigError, match=r"`agent_update.lora_r` = 128 is above `vllm.max_lora_rank` = 64"):
+        config_from_dict({"run": {"engine": engine}, "agent_update": {"lora_r": 128}}, "t")
+    config_from_dict({"run": {"engine": "hf"}, "agent_update": {"lora_r": 128}}, "t")     # transformers only
+
+
+@pytest.mark.parametrize("key", ["generate.temperature", "rollout.temperature", "evaluate.temperature"])
+def test_temperatures_vllm_would_raise_are_refused(key):
+    section, name = key.split(".")
+    with pytest.raises(ConfigError, match=rf"`{key}` = 0.005: vLLM raises temperatures below 0.01"):
+        config_from_dict({section: {name: 0.005}}, "t")
+    config_from_dict({section: {name: 0.01}}, "t")
+
+
+def test_genenv_run_trains_on_one_gpu_when_several_are_visible(monkeypatch):
+    from genenv_cli.runner import child_env
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert child_env("update-agent", 8)["CUDA_VISIBLE_DEVICES"] == "0"
+    assert child_env("update-env", 8)["CUDA_VISIBLE_DEVICES"] == "0"
+    assert child_env("rollout", 8) is None and child_env("update-agent", 1) is None
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    assert child_env("update-agent", 8) is None       # the user's choice stands

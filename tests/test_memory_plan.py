@@ -1,0 +1,51 @@
+"""docs/gpus.md's memory table is computed by memory_plan, and memory_plan follows the formulas it states."""
+
+from pathlib import Path
+
+import pytest
+
+from genenv_cli.memory_plan import GB, QWEN25, Workload, table, training_bytes, vllm_bytes
+
+DOC = Path(__file__).parents[1] / "docs" / "gpus.md"
+
+
+def test_parameter_counts_match_the_published_sizes():
+    assert QWEN25["0.5B"].params() == pytest.approx(0.494e9, rel=0.01)
+    assert QWEN25["1.5B"].params() == pytest.approx(1.544e9, rel=0.01)
+    assert QWEN25["7B"].params() == pytest.approx(7.616e9, rel=0.01)
+
+
+def test_training_memory_follows_the_formulas():
+    s, w = QWEN25["7B"], Workload()
+    P = s.params()
+    full = training_bytes(s, "full", 1, w)
+    assert full["weights"] == full["grads"] == 4 * P and full["adam"] == 8 * P and full["master"] == 0
+    assert full["reference"] == 2 * P
+    fsdp = training_bytes(s, "fsdp", 8, w)
+    assert fsdp["weights"] + fsdp["grads"] + fsdp["adam"] == pytest.approx(16 * P / 8)
+    assert fsdp["gathered"] == 2 * 4 * s.layer_params()
+    z3 = training_bytes(s, "zero3", 8, w)
+    assert (z3["weights"], z3["grads"], z3["master"], z3["adam"]) == pytest.approx((2 * P / 8, 2 * P / 8, 4 * P / 8,
+                                                                                     8 * P / 8))
+    lora = training_bytes(s, "lora", 8, w)
+    A = s.lora_params(16)
+    assert A == 28 * 16 * (2 * (3584 + 3584) + 2 * (3584 + 512))
+    assert lora["weights"] == 2 * P + 4 * A and lora["adam"] == 8 * A and lora["reference"] == 0
+    tokens = w.batch_size * w.seq_len
+    assert full["activations"] == (2 * s.hidden * tokens * s.layers + 34 * s.hidden * tokens
+                                   + 8 * s.vocab * w.batch_size * w.completion_len)
+    # the state of an unsharded 7B full fine-tune: about 122 GB before activations and the reference
+    assert (full["weights"] + full["grads"] + full["adam"]) / GB == pytest.approx(121.8, abs=0.5)
+    for part in (full, fsdp, z3, lora):
+        assert part["total"] == pytest.approx(sum(v for k, v in part.items() if k != "total"))
+
+
+def test_vllm_memory_is_weights_plus_kv_cache():
+    s, w = QWEN25["7B"], Workload()
+    v = vllm_bytes(s, w)
+    assert v["weights"] == 2 * s.params()
+    assert v["kv_cache"] == 2 * 28 * 4 * 128 * 2 * w.vllm_seqs * w.seq_len
+
+
+def test_the_table_in_the_docs_is_the_computed_one():
+    assert table() in DOC.read_text()
