@@ -30,6 +30,12 @@ SHARE_TOLERANCE = 1e-6  # how far the shares of run.domains may sum from 1
 VLLM_MIN_TEMPERATURE = 0.01  # vLLM's SamplingParams raise any temperature in (0, 0.01) to this
 
 
+def _late_default(section: str, key: str, value: Any) -> bool:
+    """Whether `section.key` is a late key (see `Config.digest`) holding its default."""
+    fld = _section_fields(section).get(key)
+    return fld is not None and fld.metadata.get("late", False) and value == fld.default
+
+
 def _f(default: Any, help: str, **rules: Any) -> Any:
     if isinstance(default, list | dict):
         return field(default_factory=lambda d=default: type(d)(d), metadata={"help": help, **rules})
@@ -224,8 +230,9 @@ class Config:
 
     def digest(self, sections: list[str]) -> str:
         """A short hash of the named sections (`run.domain` names one key), for stale detection. A named key
-        holding an empty table (run.domains of a single-domain run) is left out, so the digests of runs made
-        before the key existed stay as they were."""
+        holding an empty table (run.domains of a single-domain run) is left out, and so is a key added to a
+        section after runs existed (`late=True` in its field) while it holds its default, so the digests of runs
+        made before the key existed stay as they were: upgrading genenv does not make finished stages stale."""
         picked = {}
         for name in sections:
             if "." in name:
@@ -234,7 +241,7 @@ class Config:
                 if value != {}:
                     picked[name] = value
             else:
-                picked[name] = self.section(name)
+                picked[name] = {k: v for k, v in self.section(name).items() if not _late_default(name, k, v)}
         blob = json.dumps(picked, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
