@@ -87,6 +87,13 @@ def test_step_one_ratio_is_exactly_one_and_the_gap_is_recorded(make_run, tiny_mo
     assert used["logp_abs_diff"].min() - 1e-9 <= metrics["agent_logp_mismatch"] <= used["logp_abs_diff"].max() + 1e-9
     assert metrics["agent_is_truncated"] == 0.0
     assert result.manifest["metrics"]["mismatch_logp_abs_diff"] == metrics["agent_logp_mismatch"]
+    # genenv status shows the three numbers of the epoch
+    from genenv_cli.status import collect, table_cells
+
+    header, cells = table_cells(collect(run, run.load_config()))
+    shown = dict(zip(header, [text for text, _ in cells[0]], strict=True))
+    assert shown["|Δlogp|"] == f"{metrics['agent_logp_mismatch']:.4f}" and shown["IS trunc"] == "0.0000"
+    assert shown["KL samp"] == f"{metrics['agent_sampler_kl']:.5f}"
 
 
 @pytest.mark.slow
