@@ -160,7 +160,7 @@ def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
                           "is_weight_mean": s["is_weight_mean"], "is_truncated": s["is_truncated"],
                           "grad_norm": lg.get("grad_norm"),
                           "learning_rate": lg.get("learning_rate"), "tokens": s["tokens"]})
-    records, mismatch = with_mismatch(records, rows, trainer.old_logps if trainer is not None else None, u.is_cap)
+    records, mismatch = with_mismatch(records, rows, trainer.old_policy_logps() if trainer is not None else None, u.is_cap)
     loss_mean = all_mean(sum(s["loss"] for s in steps) / len(steps)) if steps else None
     digest = publish_update(policy, out, role="agent", epoch=epoch, trained_from=tag, records=records, steps=steps,
                             ui=ui, trainer=trainer)

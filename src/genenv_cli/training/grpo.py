@@ -172,13 +172,13 @@ def collate(rows: list[dict[str, Any]], pad_id: int) -> dict[str, Any]:
     return {"input_ids": ids, "attention_mask": attn, "completion_mask": cmask, "sampler_logps": sampler,
             "advantages": torch.tensor([r["advantage"] for r in rows], dtype=torch.float32),
             "replay": torch.tensor([bool(r.get("replay", False)) for r in rows]),
-            "index": torch.tensor([int(r["index"]) for r in rows], dtype=torch.long)}
+            "index": torch.tensor([int(r.get("index", i)) for i, r in enumerate(rows)], dtype=torch.long)}
 
 
 def make_trainer(policy: Any, args: Any, rows: list[dict[str, Any]], *, clip_eps: float, kl_coef: float,
                  loss_type: str, temperature: float, replay_clip: float, is_cap: float = 3.0) -> Any:
     """A transformers Trainer whose loss is GRPO's on the stored rows; per-step stats in `trainer.step_stats`,
-    the old policy's logprobs of every on-policy row (1-D, by `row["index"]`) in `trainer.old_logps`."""
+    the old policy's logprobs of every on-policy row from `trainer.old_policy_logps()`."""
     import torch
     from transformers import Trainer
 
@@ -187,44 +187,54 @@ def make_trainer(policy: Any, args: Any, rows: list[dict[str, Any]], *, clip_eps
     pad_id = policy.tokenizer.pad_token_id
     rows = [{**r, "index": i} for i, r in enumerate(rows)]
 
-    class StoredRolloutGRPO(Trainer):
-        old_logps: dict[int, Any] | None = None
+    width = max((len(r["completion_ids"]) for r in rows), default=0)
 
-        def _old_policy(self, model: Any, device: Any) -> dict[int, Any]:
+    class StoredRolloutGRPO(Trainer):
+        # (rows, longest completion) on the training device: the old policy's logprobs, row r's in
+        # old_table[r, :len(r)]; read and written by index tensors, so no micro-step waits for the device
+        old_table: Any = None
+
+        def _old_policy(self, model: Any, device: Any) -> Any:
             """The trainer's own logprobs of every on-policy row on the model before any optimizer step: one
             no-grad forward per row, inside the Trainer's context (its autocast and wrapping), so they are the
             numbers the loss's forward computes. Every rank computes all rows (a sharded model's forward is a
-            collective: the ranks must make the same calls)."""
+            collective: the ranks must make the same calls). Replayed rows keep zeros: their old policy is
+            their sampler (module docstring)."""
+            table = torch.zeros((len(rows), width), dtype=torch.float32, device=device)
             fresh = [r for r in rows if not r.get("replay")]
-            out: dict[int, Any] = {}
             size = max(int(self.args.per_device_train_batch_size), 1)
             with torch.no_grad():
                 for start in range(0, len(fresh), size):
-                    b = collate(fresh[start:start + size], pad_id)
+                    chunk = fresh[start:start + size]
+                    b = collate(chunk, pad_id)
                     n = b["completion_mask"].shape[1]
                     lp = token_logps(model, b["input_ids"].to(device), b["attention_mask"].to(device), n, temperature)
-                    for j, r in enumerate(fresh[start:start + size]):
-                        out[r["index"]] = lp[j, :len(r["completion_ids"])].detach().float().cpu()
-            return out
+                    for j, r in enumerate(chunk):
+                        table[r["index"], :len(r["completion_ids"])] = lp[j, :len(r["completion_ids"])].float()
+            return table
+
+        def old_policy_logps(self) -> dict[int, Any]:
+            """The old policy's logprobs of every on-policy row trained on, 1-D CPU tensors by row index."""
+            if self.old_table is None:
+                return {}
+            table = self.old_table.detach().cpu()
+            return {r["index"]: table[r["index"], :len(r["completion_ids"])] for r in rows if not r.get("replay")}
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             device = inputs["input_ids"].device
-            if self.old_logps is None:
-                self.old_logps = self._old_policy(model, device)
+            if self.old_table is None:
+                self.old_table = self._old_policy(model, device)
             n = inputs["completion_mask"].shape[1]
             logps = token_logps(model, inputs["input_ids"], inputs["attention_mask"], n, temperature)
             sampler = inputs["sampler_logps"]
-            old = sampler.clone()  # a replayed row's old policy is its sampler (module docstring)
-            first_step = self.state.global_step == 0
-            for j, (idx, is_replay) in enumerate(zip(inputs["index"].tolist(), inputs["replay"].tolist(), strict=True)):
-                if is_replay:
-                    continue
-                k = int(inputs["completion_mask"][j].sum().item())
-                if first_step:
-                    # before the first optimizer step the model is the old policy: this forward is its own, and
-                    # the batch's layout makes it bit for bit what the loss sees (ratio exactly 1)
-                    self.old_logps[idx] = logps[j, :k].detach().float().cpu()
-                old[j, :k] = self.old_logps[idx].to(device=device, dtype=old.dtype)
+            index = inputs["index"].to(device)
+            replay = inputs["replay"].to(device).unsqueeze(1)
+            if self.state.global_step == 0:
+                # before the first optimizer step the model is the old policy: this forward is its own, and the
+                # batch's layout makes it bit for bit what the loss sees (ratio exactly 1)
+                kept = self.old_table[index, :n]
+                self.old_table[index, :n] = torch.where(replay, kept, logps.detach().float())
+            old = torch.where(replay, sampler, self.old_table[index, :n].to(sampler.dtype))
             ref = None
             if kl_coef != 0.0:
                 with torch.no_grad(), policy.reference_context():
