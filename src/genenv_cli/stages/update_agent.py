@@ -5,11 +5,12 @@
 
 Reads `pools/agent_train/epoch=NNNN.parquet` (the K samples per task that `rollout` generated and `score`
 graded), computes group-relative advantages, skips (and counts) groups whose rewards are all equal, and
-trains epoch N-1's agent with the clipped policy-gradient loss, an optional KL to the epoch-0 policy, several passes, gradient clipping and a learning-rate schedule, as a LoRA
-adapter or full weights. `agent_update.replay_epochs` > 0 adds earlier epochs' valid traces with a
-truncated importance ratio. The old policy is the trainer's own forward pass on the model before the update,
-and the sampler's recorded logprobs enter through a truncated importance weight (training/grpo.py says how);
-the gap between the two is recorded per sample and per epoch. Writes `epochs/N/agent/` (the checkpoint epoch N+1's rollout loads),
+trains epoch N-1's agent with the clipped policy-gradient loss, an optional KL to the epoch-0 policy, several
+passes, gradient clipping and a learning-rate schedule, as a LoRA adapter or full weights.
+`agent_update.replay_epochs` > 0 adds earlier epochs' valid traces with a truncated importance ratio. The old
+policy is the trainer's own forward pass on the model before the update, and the sampler's recorded logprobs
+enter through a truncated importance weight (training/grpo.py says how); the gap between the two is recorded
+per sample and per epoch. Writes `epochs/N/agent/` (the checkpoint epoch N+1's rollout loads),
 `agent_update.parquet` (per sample) and `agent_update_steps.parquet` (the training curve).
 """
 
@@ -160,7 +161,8 @@ def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
                           "is_weight_mean": s["is_weight_mean"], "is_truncated": s["is_truncated"],
                           "grad_norm": lg.get("grad_norm"),
                           "learning_rate": lg.get("learning_rate"), "tokens": s["tokens"]})
-    records, mismatch = with_mismatch(records, rows, trainer.old_policy_logps() if trainer is not None else None, u.is_cap)
+    old_logps = trainer.old_policy_logps() if trainer is not None else None
+    records, mismatch = with_mismatch(records, rows, old_logps, u.is_cap)
     loss_mean = all_mean(sum(s["loss"] for s in steps) / len(steps)) if steps else None
     digest = publish_update(policy, out, role="agent", epoch=epoch, trained_from=tag, records=records, steps=steps,
                             ui=ui, trainer=trainer)
