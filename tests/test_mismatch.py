@@ -119,3 +119,21 @@ def test_an_agent_update_file_without_the_gap_columns_still_reads(tmp_path):
     assert got.columns == SCHEMAS["agent_update"].names()
     assert got["logp_abs_diff"].to_list() == [None]
     write_parquet(got, tmp_path / "again.parquet", "agent_update")  # and writes back
+
+
+@pytest.mark.slow
+def test_replayed_traces_run_through_the_stage_without_a_gap_of_their_own(make_run, tiny_model):
+    run = RunDir(make_run("agent_update.learning_rate=0.01", "agent_update.batch_size=4",
+                          "agent_update.replay_epochs=1"))
+    agent_pool(run, tiny_model, 1, REWARDS)
+    update_agent.run(run, run.load_config(), 1)
+    agent_pool(run, tiny_model, 2, REWARDS)
+    result = update_agent.run(run, run.load_config(), 2)
+    assert result.manifest["counts"]["replayed"] == 8
+    upd = read_parquet(run.epoch_dir(2) / "agent_update.parquet", "agent_update")
+    used = upd.filter(pl.col("used"))
+    for c in MISMATCH:  # replayed traces: their sampler is an older policy, no engine gap is measured on them
+        assert used.filter(pl.col("replay"))[c].null_count() == 8
+        assert used.filter(~pl.col("replay"))[c].null_count() == 0
+    steps = read_parquet(run.epoch_dir(2) / "agent_update_steps.parquet", "agent_update_steps")
+    assert steps["is_weight_mean"].min() > 0.0 and steps["is_truncated"].max() == 0.0
