@@ -52,13 +52,14 @@ def jsonl(records) -> str:
     return "".join(json.dumps(r) + "\n" for r in records)
 
 
-def agent_pool(run: RunDir, model_dir, epoch: int, rewards: dict[str, list[float]]) -> None:
+def agent_pool(run: RunDir, model_dir, epoch: int, rewards: dict[str, list[float]], dtype: str = "auto",
+               max_new_tokens: int = 6) -> None:
     """A pool partition whose completions were really sampled from the model (so the stored logprobs are the
-    behaviour policy's), with rewards given by hand."""
-    engine = HFEngine(resolve(str(model_dir)), batch_size=16)
+    behaviour policy's, computed in `dtype`), with rewards given by hand."""
+    engine = HFEngine(resolve(str(model_dir)), batch_size=16, dtype=dtype)
     convs = [[{"role": "user", "content": f"Compute {i} + {i}"}] for i in range(len(rewards))]
     k = len(next(iter(rewards.values())))
-    outs = engine.generate(convs, SamplingParams(max_new_tokens=6, n=k, seed=epoch))
+    outs = engine.generate(convs, SamplingParams(max_new_tokens=max_new_tokens, n=k, seed=epoch))
     rows = []
     for (gid, rs), gens in zip(rewards.items(), outs, strict=True):
         for s, (r, gen) in enumerate(zip(rs, gens, strict=True)):

@@ -58,3 +58,23 @@ def test_missing_and_broken_files(tmp_path):
     (tmp_path / "genenv.toml").write_text("[run\n")
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_config(tmp_path / "genenv.toml")
+
+
+def test_a_late_key_at_its_default_leaves_the_digest_of_older_runs_unchanged():
+    """A setting added after runs existed (`late=True`) must not make their finished stages stale: while it holds its
+    default the section's digest is what it was before the key existed; a changed value still counts."""
+    import dataclasses
+    import hashlib
+    import json
+
+    from genenv_cli.config import SECTIONS, config_from_dict
+
+    cfg = config_from_dict({}, "test")
+    late = [(s, f.name) for s, cls in SECTIONS.items() for f in dataclasses.fields(cls) if f.metadata.get("late")]
+    assert ("agent_update", "is_cap") in late
+    for section, key in late:
+        before = {k: v for k, v in cfg.section(section).items() if k != key}
+        blob = json.dumps({section: before}, sort_keys=True).encode()
+        assert cfg.digest([section]) == hashlib.sha256(blob).hexdigest()[:16]
+        changed = config_from_dict({section: {key: getattr(getattr(cfg, section), key) * 2}}, "test")
+        assert changed.digest([section]) != cfg.digest([section])

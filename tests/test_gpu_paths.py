@@ -428,8 +428,9 @@ def test_micro_steps_do_not_wait_for_the_device(make_run, tiny_model, monkeypatc
     policy = load_policy(str(tiny_model), "t", base_name=str(tiny_model), train=cfg.agent_update,
                          need_reference=True, device="cpu", dtype="auto", trust_remote_code=False)
     args = training_arguments(tmp_path, cfg.agent_update, seed=0, device="cpu")
-    rows = [{"prompt_ids": [5, 6, 7], "completion_ids": [8, 9], "old_logps": [-6.0, -6.5], "advantage": 1.0},
-            {"prompt_ids": [5, 6], "completion_ids": [9, 10, 11], "old_logps": [-6.0, -6.5, -7.0], "advantage": -1.0}]
+    rows = [{"prompt_ids": [5, 6, 7], "completion_ids": [8, 9], "sampler_logps": [-6.0, -6.5], "advantage": 1.0},
+            {"prompt_ids": [5, 6], "completion_ids": [9, 10, 11], "sampler_logps": [-6.0, -6.5, -7.0],
+             "advantage": -1.0}]
     trainer = grpo.make_trainer(policy, args, rows, clip_eps=0.2, kl_coef=0.01, loss_type="grpo", temperature=1.0,
                                 replay_clip=2.0)
     batch = grpo.collate(rows, policy.tokenizer.pad_token_id)

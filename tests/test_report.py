@@ -26,19 +26,22 @@ METRICS = {
     1: {"tasks": 8, "env_tasks": 6, "seed_tasks": 2, "valid_generation_rate": 0.75, "success_rate": 0.125,
         "batch_p_mean": 0.15, "band_share": 0.0, "env_r_mean": 0.7, "env_batches_kept": 1,
         "mean_prompt_tokens": 200.0, "mean_completion_tokens": 40.0, "agent_train_reward": 0.2,
-        "rollouts": 64, "agent_loss": 0.01, "agent_kl": 0.001, "env_loss": 1.5, "env_kl": 0.2, "env_kl_stopped": False,
+        "rollouts": 64, "agent_loss": 0.01, "agent_kl": 0.001, "agent_logp_mismatch": 0.0213,
+        "agent_sampler_kl": 0.00041, "agent_is_truncated": 0.0125, "env_loss": 1.5, "env_kl": 0.2, "env_kl_stopped": False,
         "env_batches": 2, "env_batch_band_share": 0.0, "informative_share": 0.5,
         "env_shape_mix": {"single": 1.0}, "shape_success": {"single": {"p": 0.125, "tasks": 8, "informative": 0.5}}},
     2: {"tasks": 8, "env_tasks": 6, "seed_tasks": 2, "valid_generation_rate": 0.5, "success_rate": 0.4375,
         "batch_p_mean": 0.45, "band_share": 0.375, "env_r_mean": None, "env_batches_kept": None,
         "mean_prompt_tokens": 210.0, "mean_completion_tokens": 50.0, "agent_train_reward": None,
-        "rollouts": 64, "agent_loss": None, "agent_kl": None, "env_loss": None, "env_kl": None, "env_kl_stopped": None,
+        "rollouts": 64, "agent_loss": None, "agent_kl": None, "agent_logp_mismatch": None,
+        "agent_sampler_kl": None, "agent_is_truncated": None, "env_loss": None, "env_kl": None, "env_kl_stopped": None,
         "env_batches": 2, "env_batch_band_share": 0.5, "informative_share": 0.75, "env_shape_mix": None,
         "shape_success": None},
     3: {"tasks": 8, "env_tasks": 6, "seed_tasks": 2, "valid_generation_rate": 0.875, "success_rate": 0.5,
         "batch_p_mean": 0.5, "band_share": 0.625, "env_r_mean": 0.98, "env_batches_kept": 3,
         "mean_prompt_tokens": 230.0, "mean_completion_tokens": 60.0, "agent_train_reward": 0.45,
-        "rollouts": 64, "agent_loss": 0.02, "agent_kl": 0.003, "env_loss": 1.2, "env_kl": 0.6, "env_kl_stopped": True,
+        "rollouts": 64, "agent_loss": 0.02, "agent_kl": 0.003, "agent_logp_mismatch": 0.0305,
+        "agent_sampler_kl": 0.00062, "agent_is_truncated": 0.0, "env_loss": 1.2, "env_kl": 0.6, "env_kl_stopped": True,
         "env_batches": 2, "env_batch_band_share": 1.0, "informative_share": 0.75,
         "env_shape_mix": {"single": 1.0}, "shape_success": {"single": {"p": 0.5, "tasks": 8, "informative": 0.75}}},
 }
@@ -136,6 +139,9 @@ def test_report_has_every_chart_and_its_numbers(report):
     assert _row(lengths, "completion tokens") == ["40.0", "50.0", "60.0"]
     assert re.findall(r"<td[^>]*>([^<]*)</td>", lengths)[-3:] == ["+0%", "+25%", "+50%"]
     assert _row(_section(page, "agent-reward"), "train reward") == ["0.200", "-", "0.450"]
+    assert _row(_section(page, "agent-reward"), "sampler |Δ logprob|") == ["0.0213", "-", "0.0305"]
+    assert _row(_section(page, "agent-reward"), "KL(sampler ‖ trainer)") == ["0.00041", "-", "0.00062"]
+    assert _row(_section(page, "agent-reward"), "IS weight truncated") == ["1.2%", "-", "0.0%"]
     assert _row(_section(page, "informative"), "informative groups") == ["50.0%", "75.0%", "75.0%"]
     assert _row(_section(page, "informative"), "env batches in band") == ["0.0%", "50.0%", "100.0%"]
     kl = _section(page, "env-kl")

@@ -174,6 +174,9 @@ class AgentUpdateConfig(TrainingConfig):
                         choices=["grpo", "bnpo"])
     replay_epochs: int = _f(0, "Also train on valid traces of this many earlier epochs from pools/agent_train (0: off).", min=0)
     replay_clip: float = _f(2.0, "Cap on the importance ratio of replayed traces (their logprobs are of an older policy).", min=1.0)
+    is_cap: float = _f(3.0, "Cap C on the per-token importance weight min(trainer / sampler probability, C) that "
+                       "corrects the rollout engine's logprobs to the trainer's (old policy = the trainer's forward "
+                       "before the update). 3 as TRL's default.", min=1.0, max=100.0, late=True)
 
 
 @dataclass

@@ -44,6 +44,11 @@ DOCS: dict[str, str] = {
     "agent_train_reward": "mean reward of the epoch's on-policy traces (the agent's training reward)",
     "agent_loss": "mean GRPO loss over update-agent's steps",
     "agent_kl": "mean KL of the agent to its reference over update-agent's steps",
+    "agent_logp_mismatch": "mean absolute difference between the sampler's and the trainer's logprob per completion token (nats), over the "
+                           "on-policy samples update-agent trained on",
+    "agent_sampler_kl": "KL(sampler ‖ trainer) per completion token (k3 estimate), same samples",
+    "agent_is_truncated": "share of those tokens whose importance weight trainer / sampler was truncated at "
+                          "agent_update.is_cap",
     "env_loss": "mean weighted SFT loss over update-env's steps",
     "env_kl": "mean per-token KL of the environment to the initial model, on update-env's last batch before its step (or the KL that stopped it)",
     "env_kl_stopped": "true when update-env stopped because the KL passed env_update.kl_max",

@@ -174,7 +174,14 @@ SCHEMAS: dict[str, FileSchema] = {s.key: s for s in [
        ("advantage", "float?", "(r - mean_group) / (std_group + 1e-4); null when skipped."),
        ("used", "bool", "Trained on."),
        ("skip_reason", "str?", "`all-equal group`, `singleton group`, `empty completion`, `other temperature`; null when used."),
-       ("replay", "bool", "Replayed from an earlier epoch (truncated importance ratio).")),
+       ("replay", "bool", "Replayed from an earlier epoch (truncated importance ratio)."),
+       ("logp_abs_diff", "float?", "Mean over the completion's tokens of the absolute difference sampler logprob - trainer logprob (nats): "
+        "the engine's recorded logprobs against the trainer's forward pass before the update. Null when not "
+        "trained on, when replayed, and in files written before the column existed.", True),
+       ("sampler_kl", "float?", "KL(sampler ‖ trainer) per token, k3 estimate (r - 1 - log r, r = trainer / "
+        "sampler probability), mean over the completion. Null as for `logp_abs_diff`.", True),
+       ("truncated_share", "float?", "Share of the completion's tokens whose importance weight trainer / sampler "
+        "was truncated at `agent_update.is_cap`. Null as for `logp_abs_diff`.", True)),
     _s("agent_update_steps", "epochs/NNNN/agent_update_steps.parquet", "parquet", "update-agent",
        "The agent's training curve, one row per optimizer step.",
        ("step", "int", "Optimizer step (from 1)."),
@@ -183,7 +190,14 @@ SCHEMAS: dict[str, FileSchema] = {s.key: s for s in [
        ("policy_loss", "float", "Clipped surrogate alone, token mean."),
        ("kl", "float", "Mean per-token KL (k3) to the reference policy; 0 when kl_coef = 0."),
        ("clip_frac", "float", "Share of tokens whose ratio was clipped."),
-       ("ratio_mean", "float", "Mean importance ratio against the behaviour logprobs."),
+       ("ratio_mean", "float", "Mean PPO ratio against the old policy (the trainer's logprobs before the update; "
+        "a replayed trace's sampler logprobs): exactly 1 at step 1."),
+       ("ratio_dev_max", "float?", "Largest absolute deviation of the ratio from 1 over the step's tokens: exactly 0 at step 1; null in files "
+        "written before the column existed.", True),
+       ("is_weight_mean", "float?", "Mean sampler-mismatch weight min(trainer / sampler, is_cap) over the step's "
+        "tokens (1 on replayed ones); null in older files.", True),
+       ("is_truncated", "float?", "Share of the step's tokens whose mismatch weight was truncated at is_cap; null "
+        "in older files.", True),
        ("grad_norm", "float?", "Gradient norm before clipping."),
        ("learning_rate", "float?", "Learning rate of the step."),
        ("tokens", "float", "Completion tokens in the step.")),

@@ -496,13 +496,19 @@ def _agent_reward(r: _Run) -> Built:
     from genenv_cli import report_charts as ch
 
     atr, aloss, akl = r.col("agent_train_reward"), r.col("agent_loss"), r.col("agent_kl")
+    dlp, skl, trunc = r.col("agent_logp_mismatch"), r.col("agent_sampler_kl"), r.col("agent_is_truncated")
     png = r.line("agent-reward", [ch.Series("train reward", atr, ch.BLUE)],
                  ch.Decor(ylabel="mean R_agent", ylim=(0, 1.02)))
-    return {"epoch": r.epochs, "agent_train_reward": atr, "agent_loss": aloss, "agent_kl": akl}, png, _section(
+    return {"epoch": r.epochs, "agent_train_reward": atr, "agent_loss": aloss, "agent_kl": akl,
+            "agent_logp_mismatch": dlp, "agent_sampler_kl": skl, "agent_is_truncated": trunc}, png, _section(
         "agent-reward", "Mean reward of the samples update-agent trained on (GRPO), with its mean loss and KL "
-        "to the reference policy.",
+        "to the reference policy; then how far the rollout engine's logprobs were from the trainer's before the "
+        "update (mean |Δ logprob| and KL(sampler ‖ trainer) per token) and the share of tokens whose importance "
+        "weight was truncated.",
         _img(png, "agent training reward per epoch")
-        + _wide_table(r.epochs, [("train reward", atr, "num"), ("loss", aloss, "g"), ("KL", akl, "g")]))
+        + _wide_table(r.epochs, [("train reward", atr, "num"), ("loss", aloss, "g"), ("KL", akl, "g"),
+                                 ("sampler |Δ logprob|", dlp, "g"), ("KL(sampler ‖ trainer)", skl, "g"),
+                                 ("IS weight truncated", trunc, "pct")]))
 
 
 def _informative(r: _Run) -> Built:

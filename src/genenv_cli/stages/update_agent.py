@@ -5,10 +5,12 @@
 
 Reads `pools/agent_train/epoch=NNNN.parquet` (the K samples per task that `rollout` generated and `score`
 graded), computes group-relative advantages, skips (and counts) groups whose rewards are all equal, and
-trains epoch N-1's agent with the clipped policy-gradient loss against the stored behaviour logprobs, an
-optional KL to the epoch-0 policy, several passes, gradient clipping and a learning-rate schedule, as a LoRA
-adapter or full weights. `agent_update.replay_epochs` > 0 adds earlier epochs' valid traces with a
-truncated importance ratio. Writes `epochs/N/agent/` (the checkpoint epoch N+1's rollout loads),
+trains epoch N-1's agent with the clipped policy-gradient loss, an optional KL to the epoch-0 policy, several
+passes, gradient clipping and a learning-rate schedule, as a LoRA adapter or full weights.
+`agent_update.replay_epochs` > 0 adds earlier epochs' valid traces with a truncated importance ratio. The old
+policy is the trainer's own forward pass on the model before the update, and the sampler's recorded logprobs
+enter through a truncated importance weight (training/grpo.py says how); the gap between the two is recorded
+per sample and per epoch. Writes `epochs/N/agent/` (the checkpoint epoch N+1's rollout loads),
 `agent_update.parquet` (per sample) and `agent_update_steps.parquet` (the training curve).
 """
 
@@ -117,7 +119,8 @@ def select_samples(pool: Path, replay: list[Path], temperature: float | None = N
                .join(want.lazy(), on=["epoch", "rollout_id"], how="inner", maintain_order="left").collect())
         for d in got.iter_rows(named=True):
             rows.append({"prompt_ids": d["prompt_token_ids"], "completion_ids": d["completion_token_ids"],
-                         "old_logps": d["logprobs"], "advantage": d["advantage"], "replay": d["replay"]})
+                         "sampler_logps": d["logprobs"], "advantage": d["advantage"], "replay": d["replay"],
+                         "epoch": d["epoch"], "rollout_id": d["rollout_id"]})
     return rows, records
 
 
@@ -160,15 +163,19 @@ def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
         trainer, logged, _ = train_policy(
             policy, u, lambda args: make_trainer(policy, args, rows, clip_eps=u.clip_eps, kl_coef=u.kl_coef,
                                                  loss_type=u.loss_type, temperature=temperature,
-                                                 replay_clip=u.replay_clip),
+                                                 replay_clip=u.replay_clip, is_cap=u.is_cap),
             seed=cfg.run.seed + epoch, device=cfg.run.device, dtype=cfg.run.dtype, ui=ui, desc=f"update-agent e{epoch}",
             sharding=trainer_sharding(cfg), timeout=cfg.run.dist_timeout)
         for s in trainer.step_stats:
             lg = logged.get(s["step"], {})
             steps.append({"step": s["step"], "pass": float(s["pass"] or 0.0), "loss": s["loss"],
                           "policy_loss": s["policy_loss"], "kl": s["kl"], "clip_frac": s["clip_frac"],
-                          "ratio_mean": s["ratio_mean"], "grad_norm": lg.get("grad_norm"),
+                          "ratio_mean": s["ratio_mean"], "ratio_dev_max": s["ratio_dev_max"],
+                          "is_weight_mean": s["is_weight_mean"], "is_truncated": s["is_truncated"],
+                          "grad_norm": lg.get("grad_norm"),
                           "learning_rate": lg.get("learning_rate"), "tokens": s["tokens"]})
+    old_logps = trainer.old_policy_logps() if trainer is not None else None
+    records, mismatch = with_mismatch(records, rows, old_logps, u.is_cap)
     loss_mean = all_mean(sum(s["loss"] for s in steps) / len(steps)) if steps else None
     digest = publish_update(policy, out, role="agent", epoch=epoch, trained_from=tag, records=records, steps=steps,
                             ui=ui, trainer=trainer)
@@ -183,4 +190,35 @@ def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
         "kl_mean": round(sum(s["kl"] for s in steps) / len(steps), 6) if steps else None,
         "clip_frac_mean": round(sum(s["clip_frac"] for s in steps) / len(steps), 4) if steps else None,
         "parameter_digest": digest,
+        **mismatch,
     })
+
+
+MISMATCH_COLUMNS = ("logp_abs_diff", "sampler_kl", "truncated_share")
+
+
+def with_mismatch(records: Any, rows: list[dict[str, Any]], old_logps: dict[int, Any] | None,
+                  is_cap: float) -> tuple[Any, dict[str, float | None]]:
+    """The per-sample records with the sampler/trainer gap of each on-policy sample trained on (null for the
+    rest: skipped, or replayed, whose sampler is an older policy), and the epoch's three numbers, token-weighted
+    over those samples: mean |delta logprob|, KL(sampler || trainer), share of tokens truncated."""
+    import polars as pl
+    import torch
+
+    from genenv_cli.training.grpo import sample_mismatch
+
+    per: list[dict[str, Any]] = []
+    for i, r in enumerate(rows):
+        if r.get("replay") or old_logps is None or i not in old_logps:
+            continue
+        sampler = torch.tensor(r["sampler_logps"], dtype=torch.float64)
+        per.append({"epoch": r["epoch"], "rollout_id": r["rollout_id"],
+                    **sample_mismatch(old_logps[i], sampler, is_cap)})
+    tokens = sum(p["tokens"] for p in per)
+    # six significant digits, not decimals: a KL of 1e-7 is a result, not zero
+    totals = {f"mismatch_{c}": (float(f"{sum(p[c] * p['tokens'] for p in per) / tokens:.6g}") if tokens else None)
+              for c in MISMATCH_COLUMNS}
+    frame = pl.DataFrame(per, schema={"epoch": pl.Int64, "rollout_id": pl.String,
+                                      **{c: pl.Float64 for c in MISMATCH_COLUMNS}, "tokens": pl.Int64})
+    records = records.join(frame.drop("tokens"), on=["epoch", "rollout_id"], how="left", maintain_order="left")
+    return records, totals

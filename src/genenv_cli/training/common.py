@@ -244,7 +244,8 @@ def attach_recorder(trainer: Any) -> Any:
         def on_step_end(self, args, state, control, **kw):
             micro, trainer.micro = materialize(trainer.micro), []
             if micro:
-                row = {k: sum(m[k] for m in micro) / (1 if k == "tokens" else len(micro)) for k in micro[0]}
+                row = {k: max(m[k] for m in micro) if k.endswith("_max")
+                       else sum(m[k] for m in micro) / (1 if k == "tokens" else len(micro)) for k in micro[0]}
                 trainer.step_stats.append({**row, "step": state.global_step, "pass": state.epoch})
 
     trainer.add_callback(_Recorder())

@@ -5,10 +5,28 @@ importance ratio, k3 KL estimator to a reference weighted by the ratio) and the 
 on the same batch.
 It is written here rather than called through TRL because our rollouts already exist: TRL's trainer wants to
 generate them, and its `rollout_func` path takes the current model, not the stored behaviour logprobs, as
-the old policy. So `old_logps` here are the logprobs `rollout` recorded while sampling.
+the old policy.
+
+Old policy and sampler mismatch. The engine that sampled a trace (vLLM, or transformers' `generate`, in the
+run's dtype) computes its token logprobs with other kernels, another dtype and another batching than the
+trainer's forward pass, so its numbers are not the trainer's even for the same weights. Were they used as PPO's
+old policy, part of the clip band would be spent on engine numerics. So the old policy is the trainer's own
+forward pass on the model as it was before the first optimizer step (`OldPolicyCache`: one no-grad forward per
+on-policy sample; the micro-batches of the first optimizer step use their own forward, detached, so the ratio
+there is exactly 1), and the gap between the sampler and that old policy is corrected with a truncated
+importance weight per token, `w = min(pi_old / pi_sampler, is_cap)`, detached, multiplying the clipped
+surrogate (not the KL term), as TRL's `token_truncate` mode and verl's token-level truncated importance
+sampling do. Per token rather than per sequence: engine rounding is independent from token to token, and a
+sequence weight is the product of all of them, whose spread grows with the completion's length (a 500-token
+answer with 0.02 nats of noise per token would swing by e^(+-0.5)) and would be truncated or dominated by a
+few long traces; the per-token weight has bounded spread whatever the length and matches the token-level
+ratio PPO already uses.
 
 Replayed traces (earlier epochs, off-policy) use a truncated importance ratio instead of PPO's clip:
-`-min(ratio, replay_clip) * A`, so a stale trace can count at most `replay_clip` times its on-policy weight.
+`-min(pi / pi_sampler, replay_clip) * A`, so a stale trace can count at most `replay_clip` times its on-policy
+weight. Their sampler is an earlier epoch's model, so pi / pi_sampler already spans both the policy change and
+the engine mismatch (pi / pi_sampler = pi / pi_old * pi_old / pi_sampler); they get no separate mismatch
+weight (it would count the mismatch twice), and the one truncation at `replay_clip` bounds the product.
 
 >>> group_advantages([1.0, 0.0, 1.0, 0.0, 0.5, 0.5], ["a", "a", "a", "a", "b", "b"])[1]
 [None, None, None, None, 'all-equal group', 'all-equal group']
@@ -49,12 +67,43 @@ def group_advantages(rewards: Sequence[float], groups: Sequence[str]) -> tuple[l
     return adv, why
 
 
+def mismatch_weights(old_logps: Any, sampler_logps: Any, is_cap: float) -> tuple[Any, Any]:
+    """(w, truncated): the truncated importance weight min(pi_old / pi_sampler, is_cap) per token, and where the
+    cap bit. Both (B, T), no gradient. Padding (both logprobs 0) gets weight 1."""
+    import torch
+
+    with torch.no_grad():
+        raw = torch.exp((old_logps - sampler_logps).float())  # inf where the sampler's logprob is far below
+        return torch.clamp(raw, max=is_cap), raw > is_cap
+
+
+def sample_mismatch(old_logps: Any, sampler_logps: Any, is_cap: float) -> dict[str, float]:
+    """One sample's sampler/trainer gap over its completion tokens (1-D tensors of equal length): mean |delta
+    logprob|, KL(sampler || trainer) by the k3 estimator (r - 1 - log r with r = pi_old / pi_sampler: unbiased
+    for tokens drawn from the sampler, and never negative), the share of tokens whose weight was truncated, and
+    the token count (for token-weighted means over samples)."""
+    import torch
+
+    with torch.no_grad():
+        d = (old_logps.double() - sampler_logps.double())
+        n = d.numel()
+        if n == 0:
+            return {"logp_abs_diff": 0.0, "sampler_kl": 0.0, "truncated_share": 0.0, "tokens": 0}
+        k3 = torch.expm1(d) - d
+        return {"logp_abs_diff": float(d.abs().mean()), "sampler_kl": float(k3.mean()),
+                "truncated_share": float((torch.exp(d) > is_cap).double().mean()), "tokens": n}
+
+
 def grpo_loss(logps: Any, old_logps: Any, advantages: Any, mask: Any, *, clip_eps: float, kl_coef: float,
               ref_logps: Any = None, loss_type: str = "grpo", replay: Any = None,
-              replay_clip: float = 2.0, sync: bool = True) -> tuple[Any, dict[str, Any]]:
+              replay_clip: float = 2.0, sampler_logps: Any = None, is_cap: float = 3.0,
+              sync: bool = True) -> tuple[Any, dict[str, Any]]:
     """Per-token clipped surrogate (+ beta * KL), aggregated as TRL's `grpo` or `bnpo` loss types.
 
-    logps, old_logps, ref_logps, mask: (B, T); advantages: (B,); replay: (B,) bool or None. The statistics come
+    logps, old_logps, ref_logps, sampler_logps, mask: (B, T); advantages: (B,); replay: (B,) bool or None.
+    `old_logps` are the old policy's (the trainer's forward before the update; for a replayed row, its sampler's
+    logprobs). With `sampler_logps`, each on-policy token's surrogate is multiplied by the truncated importance
+    weight min(exp(old - sampler), is_cap) (module docstring); replayed rows get weight 1. The statistics come
     back as floats (`sync=True`, one device synchronisation for all of them) or as detached 0-d tensors
     (`sync=False`: the trainer reads them once per optimizer step, not per micro-step)."""
     import torch
@@ -63,6 +112,14 @@ def grpo_loss(logps: Any, old_logps: Any, advantages: Any, mask: Any, *, clip_ep
     ratio = torch.exp(logps - old_logps)
     clipped = torch.clamp(ratio, 1 - clip_eps, 1 + clip_eps)
     per_token = -torch.min(ratio * adv, clipped * adv)
+    weight = capped = None
+    if sampler_logps is not None:
+        weight, capped = mismatch_weights(old_logps, sampler_logps, is_cap)
+        if replay is not None:  # a replayed row's ratio already reaches back to its sampler: no second factor
+            on_policy = ~replay.to(per_token.device).unsqueeze(1)
+            weight = torch.where(on_policy, weight, torch.ones_like(weight))
+            capped = capped & on_policy
+        per_token = per_token * weight
     if replay is not None:  # where() rather than a check of replay.any(), which would wait for the device
         truncated = -torch.clamp(ratio, max=replay_clip) * adv
         per_token = torch.where(replay.to(per_token.device).unsqueeze(1), truncated, per_token)
@@ -88,50 +145,105 @@ def grpo_loss(logps: Any, old_logps: Any, advantages: Any, mask: Any, *, clip_ep
             (kl * mask).sum() / n if kl is not None else torch.zeros((), device=mask.device),
             ((low | high).float() * mask).sum() / n,
             (ratio * mask).sum() / n,
+            # the largest |ratio - 1| of the step: exactly 0 before the first optimizer step
+            ((ratio - 1).abs() * mask).max() if mask.numel() else torch.zeros((), device=mask.device),
+            (weight * mask).sum() / n if weight is not None else torch.ones((), device=mask.device),
+            (capped.float() * mask).sum() / n if capped is not None else torch.zeros((), device=mask.device),
             mask.sum(),
         ]).float()
-    names = ("policy_loss", "kl", "clip_frac", "ratio_mean", "tokens")
+    names = ("policy_loss", "kl", "clip_frac", "ratio_mean", "ratio_dev_max", "is_weight_mean", "is_truncated",
+             "tokens")
     if sync:
         return loss, dict(zip(names, values.tolist(), strict=True))
     return loss, dict(zip(names, values.unbind(), strict=True))
 
 
 def collate(rows: list[dict[str, Any]], pad_id: int) -> dict[str, Any]:
+    """A batch: token ids in TRL's layout, the sampler's logprobs (B, T), advantages, replay flags and each row's
+    position in the training rows (`index`, the key of its old-policy logprobs)."""
     import torch
 
     from genenv_cli.training.common import pad_pairs
 
     ids, attn, cmask = pad_pairs([r["prompt_ids"] for r in rows], [r["completion_ids"] for r in rows], pad_id)
-    old = torch.zeros_like(cmask)
+    sampler = torch.zeros_like(cmask)
     for i, r in enumerate(rows):
-        old[i, :len(r["completion_ids"])] = torch.tensor(r["old_logps"], dtype=torch.float32)
-    return {"input_ids": ids, "attention_mask": attn, "completion_mask": cmask, "old_logps": old,
+        sampler[i, :len(r["completion_ids"])] = torch.tensor(r["sampler_logps"], dtype=torch.float32)
+    return {"input_ids": ids, "attention_mask": attn, "completion_mask": cmask, "sampler_logps": sampler,
             "advantages": torch.tensor([r["advantage"] for r in rows], dtype=torch.float32),
-            "replay": torch.tensor([bool(r.get("replay", False)) for r in rows])}
+            "replay": torch.tensor([bool(r.get("replay", False)) for r in rows]),
+            "index": torch.tensor([int(r.get("index", i)) for i, r in enumerate(rows)], dtype=torch.long)}
 
 
 def make_trainer(policy: Any, args: Any, rows: list[dict[str, Any]], *, clip_eps: float, kl_coef: float,
-                 loss_type: str, temperature: float, replay_clip: float) -> Any:
-    """A transformers Trainer whose loss is GRPO's on the stored rows; per-step stats in `trainer.step_stats`."""
+                 loss_type: str, temperature: float, replay_clip: float, is_cap: float = 3.0) -> Any:
+    """A transformers Trainer whose loss is GRPO's on the stored rows; per-step stats in `trainer.step_stats`,
+    the old policy's logprobs of every on-policy row from `trainer.old_policy_logps()`."""
     import torch
     from transformers import Trainer
 
     from genenv_cli.training.common import attach_recorder, token_logps
 
     pad_id = policy.tokenizer.pad_token_id
+    rows = [{**r, "index": i} for i, r in enumerate(rows)]
+
+    width = max((len(r["completion_ids"]) for r in rows), default=0)
 
     class StoredRolloutGRPO(Trainer):
+        # (rows, longest completion) on the training device: the old policy's logprobs, row r's in
+        # old_table[r, :len(r)]; read and written by index tensors, so no micro-step waits for the device
+        old_table: Any = None
+
+        def _old_policy(self, model: Any, device: Any) -> Any:
+            """The trainer's own logprobs of every on-policy row on the model before any optimizer step: one
+            no-grad forward per row, inside the Trainer's context (its autocast and wrapping), so they are the
+            numbers the loss's forward computes. Every rank computes all rows (a sharded model's forward is a
+            collective: the ranks must make the same calls). Replayed rows keep zeros: their old policy is
+            their sampler (module docstring)."""
+            table = torch.zeros((len(rows), width), dtype=torch.float32, device=device)
+            fresh = [r for r in rows if not r.get("replay")]
+            size = max(int(self.args.per_device_train_batch_size), 1)
+            with torch.no_grad():
+                for start in range(0, len(fresh), size):
+                    chunk = fresh[start:start + size]
+                    b = collate(chunk, pad_id)
+                    n = b["completion_mask"].shape[1]
+                    lp = token_logps(model, b["input_ids"].to(device), b["attention_mask"].to(device), n, temperature)
+                    for j, r in enumerate(chunk):
+                        table[r["index"], :len(r["completion_ids"])] = lp[j, :len(r["completion_ids"])].float()
+            return table
+
+        def old_policy_logps(self) -> dict[int, Any]:
+            """The old policy's logprobs of every on-policy row trained on, 1-D CPU tensors by row index."""
+            if self.old_table is None:
+                return {}
+            table = self.old_table.detach().cpu()
+            return {r["index"]: table[r["index"], :len(r["completion_ids"])] for r in rows if not r.get("replay")}
+
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            device = inputs["input_ids"].device
+            if self.old_table is None:
+                self.old_table = self._old_policy(model, device)
             n = inputs["completion_mask"].shape[1]
             logps = token_logps(model, inputs["input_ids"], inputs["attention_mask"], n, temperature)
+            sampler = inputs["sampler_logps"]
+            index = inputs["index"].to(device)
+            replay = inputs["replay"].to(device).unsqueeze(1)
+            if self.state.global_step == 0:
+                # before the first optimizer step the model is the old policy: this forward is its own, and the
+                # batch's layout makes it bit for bit what the loss sees (ratio exactly 1)
+                kept = self.old_table[index, :n]
+                self.old_table[index, :n] = torch.where(replay, kept, logps.detach().float())
+            old = torch.where(replay, sampler, self.old_table[index, :n].to(sampler.dtype))
             ref = None
             if kl_coef != 0.0:
                 with torch.no_grad(), policy.reference_context():
                     ref = token_logps(policy.reference_model(), inputs["input_ids"], inputs["attention_mask"], n,
                                       temperature)
-            loss, stats = grpo_loss(logps, inputs["old_logps"], inputs["advantages"], inputs["completion_mask"],
+            loss, stats = grpo_loss(logps, old, inputs["advantages"], inputs["completion_mask"],
                                     clip_eps=clip_eps, kl_coef=kl_coef, ref_logps=ref, loss_type=loss_type,
-                                    replay=inputs["replay"], replay_clip=replay_clip, sync=False)
+                                    replay=inputs["replay"], replay_clip=replay_clip, sampler_logps=sampler,
+                                    is_cap=is_cap, sync=False)
             stats["loss"] = loss.detach()
             self.micro.append(stats)
             return loss
