@@ -24,7 +24,9 @@ zero-shot). A system message explains the game and the answer format; the first 
 the same way) + "\\n\\nAVAILABLE ACTIONS:\\n" + the admissible commands, one per line (AgentBench offers them so;
 ALFWorld's TextWorld env computes them each step). Each later user turn is the game's feedback to the last
 command followed by the admissible commands; as AgentBench does, only the latest user turn keeps its list.
-An episode ends when the game reports `won` (success) or after `max_steps` agent turns (50, ReAct/AgentBench).
+An episode ends when the game reports `won` (success) or after `max_steps` agent turns (50, ReAct/AgentBench);
+`genenv evaluate` also ends it, as a failure, when its next prompt would not fit the model's context
+(evals/episodes.py, `"end": "context_overflow"` in the samples file).
 
 Answer parser (one command per turn): the text inside the first `<action>...</action>` if any; else the rest
 of the first line that starts with "ACTION:" (any case, optionally after "> "); else the first non-empty line.
