@@ -24,3 +24,16 @@ def test_benchmark_script_runs(tmp_path, script, args):
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(next(tmp_path.glob("*.json")).read_text())
     assert result["figures"] and result["machine"]["cpus"] and result["versions"]["genenv-cli"]
+
+
+@pytest.mark.slow
+def test_multiturn_batching_script_runs(tmp_path, tiny_model):
+    env = dict(os.environ, GENENV_BENCH_RESULTS=str(tmp_path))
+    out = subprocess.run([sys.executable, str(BENCH / "multiturn_batching.py"), "--model", str(tiny_model),
+                          "--copies", "1", "--max-steps", "2", "--max-new-tokens", "4", "--repeat", "1"],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    figures = json.loads((tmp_path / "multiturn_batching.json").read_text())["figures"]
+    # 7 games x 2 steps: 14 single-prompt calls one by one, 2 calls (one per turn) together, the same episodes
+    assert figures["generate_calls"] == {"one_by_one": 14, "together": 2}
+    assert figures["steps_played"] == 14 and figures["episodes_that_differ"] == 0

@@ -24,7 +24,9 @@ zero-shot). A system message explains the game and the answer format; the first 
 the same way) + "\\n\\nAVAILABLE ACTIONS:\\n" + the admissible commands, one per line (AgentBench offers them so;
 ALFWorld's TextWorld env computes them each step). Each later user turn is the game's feedback to the last
 command followed by the admissible commands; as AgentBench does, only the latest user turn keeps its list.
-An episode ends when the game reports `won` (success) or after `max_steps` agent turns (50, ReAct/AgentBench).
+An episode ends when the game reports `won` (success) or after `max_steps` agent turns (50, ReAct/AgentBench);
+`genenv evaluate` also ends it, as a failure, when its next prompt would not fit the model's context
+(evals/episodes.py, `"end": "context_overflow"` in the samples file).
 
 Answer parser (one command per turn): the text inside the first `<action>...</action>` if any; else the rest
 of the first line that starts with "ACTION:" (any case, optionally after "> "); else the first non-empty line.
@@ -71,7 +73,7 @@ from genenv_cli.evals.alfworld_games import (
     load_scripted_spec,
     require_alfworld,
 )
-from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, Verdict
+from genenv_cli.evals.base import PROTOCOLS, Benchmark, Episode, EvalSample, LoadedData, Verdict
 from genenv_cli.evals.datasource import sha256_paths
 from genenv_cli.pools import json_document
 
@@ -411,6 +413,7 @@ class ALFWorld(Benchmark):
     @staticmethod
     def _episode_verdict(won: bool, played: list[str], given: int | None, limit: int) -> Verdict:
         steps = len(played)
+        end = "won" if won else "max_steps" if steps >= limit else "actions_ended"
         if won:
             reason = ""
         elif given is not None and given > limit and steps >= limit:
@@ -420,41 +423,19 @@ class ALFWorld(Benchmark):
         else:
             reason = f"the actions ended after {steps} steps before the task was done"
         return Verdict(bool(won), parsed=played, reason=reason,
-                       scores={"won": float(bool(won)), "steps": float(steps)})
+                       scores={"won": float(bool(won)), "steps": float(steps)}, end=end)
+
+    def start_episode(self, sample: EvalSample, max_steps: int = MAX_STEPS) -> Episode:
+        """A game of `sample`, stepped from outside (base.Episode), the messages built as the module docstring
+        says. A paper-protocol sample is one turn: its messages are asked once and the answer scored."""
+        if sample.meta.get("protocol") == "paper":
+            return _OneTurn(self, sample)
+        return _GameEpisode(self, sample, max_steps)
 
     def run_episode(self, sample: EvalSample, act: Callable[[list[dict[str, str]]], str],
                     max_steps: int = MAX_STEPS) -> tuple[list[dict[str, str]], Verdict]:
-        """Play one game with `act(messages) -> text`, the messages built as the module docstring says.
-        A paper-protocol sample is one turn: its messages are asked once and the answer scored."""
-        if sample.meta.get("protocol") == "paper":
-            output = act([dict(m) for m in sample.messages])
-            return [*sample.messages, {"role": "assistant", "content": output}], self.score(sample, output, "paper")
-        game = open_game(sample.meta["kind"], Path(sample.meta["game"]))
-        obs, info = game.reset()
-        history: list[tuple[str, str]] = []          # (observation shown, raw agent output)
-        shown = process_observation(obs, first=True)
-        played: list[str] = []
-
-        def messages(current: str, admissible: list[str] | None) -> list[dict[str, str]]:
-            msgs = [self._system(max_steps)]
-            for j, (o, out) in enumerate(history):
-                msgs.append({"role": "user", "content": _turn(o, None, first=j == 0)})
-                msgs.append({"role": "assistant", "content": out})
-            msgs.append({"role": "user", "content": _turn(current, admissible, first=not history)})
-            return msgs
-
-        try:
-            while len(played) < max_steps and not info["won"]:
-                output = act(messages(shown, info["admissible_commands"]))
-                command = resolve(parse_action(output), info["admissible_commands"])
-                played.append(command)
-                obs, _done, info = game.step(command)
-                history.append((shown, output))
-                shown = process_observation(obs)
-        finally:
-            _close(game)
-        transcript = messages(shown, None)
-        return transcript, self._episode_verdict(info["won"], played, None, max_steps)
+        """Play one game with `act(messages) -> text` (see start_episode)."""
+        return super().run_episode(sample, act, max_steps)
 
     # summary ---------------------------------------------------------------------------------------------
     def summarize(self, samples: list[EvalSample], verdicts: list[Verdict], protocol: str) -> dict[str, Any]:
@@ -481,3 +462,95 @@ class ALFWorld(Benchmark):
         else:
             out["max_steps"] = self.max_steps
         return out
+
+
+# ------------------------------------------------------------------------------------------------- episodes
+
+class _GameEpisode(Episode):
+    """An official-protocol game: each agent turn sees the history (earlier observations without their command
+    lists, its own raw answers) and the current observation with the admissible commands. Over when the game
+    is won, after `max_steps` turns, or when stopped from outside (its verdict then says why)."""
+
+    def __init__(self, bench: ALFWorld, sample: EvalSample, max_steps: int):
+        self.bench, self.max_steps = bench, max_steps
+        self.game: GameBackend | None = open_game(sample.meta["kind"], Path(sample.meta["game"]))
+        try:
+            obs, self.info = self.game.reset()
+        except BaseException:
+            self.close()
+            raise
+        self.history: list[tuple[str, str]] = []     # (observation shown, raw agent output)
+        self.shown = process_observation(obs, first=True)
+        self.played: list[str] = []
+        self.stopped: tuple[str, str] | None = None  # (end, reason)
+
+    @property
+    def over(self) -> bool:
+        return self.stopped is not None or bool(self.info["won"]) or len(self.played) >= self.max_steps
+
+    def _messages(self, current: str, admissible: list[str] | None) -> list[dict[str, str]]:
+        msgs = [self.bench._system(self.max_steps)]
+        for j, (o, out) in enumerate(self.history):
+            msgs.append({"role": "user", "content": _turn(o, None, first=j == 0)})
+            msgs.append({"role": "assistant", "content": out})
+        msgs.append({"role": "user", "content": _turn(current, admissible, first=not self.history)})
+        return msgs
+
+    def prompt(self) -> list[dict[str, str]] | None:
+        return None if self.over else self._messages(self.shown, self.info["admissible_commands"])
+
+    def advance(self, output: str) -> None:
+        if self.over or self.game is None:
+            raise RuntimeError("advance() on an episode that is over")
+        command = resolve(parse_action(output), self.info["admissible_commands"])
+        self.played.append(command)
+        obs, _done, self.info = self.game.step(command)
+        self.history.append((self.shown, output))
+        self.shown = process_observation(obs)
+        if self.over:
+            self.close()
+
+    def stop(self, end: str, reason: str) -> None:
+        self.stopped = (end, reason)
+        self.close()
+
+    def result(self) -> tuple[list[dict[str, str]], Verdict]:
+        transcript = self._messages(self.shown, None)
+        if self.stopped is not None and not self.info["won"]:
+            end, reason = self.stopped
+            return transcript, Verdict(False, parsed=list(self.played), reason=reason,
+                                       scores={"won": 0.0, "steps": float(len(self.played))}, end=end)
+        return transcript, self.bench._episode_verdict(self.info["won"], self.played, None, self.max_steps)
+
+    def close(self) -> None:
+        if self.game is not None:
+            game, self.game = self.game, None
+            _close(game)
+
+
+class _OneTurn(Episode):
+    """A paper-protocol step: one turn, the sample's own messages, the answer scored against the expert's."""
+
+    def __init__(self, bench: ALFWorld, sample: EvalSample):
+        self.bench, self.sample = bench, sample
+        self.output: str | None = None
+        self.stopped: tuple[str, str] | None = None
+
+    def prompt(self) -> list[dict[str, str]] | None:
+        if self.output is not None or self.stopped is not None:
+            return None
+        return [dict(m) for m in self.sample.messages]
+
+    def advance(self, output: str) -> None:
+        self.output = output
+
+    def stop(self, end: str, reason: str) -> None:
+        self.stopped = (end, reason)
+
+    def result(self) -> tuple[list[dict[str, str]], Verdict]:
+        if self.output is None:
+            end, reason = self.stopped or ("no_answer", "no answer was given")
+            return list(self.sample.messages), Verdict(False, parsed="", reason=reason, scores={"correct": 0.0},
+                                                       end=end)
+        verdict = self.bench.score(self.sample, self.output, "paper")
+        return [*self.sample.messages, {"role": "assistant", "content": self.output}], verdict

@@ -3,7 +3,10 @@
 A benchmark turns its official data into `EvalSample`s (complete chat messages: the benchmark builds its own
 prompt, tools included, as its official prompt does), scores one raw model output against a sample as a
 `Verdict` (parsing the output as data, never evaluating it), and summarises the verdicts into the
-benchmark's published metrics. Interactive suites (ALFWorld) also play episodes through `run_episode`.
+benchmark's published metrics. Interactive suites (ALFWorld) also play episodes: `start_episode` gives an
+`Episode` that is stepped from outside (its next prompt, then the agent's answer), so that `genenv evaluate` can
+advance every live episode with one batched generate call per turn and end one whose next prompt would not fit
+the model's context; `run_episode` plays one episode with a callback.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ class Verdict:
     parsed: Any = None                    # JSON-serialisable parsed form of the output
     reason: str = ""                      # why it failed ("" when correct)
     scores: dict[str, float] = field(default_factory=dict)  # per-sample metric values (em, f1, checks ...)
+    end: str = ""                         # episodes: how it ended ("won", "max_steps", "context_overflow")
 
 
 @dataclass
@@ -73,8 +77,43 @@ class Benchmark(ABC):
         """Called with the run's Config (and its directory, when there is a run) before `load` (most suites need
         nothing from it)."""
 
+    def start_episode(self, sample: EvalSample, max_steps: int) -> Episode:
+        """Interactive suites: a fresh episode of `sample`, stepped from outside."""
+        raise NotImplementedError(f"{self.name} is not interactive")
+
     def run_episode(self, sample: EvalSample, act: Callable[[list[dict[str, str]]], str],
                     max_steps: int) -> tuple[list[dict[str, str]], Verdict]:
         """Interactive suites: play one episode, calling `act(messages)` for each agent turn. Returns the
         transcript (messages) and the verdict."""
-        raise NotImplementedError(f"{self.name} is not interactive")
+        episode = self.start_episode(sample, max_steps)
+        try:
+            while (messages := episode.prompt()) is not None:
+                episode.advance(act(messages))
+        finally:
+            episode.close()
+        return episode.result()
+
+
+CONTEXT_OVERFLOW = "context_overflow"
+
+
+class Episode(ABC):
+    """One interactive episode, stepped from outside: `prompt()` is the next agent turn's messages (None once
+    the episode is over), `advance(output)` plays the agent's answer to it, `stop(end, reason)` ends it early
+    as a failure (e.g. `CONTEXT_OVERFLOW` when the next prompt would not fit the model), `result()` is the
+    transcript and the verdict once it is over. `close()` frees the game; it is called once the episode ends."""
+
+    @abstractmethod
+    def prompt(self) -> list[dict[str, str]] | None: ...
+
+    @abstractmethod
+    def advance(self, output: str) -> None: ...
+
+    @abstractmethod
+    def stop(self, end: str, reason: str) -> None: ...
+
+    @abstractmethod
+    def result(self) -> tuple[list[dict[str, str]], Verdict]: ...
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Free what the episode holds (a game process)."""

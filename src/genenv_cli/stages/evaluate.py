@@ -18,6 +18,10 @@ Writes `RUN/evals/<bench>/<tag>.json` (headline, the benchmark's summary overall
 version and fingerprint, the model and sampling, counts) and `<tag>.samples.jsonl` beside it (id, category,
 output, parsed form, verdict, reason, per-sample scores). `<tag>` is `epoch-0003-agent`, a model name, or
 `pred-<file stem>`, plus `.paper` for the paper protocol and `.<split>` / `.limit<K>` when given.
+
+**Context**: a prompt that, with `evaluate.max_new_tokens`, would not fit the model's context is not sent; its
+sample fails with `"end": "context_overflow"` and the numbers in its reason. Interactive episodes are checked
+before every step and played together, one generate call per turn (evals/episodes.py).
 """
 
 from __future__ import annotations
@@ -34,7 +38,8 @@ from genenv_cli.config import Config
 from genenv_cli.contract import require_done
 from genenv_cli.errors import ConfigError, InputError
 from genenv_cli.evals import BENCHMARKS, get_benchmark
-from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, Verdict
+from genenv_cli.evals.base import CONTEXT_OVERFLOW, PROTOCOLS, Benchmark, EvalSample, Verdict
+from genenv_cli.evals.episodes import overflow_reason
 from genenv_cli.paths import cache_dir
 from genenv_cli.pools import json_lines, write_jsonl
 from genenv_cli.rundir import (
@@ -146,7 +151,8 @@ def evaluate(run: RunDir | None, cfg: Config, bench_name: str, *, epoch: int | N
         "sampling": sampling, "config": {"evaluate": cfg.section("evaluate"), "engine": cfg.run.engine,
                                          "dtype": cfg.run.dtype, "limit": limit}, "counts": {"samples": len(samples), "correct": sum(v.correct for v in verdicts),
                                          "missing_predictions": missing,
-                                         "too_long": sum(n == "too long" for n in notes)},
+                                         "too_long": sum(n == "too long" for n in notes),
+                                         "context_overflow": sum(v.end == CONTEXT_OVERFLOW for v in verdicts)},
         "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "genenv_version": __version__,
     }
     samples_path = base / f"{tag}{suffix}.samples.jsonl"
@@ -155,7 +161,7 @@ def evaluate(run: RunDir | None, cfg: Config, bench_name: str, *, epoch: int | N
     clean_stale_tmp(base)
     tmp = tmp_name(samples_path)
     write_jsonl(tmp, ({"id": s.id, "category": s.category, "output": o, "parsed": v.parsed, "correct": v.correct,
-                       "reason": v.reason or (n or ""), "scores": v.scores}
+                       "reason": v.reason or (n or ""), "scores": v.scores, **({"end": v.end} if v.end else {})}
                       for s, o, v, n in zip(samples, outputs, verdicts, notes, strict=True)))
     result["samples"] = {"path": samples_path.name, "sha256": sha256_file(tmp), "n": len(samples)}
     # The result is the samples' manifest: it goes first and comes back last, so a kill at any point leaves
@@ -221,41 +227,50 @@ def _generate(bench: Benchmark, samples: list[EvalSample], cfg: Config, name: st
                          vllm_settings=cfg.vllm)
     params = SamplingParams(temperature=settings.temperature, top_p=1.0, max_new_tokens=settings.max_new_tokens, n=1,
                             seed=cfg.run.seed)
-    limit = _context_limit(engine) - settings.max_new_tokens
+    context = _context_limit(engine)
+    limit = context - settings.max_new_tokens
     outputs: list[str] = [""] * len(samples)
     verdicts: list[Verdict | None] = [None] * len(samples)
     notes: list[str | None] = [None] * len(samples)
+    lengths: dict[int, int] = {}
     try:
         episodic = [i for i, s in enumerate(samples) if bench.interactive and (not s.messages or
                                                                                  s.messages[-1]["role"] != "user")]
         single = [i for i in range(len(samples)) if i not in set(episodic)]
         fits = []
         for i in single:
-            if limit > 0 and len(engine.prompt_ids(samples[i].messages)) > limit:
-                notes[i] = "too long"
+            if context > 0 and (n := len(engine.prompt_ids(samples[i].messages))) > limit:
+                notes[i], lengths[i] = "too long", n
             else:
                 fits.append(i)
         if len(fits) < len(single):
             ui.warn(f"{len(single) - len(fits)} prompts are longer than the model's context ({limit} tokens left for "
-                    f"the prompt); they are scored as empty answers")
+                    f"the prompt); they count as failures (\"end\": \"{CONTEXT_OVERFLOW}\" in the samples file)")
         with ui.progress(f"evaluate {bench.name}", len(fits), "samples") as bar:
             gens = engine.generate([samples[i].messages for i in fits], params,
                                    on_progress=lambda s, t: bar.advance(s, tokens=t))
         for i, g in zip(fits, gens, strict=True):
             outputs[i] = g[0].text
         for i in single:
-            verdicts[i] = score_safely(bench, samples[i], outputs[i], protocol)
-            if notes[i]:
-                verdicts[i].reason = verdicts[i].reason or "prompt longer than the model's context"
+            verdicts[i] = v = score_safely(bench, samples[i], outputs[i], protocol)
+            if notes[i]:   # never sent: a failure whatever the empty answer would score (BFCL irrelevance: right)
+                v.correct, v.end = False, CONTEXT_OVERFLOW
+                v.reason = overflow_reason(lengths[i], settings.max_new_tokens, context)
+                v.scores = {k: 0.0 for k in v.scores}
         if episodic:
-            with ui.progress(f"evaluate {bench.name} episodes", len(episodic), "episodes") as bar:
-                for i in episodic:
-                    def act(messages: list[dict[str, str]]) -> str:
-                        return engine.generate([messages], params)[0][0].text
+            from genenv_cli.evals.episodes import play_episodes
 
-                    transcript, verdicts[i] = bench.run_episode(samples[i], act, settings.max_steps)
-                    outputs[i] = "\n".join(m["content"] for m in transcript if m["role"] == "assistant")
-                    bar.advance(1)
+            with ui.progress(f"evaluate {bench.name} episodes", len(episodic), "episodes") as bar:
+                played = play_episodes(bench, [samples[i] for i in episodic], engine, params, settings.max_steps,
+                                       context_limit=context, on_done=bar.advance)
+            for i, (transcript, verdict) in zip(episodic, played, strict=True):
+                verdicts[i] = verdict
+                outputs[i] = "\n".join(m["content"] for m in transcript if m["role"] == "assistant")
+            ended = sum(v.end == CONTEXT_OVERFLOW for _, v in played)
+            if ended:
+                ui.warn(f"{ended} of {len(episodic)} episodes outgrew the model's context ({context} tokens with "
+                        f"{settings.max_new_tokens} for the answer); they count as failures "
+                        f'("end": "{CONTEXT_OVERFLOW}" in the samples file)')
     finally:
         engine.close()
     sampling = {"temperature": settings.temperature, "max_new_tokens": settings.max_new_tokens, "seed": cfg.run.seed,
