@@ -72,7 +72,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.callparse import CallParseError, load_json, parse_literal
+from genenv_cli.callparse import MAX_DEPTH, MAX_SOURCE, CallParseError, load_json, parse_literal
 from genenv_cli.errors import InputError
 from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, Verdict
 from genenv_cli.evals.datasource import no_data_error, sha256_paths, try_download
@@ -171,21 +171,35 @@ def _as_plan(obj: Any) -> list[dict[str, Any]] | None:
     return None
 
 
+_SCAN = re.compile(r"[\"'\[\]{}]")                 # what the bracket scan stops at outside a quoted string
+_IN_QUOTE = {q: re.compile(rf"[\\{q}]") for q in "\"'"}  # ... and inside one (the escape or the closing quote)
+
+
 def _balanced(text: str, start: int) -> str | None:
-    """The bracketed span opening at `start`, skipping brackets inside quoted strings; None if unclosed."""
-    depth, quote, i = 0, "", start
-    while i < len(text):
-        ch = text[i]
-        if quote:
-            if ch == "\\":
+    """The bracketed span opening at `start`, skipping brackets inside quoted strings; None if unclosed. Also None
+    when the span nests deeper than MAX_DEPTH or runs past MAX_SOURCE characters: neither reader (both bounded by
+    them) could take it, so the scan stops there instead of walking the rest of a degenerate answer (and the
+    regexes jump from one bracket or quote to the next in C, not a character at a time in Python)."""
+    depth, i, end = 0, start, min(len(text), start + MAX_SOURCE)
+    while i < end:
+        m = _SCAN.search(text, i, end)
+        if m is None:
+            return None
+        i, ch = m.start(), m.group()
+        if ch in "\"'":
+            while True:  # to the closing quote, over escapes
+                q = _IN_QUOTE[ch].search(text, i + 1, end)
+                if q is None:
+                    return None
+                i = q.start()
+                if q.group() != "\\":
+                    break
                 i += 1
-            elif ch == quote:
-                quote = ""
-        elif ch in "\"'":
-            quote = ch
         elif ch in "[{":
             depth += 1
-        elif ch in "]}":
+            if depth > MAX_DEPTH:
+                return None
+        else:
             depth -= 1
             if depth == 0:
                 return text[start:i + 1]
@@ -193,19 +207,34 @@ def _balanced(text: str, start: int) -> str | None:
     return None
 
 
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
-_FENCE = re.compile(r"```[ \t]*(?:json|JSON|python|py)?[ \t]*\n?(.*?)```", re.DOTALL)
+# A reasoning block is dropped as re.sub(r"<think>.*?</think>", "", text, flags=re.DOTALL) would drop it, by str.find:
+# the regex rescans the rest of the text from every `<think>` that is never closed (50,000 of them: minutes).
+def _drop_think(text: str) -> str:
+    out, pos = [], 0
+    while (i := text.find("<think>", pos)) >= 0 and (j := text.find("</think>", i + 7)) >= 0:
+        out.append(text[pos:i])
+        pos = j + 8
+    out.append(text[pos:])
+    return "".join(out)
+
+
+# possessive runs of blanks: with plain `[ \t]*` on both sides of the optional language an unclosed fence followed by
+# blanks backtracks quadratically; a run of blanks is all taken either way, since no language name starts with one
+_FENCE = re.compile(r"```[ \t]*+(?:json|JSON|python|py)?[ \t]*+\n?(.*?)```", re.DOTALL)
 _OPEN = re.compile(r"\[\s*\{|\{\s*[\"']plan[\"']\s*:")
+MAX_CANDIDATES = 64  # bracketed spans tried as the plan; a real answer's plan is among its first few
 
 
 def extract_plan(output: str) -> tuple[list[dict[str, Any]] | None, str]:
     """(plan, "") or (None, why not)."""
-    text = _THINK.sub("", output)
+    text = _drop_think(output)
     for m in _FENCE.finditer(text):
         plan = _as_plan(_decode(m.group(1).strip()))
         if plan is not None:
             return plan, ""
-    for m in _OPEN.finditer(text):
+    for n, m in enumerate(_OPEN.finditer(text)):
+        if n == MAX_CANDIDATES:
+            break
         span = _balanced(text, m.start())
         if span is None:
             continue

@@ -37,7 +37,10 @@ def _bracket_calls(text: str) -> list[Call]:
         return []
     budget = 4 * MAX_SOURCE  # characters handed to the parser in all: degenerate text costs bounded time
     for s in starts[:20]:
-        ends = [i for i in range(len(text) - 1, s, -1) if text[i] == "]"][:50]
+        ends, hi = [], len(text)  # the last 50 `]` after s, found by rfind (not a Python loop over the text)
+        while len(ends) < 50 and (e := text.rfind("]", s + 1, hi)) >= 0:
+            ends.append(e)
+            hi = e
         for e in ends:
             budget -= e + 1 - s
             if budget < 0:
