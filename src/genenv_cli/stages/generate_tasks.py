@@ -36,6 +36,8 @@ from genenv_cli.contract import StagePlan, StageResult, Staging, execute
 from genenv_cli.curriculum import agent_statistics, env_reward
 from genenv_cli.domains import domain_data
 from genenv_cli.domains.base import Domain, EnvContext, Reject, SeedTask, jaccard
+from genenv_cli.watchdog import ItemTimeout, Watchdog
+from genenv_cli.watchdog import reason as timeout_reason
 from genenv_cli.domains.seedfiles import domains_for_run
 from genenv_cli.metrics import after_stage
 from genenv_cli.pools import iter_jsonl, read_parquet, write_jsonl
@@ -384,7 +386,12 @@ def _accept(s: Sampling, batch_id: str, ctx: EnvContext, messages: list[dict[str
         if len(batch) >= s.variations:
             raise Reject("surplus: the batch is already full")
         try:
-            payload, shape = domain.parse_env_output(text, ctx)
+            with Watchdog(s.cfg.score.item_timeout_s) as dog:  # a parser past the limit: a rejected generation
+                dog.arm()
+                payload, shape = domain.parse_env_output(text, ctx)
+                dog.disarm()
+        except ItemTimeout:
+            raise Reject(f"parse: {timeout_reason(s.cfg.score.item_timeout_s)}") from None
         except (ValueError, RecursionError, OverflowError) as exc:  # a plugin's parser choking on degenerate text
             raise Reject(f"parse: unreadable output ({type(exc).__name__})") from None
         dup = novelty.problem(payload)
