@@ -20,8 +20,10 @@ Limits, by design:
   stopped only when it returns to Python; the item is then recorded as timed out, late.
 - Signals reach the main thread only, and `setitimer` is POSIX: in a thread other than the main one, or on Windows,
   the watchdog is off (`Watchdog.active` is False) and only the parsers' own bounds apply.
-- An item interrupted mid-way may leave a cache it was filling incomplete (never wrong: caches are filled whole
-  or not at all); the scorers keep no other state between items.
+- An item is interrupted wherever it is: a scorer that kept state between items could be left half-updated. The
+  built-in scorers keep none but caches (`functools.cache`, `cached_property`), which store a value only once it
+  is computed whole.
+- ALFWorld's interactive episodes (model turns between parsed actions) are not timed per step.
 - A timer someone else had armed (pytest-timeout's, for one) is put back when the watchdog ends, less the time
   spent; its handler is restored too.
 """

@@ -92,7 +92,11 @@ SYSTEM_PROMPT = (
 
 # ------------------------------------------------------------------------------------------- parsing actions
 
-_ACTION_TAG = re.compile(r"<action>(.*?)</action>", re.DOTALL | re.IGNORECASE)
+# the first <action>...</action> (any case), found as re.search(r"<action>(.*?)</action>", re.I | re.S) finds it, but
+# by two searches: the leftmost opening tag has a closing one after it or none has, and the single regex would
+# rescan the rest of the text from every unclosed opening tag (quadratic on a run of `<action>`)
+_ACTION_OPEN = re.compile(r"<action>", re.IGNORECASE)
+_ACTION_CLOSE = re.compile(r"</action>", re.IGNORECASE)
 _ACTION_LINE = re.compile(r"^\s*(?:>\s*)?action\s*:\s*(.*)$", re.IGNORECASE)
 
 
@@ -107,9 +111,10 @@ def _clean(text: str) -> str:
 
 def parse_action(output: str) -> str:
     """One command from a model turn (rule in the module docstring); "" when there is none."""
-    m = _ACTION_TAG.search(output)
-    if m:
-        return _clean(m.group(1))
+    m = _ACTION_OPEN.search(output)
+    end = _ACTION_CLOSE.search(output, m.end()) if m else None
+    if m and end:
+        return _clean(output[m.end():end.start()])
     lines = output.splitlines()
     for line in lines:
         m = _ACTION_LINE.match(line)

@@ -62,7 +62,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from genenv_cli.callparse import (
-    MAX_SOURCE,
+    MAX_ANSWER_SOURCE,
     CallParseError,
     check_bounds,
     parse_literal_source,
@@ -214,7 +214,7 @@ def decode_python(text: str) -> list[BCall]:
     """BFCL's Python decoder on already bracketed text (`[f(a=1), g(b=2)]`)."""
     cleaned = text.strip().strip("'")
     try:  # bounded: a model's thousand brackets, signs or digits are a decoding failure, never a crash
-        body = parse_literal_source(cleaned)
+        body = parse_literal_source(cleaned, limit=MAX_ANSWER_SOURCE)
     except CallParseError as exc:
         raise DecodeError(str(exc)) from None
     try:
@@ -673,8 +673,8 @@ def decode_answer(text: str, language: str = "python") -> tuple[list[BCall], str
     if not body.endswith("]"):
         body = body + "]"
     if language in ("java", "javascript"):
-        if len(body) > MAX_SOURCE:
-            raise DecodeError(f"answer is longer than {MAX_SOURCE:,} characters")
+        if len(body) > MAX_ANSWER_SOURCE:
+            raise DecodeError(f"answer is longer than {MAX_ANSWER_SOURCE:,} characters")
         try:
             check_bounds(body, "answer")
         except CallParseError as exc:

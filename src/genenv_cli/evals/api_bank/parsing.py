@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from genenv_cli.callparse import (
-    MAX_SOURCE,
+    MAX_ANSWER_SOURCE,
     TOOL_CALL_BLOCK,
     Call,
     CallParseError,
@@ -35,7 +35,7 @@ def _bracket_calls(text: str) -> list[Call]:
     starts = [m.start() for m in _BRACKET_START.finditer(text)]
     if not starts:
         return []
-    budget = 4 * MAX_SOURCE  # characters handed to the parser in all: degenerate text costs bounded time
+    budget = 4 * MAX_ANSWER_SOURCE  # characters handed to the parser in all: degenerate text costs bounded time
     for s in starts[:20]:
         ends, hi = [], len(text)  # the last 50 `]` after s, found by rfind (not a Python loop over the text)
         while len(ends) < 50 and (e := text.rfind("]", s + 1, hi)) >= 0:
@@ -81,7 +81,7 @@ def parse_paper(output: str) -> list[dict[str, Any]]:
             pass
         for line in block.splitlines():
             line = line.strip()
-            if not line:
+            if not line or line == block:  # a one-line block was just tried whole
                 continue
             try:
                 obj = load_json(line)
