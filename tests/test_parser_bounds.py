@@ -39,8 +39,8 @@ MB = 1_000_000
 # characters near the generation limits: the embedded tokenizer has a token of 81 spaces, so 256 tokens can be
 # 20,000 blanks; 512 tokens (evaluate's default) twice that
 SIZES = [255 * 4, 256 * 81, 512 * 81, 100_001, MB]
-SLOW = settings(max_examples=60, deadline=None, derandomize=True, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SLOW = settings(max_examples=20, deadline=None, derandomize=True, database=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # ~95 parsers per example
 
 PIECES = [" ", "\n", "\t", "`", "```", "```json\n", "```python\n", "{", "}", "[", "]", "(", ")", '"', "'", ",", ":",
           "\\", "-", "1", "1,", "a, ", "<think>", "</think>", "<answer>", "</answer>", "<response>", "<tool_call>",
@@ -116,7 +116,7 @@ CALL_PARSERS = [(f.__name__, f) for f in (parse_tool_calls, parse_python_calls, 
     for lang in ("python", "java", "javascript")]
 
 
-@SLOW
+@settings(SLOW, max_examples=60)
 @given(adversarial())
 def test_the_text_parsers_read_a_megabyte_of_adversarial_text_within_the_bound(text):
     for name, fn in CALL_PARSERS:
@@ -159,6 +159,7 @@ CASES = {
     "java nesting": "f(a=" + "(" * 99 + "x, " * 30_000 + ")" * 99 + ")",
     "long call list": "[" + "a, " * 300_000 + "</answer>",
     "exercise with a trailing run": "EXERCISE: 1 +" + " " * 50_000 + "+ 1 = ?",
+    "a million empty lines": "\n" * MB + "Action: go to desk 1",
 }
 
 

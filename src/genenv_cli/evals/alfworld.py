@@ -109,21 +109,24 @@ def _clean(text: str) -> str:
     return " ".join(text.split())
 
 
+MAX_TURN_LINES = 1000  # over 4,000 tokens of lines, past evaluate's default of 512 per turn
+
+
 def parse_action(output: str) -> str:
     """One command from a model turn (rule in the module docstring); "" when there is none."""
     m = _ACTION_OPEN.search(output)
     end = _ACTION_CLOSE.search(output, m.end()) if m else None
     if m and end:
         return _clean(output[m.end():end.start()])
-    lines = output.splitlines()
-    for line in lines:
-        m = _ACTION_LINE.match(line)
-        if m:
-            return _clean(m.group(1))
-    for line in lines:
-        if line.strip():
-            return _clean(line)
-    return ""
+    if "action" in output.lower():
+        # a turn's `Action:` line is among its first (ReAct's turn: a thought, then the action); reading at most
+        # MAX_TURN_LINES keeps a degenerate turn of a million lines from costing a Python step per line
+        for line in output.splitlines()[:MAX_TURN_LINES]:
+            m = _ACTION_LINE.match(line)
+            if m:
+                return _clean(m.group(1))
+    rest = output.lstrip()  # the first non-empty line, as _clean reads it (it strips the line's own blanks)
+    return _clean(rest.splitlines()[0]) if rest else ""
 
 
 def parse_action_list(output: str) -> list[str]:
