@@ -227,7 +227,7 @@ def _drop_think(text: str) -> str:
 # blanks backtracks quadratically; a run of blanks is all taken either way, since no language name starts with one
 _FENCE = re.compile(r"```[ \t]*+(?:json|JSON|python|py)?[ \t]*+\n?(.*?)```", re.DOTALL)
 _OPEN = re.compile(r"\[\s*\{|\{\s*[\"']plan[\"']\s*:")
-MAX_CANDIDATES = 64  # bracketed spans tried as the plan; a real answer's plan is among its first few
+MAX_CANDIDATES = 64  # fences, then bracketed spans, tried as the plan; a real answer's plan is among its first few
 PLAN_BUDGET = 2 * MAX_SOURCE  # characters scanned and handed to the readers in all, over the fences and spans tried
 
 
@@ -235,9 +235,9 @@ def extract_plan(output: str) -> tuple[list[dict[str, Any]] | None, str]:
     """(plan, "") or (None, why not)."""
     text = _drop_think(output)
     budget = PLAN_BUDGET  # a degenerate answer of many fences or brackets costs bounded time
-    for m in _FENCE.finditer(text):
-        budget -= len(m.group(1))
-        if budget < 0:
+    for n, m in enumerate(_FENCE.finditer(text)):
+        budget -= m.end() - m.start()
+        if n == MAX_CANDIDATES or budget < 0:
             break
         plan = _as_plan(_decode(m.group(1).strip()))
         if plan is not None:

@@ -64,6 +64,9 @@ def parse_official(output: str) -> list[Call]:
 _TAG_BLOCK = TOOL_CALL_BLOCK  # the blocks genenv's own format reads
 
 
+MAX_JSON_LINES = 1000  # blocks and lines read as JSON in all: an answer holds a few calls, not a thousand
+
+
 def parse_paper(output: str) -> list[dict[str, Any]]:
     """ToolRL's reading: JSON objects, one per line, inside <tool_call> (the whole text when no tag); each
     becomes {"name", "parameters"} or, lacking those keys, {"bare": obj} (ToolRL scores a bare object as the
@@ -71,8 +74,12 @@ def parse_paper(output: str) -> list[dict[str, Any]]:
     text = _strip_think(output)
     blocks = _TAG_BLOCK.findall(text) or [text]
     objs: list[Any] = []
+    tries = MAX_JSON_LINES
     for block in blocks:
         block = block.strip()
+        tries -= 1
+        if tries < 0:
+            break
         try:
             obj = load_json(block)
             objs.extend(obj if isinstance(obj, list) else [obj])
@@ -81,8 +88,11 @@ def parse_paper(output: str) -> list[dict[str, Any]]:
             pass
         for line in block.splitlines():
             line = line.strip()
-            if not line or line == block:  # a one-line block was just tried whole
-                continue
+            if line[:1] not in ("{", "[") or line == block:  # only these read as objects or lists; a one-line
+                continue                                       # block was just tried whole
+            tries -= 1
+            if tries < 0:
+                break
             try:
                 obj = load_json(line)
             except CallParseError:
