@@ -132,6 +132,11 @@ def parse_action(output: str) -> str:
 def parse_action_list(output: str) -> list[str]:
     """An episode's commands from a predictions output: a JSON list of strings, else one per non-empty line
     (only the lines starting with ">" when there are some: a ReAct-style log with observations between)."""
+    return [parse_action(a) for a in action_items(output)]
+
+
+def action_items(output: str) -> list[str]:
+    """parse_action_list's items before each is read as an action (scoring reads only as many as it plays)."""
     text = output.strip()
     if text.startswith("["):
         try:
@@ -139,10 +144,10 @@ def parse_action_list(output: str) -> list[str]:
         except CallParseError:
             obj = None
         if isinstance(obj, list) and all(isinstance(a, str) for a in obj):
-            return [parse_action(a) for a in obj]
+            return obj
     lines = [line for line in text.splitlines() if line.strip()]
     marked = [line for line in lines if line.lstrip().startswith(">")]
-    return [parse_action(line) for line in (marked or lines)]
+    return marked or lines
 
 
 def normalize(command: str) -> str:
@@ -400,13 +405,13 @@ class ALFWorld(Benchmark):
             ok = normalize(action) == normalize(sample.gold)
             return Verdict(ok, parsed=action, reason="" if ok else f"expected {sample.gold!r}, got {action!r}",
                            scores={"correct": float(ok)})
-        actions = parse_action_list(output)
+        items = action_items(output)
         game = open_game(sample.meta["kind"], Path(sample.meta["game"]))
         played: list[str] = []
         limit = int(sample.meta.get("max_steps", self.max_steps))
         try:
             _obs, info = game.reset()
-            for raw in actions[:limit]:
+            for raw in map(parse_action, items[:limit]):  # only the actions played are read
                 command = resolve(raw, info["admissible_commands"])
                 played.append(command)
                 _obs, _done, info = game.step(command)
@@ -414,7 +419,7 @@ class ALFWorld(Benchmark):
                     break
         finally:
             _close(game)
-        return self._episode_verdict(info["won"], played, len(actions), limit)
+        return self._episode_verdict(info["won"], played, len(items), limit)
 
     @staticmethod
     def _episode_verdict(won: bool, played: list[str], given: int | None, limit: int) -> Verdict:
