@@ -72,7 +72,14 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.callparse import MAX_ANSWER_SOURCE, MAX_DEPTH, MAX_SOURCE, CallParseError, load_json, parse_literal
+from genenv_cli.callparse import (
+    MAX_ANSWER_SOURCE,
+    MAX_DEPTH,
+    MAX_SOURCE,
+    CallParseError,
+    load_json,
+    parse_literal,
+)
 from genenv_cli.errors import InputError
 from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, Verdict
 from genenv_cli.evals.datasource import no_data_error, sha256_paths, try_download

@@ -36,13 +36,13 @@ from genenv_cli.contract import StagePlan, StageResult, Staging, execute
 from genenv_cli.curriculum import agent_statistics, env_reward
 from genenv_cli.domains import domain_data
 from genenv_cli.domains.base import Domain, EnvContext, Reject, SeedTask, jaccard
-from genenv_cli.watchdog import ItemTimeout, Watchdog
-from genenv_cli.watchdog import reason as timeout_reason
 from genenv_cli.domains.seedfiles import domains_for_run
 from genenv_cli.metrics import after_stage
 from genenv_cli.pools import iter_jsonl, read_parquet, write_jsonl
 from genenv_cli.rundir import RunDir, clean_stale_tmp, replace_into_place, tmp_name, write_text_atomic
 from genenv_cli.ui import UI
+from genenv_cli.watchdog import ItemTimeout, Watchdog
+from genenv_cli.watchdog import reason as timeout_reason
 
 STAGE = "generate-tasks"
 CONFIG_SECTIONS = ["run.domain", "run.domains", "run.seed", "env", "generate", "curriculum"]
