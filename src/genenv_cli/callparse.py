@@ -36,10 +36,23 @@ class CallParseError(ValueError):
 MAX_DEPTH = 100        # brackets nested, or unary signs in a row: real calls stay far below
 MAX_DIGITS = 1000      # digits in one number (Python refuses to convert more than 4,300)
 MAX_SOURCE = 100_000   # characters of Python-call syntax handed to ast.parse at once
+# ... when it is a model's answer: CPython's parser takes about a second on 100,000 characters of `a, a, a, ...`
+# on a busy machine, and no answer of calls comes near this (BFCL's and API-Bank's longest are a few hundred
+# characters; 20,000 are over 5,000 tokens, past the default generation limits of 256 and 512)
+MAX_ANSWER_SOURCE = 20_000
 
 _BRACKETS = re.compile(r"[][(){}]")
-_SIGNS = re.compile(rf"(?:[-+~]\s*){{{MAX_DEPTH + 1},}}")
-_LONG_NUMBER = re.compile(rf"\d{{{MAX_DIGITS + 1},}}")
+# Both scans are linear: signs in a row are looked for in the text without its whitespace, and only where a run of
+# signs (or of digits) starts, so a megabyte is read once, not once per sign or digit in a run.
+_SIGNS = re.compile(rf"(?<![-+~])[-+~]{{{MAX_DEPTH + 1}}}")
+_LONG_NUMBER = re.compile(rf"(?<!\d)\d{{{MAX_DIGITS + 1}}}")
+
+
+def _many_signs(text: str) -> bool:
+    """More than MAX_DEPTH of `-`, `+`, `~` in a row, whitespace between them allowed (as `-  - -1`)."""
+    if text.count("-") + text.count("+") + text.count("~") <= MAX_DEPTH:
+        return False  # the common case, decided by three C scans
+    return _SIGNS.search("".join(text.split())) is not None
 
 
 def check_bounds(text: str, what: str = "output") -> None:
@@ -56,7 +69,7 @@ def check_bounds(text: str, what: str = "output") -> None:
                     raise CallParseError(f"{what} nests brackets more than {MAX_DEPTH} deep")
         elif depth:
             depth -= 1
-    if _SIGNS.search(text):
+    if _many_signs(text):
         raise CallParseError(f"{what} has more than {MAX_DEPTH} signs in a row")
     if _LONG_NUMBER.search(text):
         raise CallParseError(f"{what} has a number of more than {MAX_DIGITS} digits")
@@ -74,10 +87,11 @@ def load_json(text: str, what: str = "output") -> Any:
         raise CallParseError(f"{what} cannot be read as JSON ({type(exc).__name__})") from None
 
 
-def parse_literal_source(src: str, what: str = "output") -> ast.expr:
-    """ast.parse(src, mode="eval").body for model text, bounded: CallParseError on anything unreadable."""
-    if len(src) > MAX_SOURCE:
-        raise CallParseError(f"{what} is longer than {MAX_SOURCE:,} characters")
+def parse_literal_source(src: str, what: str = "output", limit: int = MAX_SOURCE) -> ast.expr:
+    """ast.parse(src, mode="eval").body for model text, bounded: CallParseError on anything unreadable or longer
+    than `limit` characters (MAX_ANSWER_SOURCE for a model's answer)."""
+    if len(src) > limit:
+        raise CallParseError(f"{what} is longer than {limit:,} characters")
     check_bounds(src, what)
     try:
         return ast.parse(src, mode="eval").body
@@ -98,7 +112,22 @@ class Call:
 
 # one <tool_call> block (an unclosed one runs to the end: a truncated answer); API-Bank's ToolRL reading uses it too
 TOOL_CALL_BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
-_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
+
+
+def unfence(text: str, languages: tuple[str, ...] = ("json",)) -> str | None:
+    """The inside of a completion that is, as a whole, one code fence (```json ... ```; the language tag is
+    optional and one of `languages`, tried in order), stripped; None when `text` is not fenced. `text` is
+    already stripped. Written as slicing rather than the regex `^```(?:json)?\\s*(.*?)\\s*```$`, which reads
+    the same answers but backtracks cubically over whitespace (33 s on a fence and 2,000 spaces); this is one
+    pass."""
+    if len(text) < 6 or not text.startswith("```") or not text.endswith("```"):
+        return None
+    inner = text[3:-3]
+    for lang in languages:
+        if inner.startswith(lang):
+            inner = inner[len(lang):]
+            break
+    return inner.strip()
 
 
 def _calls_from_json(obj: Any, where: str) -> list[Call]:
@@ -136,9 +165,9 @@ def parse_tool_calls(text: str) -> list[Call]:
             calls.extend(_calls_from_json(obj, f"tool_call block {i + 1}"))
         return calls
     stripped = text.strip()
-    m = _FENCE.match(stripped)
-    if m:
-        stripped = m.group(1).strip()
+    inner = unfence(stripped)
+    if inner is not None:
+        stripped = inner
     if stripped[:1] in "[{":
         try:
             obj = load_json(stripped, "JSON completion")
@@ -188,10 +217,10 @@ def literal_value(node: ast.AST, *, concat: bool = False) -> Any:
     raise CallParseError(f"not a literal value: {_show(node)}")
 
 
-def parse_literal(text: str, what: str = "value") -> Any:
+def parse_literal(text: str, what: str = "value", limit: int = MAX_SOURCE) -> Any:
     """Python-literal text (`{'a': [1, -2.5, None]}`, as datasets store dicts in CSV cells and models write
     them) -> data, bounded as `parse_literal_source`; CallParseError (a ValueError) otherwise."""
-    return literal_value(parse_literal_source(text.strip(), what))
+    return literal_value(parse_literal_source(text.strip(), what, limit))
 
 
 # ---------------------------------------------------------------- python-call syntax
@@ -228,12 +257,12 @@ def _call(node: ast.AST) -> Call:
 def parse_python_calls(text: str) -> list[Call]:
     """`[f(a=1), g(b="x")]`, `f(a=1)` or `f(a=1), g(b=2)` -> calls. Raises CallParseError otherwise."""
     src = text.strip()
-    m = re.match(r"^```(?:python|py)?\s*(.*?)\s*```$", src, re.DOTALL)
-    if m:
-        src = m.group(1).strip()
+    inner = unfence(src, ("python", "py"))
+    if inner is not None:
+        src = inner
     if not src:
         raise CallParseError("empty output")
-    body = parse_literal_source(src)
+    body = parse_literal_source(src, limit=MAX_ANSWER_SOURCE)
     try:
         if isinstance(body, ast.List | ast.Tuple):
             return [_call(e) for e in body.elts]

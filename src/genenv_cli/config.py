@@ -197,6 +197,14 @@ class EvaluateConfig:
 
 
 @dataclass
+class ScoreConfig:
+    item_timeout_s: float = _f(10.0, "Seconds one model text may take to be parsed and graded (score's pairs, evaluate's "
+                               "samples, generate-tasks' environment outputs) before it is stopped and counted wrong, "
+                               "its reason recorded; the stage goes on. Real items take milliseconds.",
+                               min=0.01, max=3600.0)
+
+
+@dataclass
 class VLLMConfig:
     """Settings of the vLLM engine (run.engine = vllm, or auto on a GPU machine with vLLM installed)."""
 
@@ -224,6 +232,7 @@ class Config:
     env_update: EnvUpdateConfig = field(default_factory=EnvUpdateConfig)
     evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)
     vllm: VLLMConfig = field(default_factory=VLLMConfig)
+    score: ScoreConfig = field(default_factory=ScoreConfig)
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         return dataclasses.asdict(self)

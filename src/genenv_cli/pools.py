@@ -111,7 +111,8 @@ SCHEMAS: dict[str, FileSchema] = {s.key: s for s in [
        ("partial", "float", "Partial-credit similarity, recorded but never used as the reward."),
        ("success", "bool", "reward >= curriculum.success_threshold."),
        ("valid", "bool", "The completion parsed and followed the output format."),
-       ("error", "str?", "Why it failed to parse or match (null on success)."),
+       ("error", "str?", "Why it failed to parse or match (null on success); `timed out: ...` when grading it ran past "
+                         "`score.item_timeout_s`."),
        ("completion_tokens", "int", "Length of the completion in tokens."),
        ("finish_reason", "str", "As in rollouts.parquet.")),
     _s("task_stats", "epochs/NNNN/task_stats.parquet", "parquet", "score",

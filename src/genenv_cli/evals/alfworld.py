@@ -94,7 +94,11 @@ SYSTEM_PROMPT = (
 
 # ------------------------------------------------------------------------------------------- parsing actions
 
-_ACTION_TAG = re.compile(r"<action>(.*?)</action>", re.DOTALL | re.IGNORECASE)
+# the first <action>...</action> (any case), found as re.search(r"<action>(.*?)</action>", re.I | re.S) finds it, but
+# by two searches: the leftmost opening tag has a closing one after it or none has, and the single regex would
+# rescan the rest of the text from every unclosed opening tag (quadratic on a run of `<action>`)
+_ACTION_OPEN = re.compile(r"<action>", re.IGNORECASE)
+_ACTION_CLOSE = re.compile(r"</action>", re.IGNORECASE)
 _ACTION_LINE = re.compile(r"^\s*(?:>\s*)?action\s*:\s*(.*)$", re.IGNORECASE)
 
 
@@ -107,25 +111,34 @@ def _clean(text: str) -> str:
     return " ".join(text.split())
 
 
+MAX_TURN_LINES = 1000  # over 4,000 tokens of lines, past evaluate's default of 512 per turn
+
+
 def parse_action(output: str) -> str:
     """One command from a model turn (rule in the module docstring); "" when there is none."""
-    m = _ACTION_TAG.search(output)
-    if m:
-        return _clean(m.group(1))
-    lines = output.splitlines()
-    for line in lines:
-        m = _ACTION_LINE.match(line)
-        if m:
-            return _clean(m.group(1))
-    for line in lines:
-        if line.strip():
-            return _clean(line)
-    return ""
+    m = _ACTION_OPEN.search(output)
+    end = _ACTION_CLOSE.search(output, m.end()) if m else None
+    if m and end:
+        return _clean(output[m.end():end.start()])
+    if "action" in output.lower():
+        # a turn's `Action:` line is among its first (ReAct's turn: a thought, then the action); reading at most
+        # MAX_TURN_LINES keeps a degenerate turn of a million lines from costing a Python step per line
+        for line in output.splitlines()[:MAX_TURN_LINES]:
+            m = _ACTION_LINE.match(line)
+            if m:
+                return _clean(m.group(1))
+    rest = output.lstrip()  # the first non-empty line, as _clean reads it (it strips the line's own blanks)
+    return _clean(rest.splitlines()[0]) if rest else ""
 
 
 def parse_action_list(output: str) -> list[str]:
     """An episode's commands from a predictions output: a JSON list of strings, else one per non-empty line
     (only the lines starting with ">" when there are some: a ReAct-style log with observations between)."""
+    return [parse_action(a) for a in action_items(output)]
+
+
+def action_items(output: str) -> list[str]:
+    """parse_action_list's items before each is read as an action (scoring reads only as many as it plays)."""
     text = output.strip()
     if text.startswith("["):
         try:
@@ -133,10 +146,10 @@ def parse_action_list(output: str) -> list[str]:
         except CallParseError:
             obj = None
         if isinstance(obj, list) and all(isinstance(a, str) for a in obj):
-            return [parse_action(a) for a in obj]
+            return obj
     lines = [line for line in text.splitlines() if line.strip()]
     marked = [line for line in lines if line.lstrip().startswith(">")]
-    return [parse_action(line) for line in (marked or lines)]
+    return marked or lines
 
 
 def normalize(command: str) -> str:
@@ -394,13 +407,13 @@ class ALFWorld(Benchmark):
             ok = normalize(action) == normalize(sample.gold)
             return Verdict(ok, parsed=action, reason="" if ok else f"expected {sample.gold!r}, got {action!r}",
                            scores={"correct": float(ok)})
-        actions = parse_action_list(output)
+        items = action_items(output)
         game = open_game(sample.meta["kind"], Path(sample.meta["game"]))
         played: list[str] = []
         limit = int(sample.meta.get("max_steps", self.max_steps))
         try:
             _obs, info = game.reset()
-            for raw in actions[:limit]:
+            for raw in map(parse_action, items[:limit]):  # only the actions played are read
                 command = resolve(raw, info["admissible_commands"])
                 played.append(command)
                 _obs, _done, info = game.step(command)
@@ -408,7 +421,7 @@ class ALFWorld(Benchmark):
                     break
         finally:
             _close(game)
-        return self._episode_verdict(info["won"], played, len(actions), limit)
+        return self._episode_verdict(info["won"], played, len(items), limit)
 
     @staticmethod
     def _episode_verdict(won: bool, played: list[str], given: int | None, limit: int) -> Verdict:

@@ -63,7 +63,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from genenv_cli.callparse import (
-    MAX_SOURCE,
+    MAX_ANSWER_SOURCE,
     CallParseError,
     check_bounds,
     parse_literal_source,
@@ -215,7 +215,7 @@ def decode_python(text: str) -> list[BCall]:
     """BFCL's Python decoder on already bracketed text (`[f(a=1), g(b=2)]`)."""
     cleaned = text.strip().strip("'")
     try:  # bounded: a model's thousand brackets, signs or digits are a decoding failure, never a crash
-        body = parse_literal_source(cleaned)
+        body = parse_literal_source(cleaned, limit=MAX_ANSWER_SOURCE)
     except CallParseError as exc:
         raise DecodeError(str(exc)) from None
     try:
@@ -245,7 +245,7 @@ def positional_value(node: ast.AST) -> Any:
 # ----------------------------------------------------------------------------- decoding: Java / JavaScript
 
 _TOKEN = re.compile(r"""
-    (?P<ws>\s+|//[^\n]*|/\*.*?\*/)
+    (?P<ws>\s+|//[^\n]*)
   | (?P<str>"(?:[^"\\\n]|\\.)*")
   | (?P<chr>'(?:[^'\\\n]|\\.)*')
   | (?P<tpl>`(?:[^`\\]|\\.)*`)
@@ -266,16 +266,36 @@ class _Tok:
 
 
 _REGEX = re.compile(r"/(?![*/])(?:[^/\\\n\[]|\\.|\[(?:[^\]\\\n]|\\.)*\])+/[a-z]*")
+MAX_REGEX = 1000  # characters a JavaScript regex literal may span (each try reads at most this far)
 
 
-def _tokenize(src: str, language: str) -> list[_Tok]:
-    toks: list[_Tok] = []
+class _Toks(list):
+    """The tokens of one answer, with the bracket and type-argument matches found once (`_close`, `_generic_end`):
+    found by a scan from each bracket, as written first, a thousand nested or unclosed brackets made decoding
+    quadratic."""
+
+    closes: dict[int, int]
+    generics: dict[int, int | None] | None
+
+
+def _tokenize(src: str, language: str) -> _Toks:
+    toks = _Toks()
+    toks.closes, toks.generics = {}, None
     pos = 0
+    comment_end = -2  # where the next `*/` starts (-1: none; -2: not looked for yet), found once for all `/*`
     while pos < len(src):
+        if src.startswith("/*", pos):
+            # a block comment, found by str.find rather than a lazy `/\*.*?\*/` in the token regex, which
+            # rescans the rest of the answer from every `/*` that is never closed
+            if comment_end == -2 or 0 <= comment_end < pos + 2:
+                comment_end = src.find("*/", pos + 2)
+            if comment_end >= 0:
+                pos = comment_end + 2
+                continue
         if language == "javascript" and src[pos] == "/" and (
                 not toks or (toks[-1].kind == "op" and toks[-1].text not in (")", "]", "}"))
                 or toks[-1].text in _KEYWORD_OPS["javascript"]):
-            r = _REGEX.match(src, pos)
+            r = _REGEX.match(src, pos, pos + MAX_REGEX)
             if r:  # a regular-expression literal where an operand is expected
                 toks.append(_Tok("regex", r.group(), r.start(), r.end()))
                 pos = r.end()
@@ -293,15 +313,20 @@ def _tokenize(src: str, language: str) -> list[_Tok]:
 
 
 def _close(toks: list[_Tok], i: int) -> int:
-    """Index of the bracket closing the one at toks[i]."""
-    stack = []
+    """Index of the bracket closing the one at toks[i]. Every bracket closed on the way is remembered in
+    `toks.closes` (its own scan would find the same), so nested brackets are scanned once, not once per level."""
+    closes = getattr(toks, "closes", {})
+    if i in closes:
+        return closes[i]
+    stack: list[tuple[str, int]] = []
     for j in range(i, len(toks)):
         t = toks[j].text
         if toks[j].kind == "op" and t in _OPEN:
-            stack.append(_OPEN[t])
+            stack.append((_OPEN[t], j))
         elif toks[j].kind == "op" and t in (")", "]", "}"):
-            if not stack or stack.pop() != t:
+            if not stack or stack[-1][0] != t:
                 raise DecodeError(f"unbalanced {t!r}")
+            closes[stack.pop()[1]] = j
             if not stack:
                 return j
     raise DecodeError(f"unclosed {toks[i].text!r}")
@@ -331,21 +356,31 @@ def _split_commas(toks: list[_Tok], lo: int, hi: int, generic_aware: bool) -> li
 
 
 def _generic_end(toks: list[_Tok], i: int) -> int | None:
-    """If toks[i] is `<` opening Java type arguments (after a type name), the index of its `>`."""
+    """If toks[i] is `<` opening Java type arguments (after a type name), the index of its `>`: the `>` where the
+    count of `<` minus `>` from toks[i] on first returns to zero, with nothing but names, `,.?[]&` between."""
     if i == 0 or toks[i - 1].kind != "ident":
         return None
-    depth = 0
-    for j in range(i, len(toks)):
-        t = toks[j]
+    ends = getattr(toks, "generics", None)
+    if ends is None:
+        ends = _generic_ends(toks)
+        if isinstance(toks, _Toks):
+            toks.generics = ends
+    return ends.get(i)
+
+
+def _generic_ends(toks: list[_Tok]) -> dict[int, int | None]:
+    """The match of every `<` at once, with a stack (a scan from each `<` of `a<a<a<...` was quadratic)."""
+    ends: dict[int, int | None] = {}
+    stack: list[int] = []
+    for j, t in enumerate(toks):
         if t.text == "<":
-            depth += 1
+            stack.append(j)
         elif t.text == ">":
-            depth -= 1
-            if depth == 0:
-                return j
+            if stack:
+                ends[stack.pop()] = j
         elif not (t.kind == "ident" or t.text in (",", ".", "?", "[", "]", "&")):
-            return None
-    return None
+            stack.clear()  # the type ends here: every `<` still open has no `>`
+    return ends
 
 
 _KEYWORD_OPS = {
@@ -645,8 +680,8 @@ def decode_answer(text: str, language: str = "python") -> tuple[list[BCall], str
     if not body.endswith("]"):
         body = body + "]"
     if language in ("java", "javascript"):
-        if len(body) > MAX_SOURCE:
-            raise DecodeError(f"answer is longer than {MAX_SOURCE:,} characters")
+        if len(body) > MAX_ANSWER_SOURCE:
+            raise DecodeError(f"answer is longer than {MAX_ANSWER_SOURCE:,} characters")
         try:
             check_bounds(body, "answer")
         except CallParseError as exc:

@@ -133,7 +133,8 @@ def evaluate(run: RunDir | None, cfg: Config, bench_name: str, *, epoch: int | N
             ui.warn(f"{predictions}: {missing} of {len(samples)} {bench_name} samples have no prediction (first: "
                     f"{absent[0]!r}); they are scored as wrong (empty output).")
         tag, model_info, ep = f"pred-{model_tag(predictions.stem)}", {"predictions": str(predictions)}, None
-        verdicts = [score_safely(bench, s, o, protocol) for s, o in zip(samples, outputs, strict=True)]
+        timeout = cfg.score.item_timeout_s
+        verdicts = [score_safely(bench, s, o, protocol, timeout) for s, o in zip(samples, outputs, strict=True)]
         notes = [None] * len(samples)
         sampling = None
     else:
@@ -149,10 +150,11 @@ def evaluate(run: RunDir | None, cfg: Config, bench_name: str, *, epoch: int | N
         "version": loaded.version, "data_source": loaded.source, "data_fingerprint": loaded.fingerprint,
         "n": len(samples), "headline": headline(summary), "summary": summary, "model": model_info,
         "sampling": sampling, "config": {"evaluate": cfg.section("evaluate"), "engine": cfg.run.engine,
-                                         "dtype": cfg.run.dtype, "limit": limit}, "counts": {"samples": len(samples), "correct": sum(v.correct for v in verdicts),
-                                         "missing_predictions": missing,
-                                         "too_long": sum(n == "too long" for n in notes),
-                                         "context_overflow": sum(v.end == CONTEXT_OVERFLOW for v in verdicts)},
+                                         "dtype": cfg.run.dtype, "limit": limit},
+        "counts": {"samples": len(samples), "correct": sum(v.correct for v in verdicts),
+                   "missing_predictions": missing,
+                   "too_long": sum(n == "too long" for n in notes),
+                   "context_overflow": sum(v.end == CONTEXT_OVERFLOW for v in verdicts)},
         "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "genenv_version": __version__,
     }
     samples_path = base / f"{tag}{suffix}.samples.jsonl"
@@ -175,17 +177,33 @@ def evaluate(run: RunDir | None, cfg: Config, bench_name: str, *, epoch: int | N
     return result
 
 
-def score_safely(bench: Benchmark, sample: EvalSample, output: str, protocol: str) -> Verdict:
-    """The benchmark's verdict; a scorer that raises on a degenerate output (the built-in parsers are bounded,
-    this is the net under them) gives the empty answer's verdict with the reason, so one sample never costs the
-    whole evaluation."""
-    try:
-        return bench.score(sample, output, protocol)
-    except Exception as exc:  # noqa: BLE001 - model output is data: whatever it holds, it is a wrong answer
-        verdict = bench.score(sample, "", protocol)
-        verdict.correct = False
-        verdict.reason = f"unscorable output: the scorer raised {type(exc).__name__}: {str(exc)[:200]}"
-        return verdict
+def score_safely(bench: Benchmark, sample: EvalSample, output: str, protocol: str,
+                 limit: float = 10.0) -> Verdict:
+    """The benchmark's verdict; a scorer that raises on a degenerate output, or runs past `limit` seconds
+    (score.item_timeout_s; the built-in parsers are bounded, this is the net under them), gives the empty answer's
+    verdict with the reason, so one sample never costs or stalls the whole evaluation (watchdog.py)."""
+    from genenv_cli.watchdog import ItemTimeout, Watchdog, reason
+
+    with Watchdog(limit) as dog:
+        try:
+            dog.arm()
+            verdict = bench.score(sample, output, protocol)
+            dog.disarm()
+            return verdict
+        except ItemTimeout:
+            why = reason(limit)
+        except Exception as exc:  # noqa: BLE001 - model output is data: whatever it holds, it is a wrong answer
+            dog.disarm()
+            why = f"unscorable output: the scorer raised {type(exc).__name__}: {str(exc)[:200]}"
+        try:
+            dog.arm()
+            verdict = bench.score(sample, "", protocol)
+            dog.disarm()
+        except ItemTimeout:
+            verdict = Verdict(False, None, why)
+    verdict.correct = False
+    verdict.reason = why
+    return verdict
 
 
 def _export(samples: list[EvalSample], path: Path) -> int:
@@ -252,7 +270,7 @@ def _generate(bench: Benchmark, samples: list[EvalSample], cfg: Config, name: st
         for i, g in zip(fits, gens, strict=True):
             outputs[i] = g[0].text
         for i in single:
-            verdicts[i] = v = score_safely(bench, samples[i], outputs[i], protocol)
+            verdicts[i] = v = score_safely(bench, samples[i], outputs[i], protocol, cfg.score.item_timeout_s)
             if notes[i]:   # never sent: a failure whatever the empty answer would score (BFCL irrelevance: right)
                 v.correct, v.end = False, CONTEXT_OVERFLOW
                 v.reason = overflow_reason(lengths[i], settings.max_new_tokens, context)

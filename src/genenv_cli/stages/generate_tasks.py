@@ -41,6 +41,8 @@ from genenv_cli.metrics import after_stage
 from genenv_cli.pools import iter_jsonl, read_parquet, write_jsonl
 from genenv_cli.rundir import RunDir, clean_stale_tmp, replace_into_place, tmp_name, write_text_atomic
 from genenv_cli.ui import UI
+from genenv_cli.watchdog import ItemTimeout, Watchdog
+from genenv_cli.watchdog import reason as timeout_reason
 
 STAGE = "generate-tasks"
 CONFIG_SECTIONS = ["run.domain", "run.domains", "run.seed", "env", "generate", "curriculum"]
@@ -384,7 +386,12 @@ def _accept(s: Sampling, batch_id: str, ctx: EnvContext, messages: list[dict[str
         if len(batch) >= s.variations:
             raise Reject("surplus: the batch is already full")
         try:
-            payload, shape = domain.parse_env_output(text, ctx)
+            with Watchdog(s.cfg.score.item_timeout_s) as dog:  # a parser past the limit: a rejected generation
+                dog.arm()
+                payload, shape = domain.parse_env_output(text, ctx)
+                dog.disarm()
+        except ItemTimeout:
+            raise Reject(f"parse: {timeout_reason(s.cfg.score.item_timeout_s)}") from None
         except (ValueError, RecursionError, OverflowError) as exc:  # a plugin's parser choking on degenerate text
             raise Reject(f"parse: unreadable output ({type(exc).__name__})") from None
         dup = novelty.problem(payload)

@@ -157,7 +157,7 @@ def _score(run_dir: RunDir, cfg: Config, epoch: int, p: StagePlan, out: Staging,
     pairs = meta.select("_pair", "task_id", "completion").unique("_pair", maintain_order=True)
     with ui.progress(f"score e{epoch}", pairs.height, "completions") as bar:
         graded = _grade_by_domain(domains, tasks, pairs["task_id"].to_list(), pairs["completion"].to_list(),
-                                  bar.advance)
+                                  bar.advance, cfg.score.item_timeout_s)
     reward, partial, valid, error = (list(col) for col in zip(*graded, strict=True)) if graded else ([], [], [], [])
     grades = pl.DataFrame({"_pair": pairs["_pair"], "reward": reward, "partial": partial, "valid": valid,
                            "error": error}, schema={"_pair": pl.UInt64, "reward": pl.Float64, "partial": pl.Float64,
@@ -226,18 +226,19 @@ def _score(run_dir: RunDir, cfg: Config, epoch: int, p: StagePlan, out: Staging,
 
 
 def _grade_by_domain(domains: dict[str, Any], tasks: list[dict[str, Any]], task_ids: list[str],
-                     completions: list[str], advance: Any) -> list[tuple[float, float, bool, str | None]]:
-    """grade_pairs with each task's own domain's scorer, in the pairs' order."""
+                     completions: list[str], advance: Any,
+                     limit: float = 10.0) -> list[tuple[float, float, bool, str | None]]:
+    """grade_pairs with each task's own domain's scorer, in the pairs' order (`limit`: score.item_timeout_s)."""
     payloads = {t["task_id"]: t["payload"] for t in tasks}
     if len(domains) == 1:
-        return grade_pairs(next(iter(domains)), payloads, task_ids, completions, advance=advance)
+        return grade_pairs(next(iter(domains)), payloads, task_ids, completions, advance=advance, limit=limit)
     domain_of = {t["task_id"]: t["domain"] for t in tasks}
     graded: list[Any] = [None] * len(task_ids)
     for name in domains:
         idx = [i for i, tid in enumerate(task_ids) if domain_of[tid] == name]
         if idx:
             got = grade_pairs(name, payloads, [task_ids[i] for i in idx], [completions[i] for i in idx],
-                              advance=advance)
+                              advance=advance, limit=limit)
             for i, g in zip(idx, got, strict=True):
                 graded[i] = g
     return graded

@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from genenv_cli.callparse import (
-    MAX_SOURCE,
+    MAX_ANSWER_SOURCE,
     TOOL_CALL_BLOCK,
     Call,
     CallParseError,
@@ -35,9 +35,12 @@ def _bracket_calls(text: str) -> list[Call]:
     starts = [m.start() for m in _BRACKET_START.finditer(text)]
     if not starts:
         return []
-    budget = 4 * MAX_SOURCE  # characters handed to the parser in all: degenerate text costs bounded time
+    budget = 4 * MAX_ANSWER_SOURCE  # characters handed to the parser in all: degenerate text costs bounded time
     for s in starts[:20]:
-        ends = [i for i in range(len(text) - 1, s, -1) if text[i] == "]"][:50]
+        ends, hi = [], len(text)  # the last 50 `]` after s, found by rfind (not a Python loop over the text)
+        while len(ends) < 50 and (e := text.rfind("]", s + 1, hi)) >= 0:
+            ends.append(e)
+            hi = e
         for e in ends:
             budget -= e + 1 - s
             if budget < 0:
@@ -61,6 +64,9 @@ def parse_official(output: str) -> list[Call]:
 _TAG_BLOCK = TOOL_CALL_BLOCK  # the blocks genenv's own format reads
 
 
+MAX_JSON_LINES = 1000  # blocks and lines read as JSON in all: an answer holds a few calls, not a thousand
+
+
 def parse_paper(output: str) -> list[dict[str, Any]]:
     """ToolRL's reading: JSON objects, one per line, inside <tool_call> (the whole text when no tag); each
     becomes {"name", "parameters"} or, lacking those keys, {"bare": obj} (ToolRL scores a bare object as the
@@ -68,8 +74,12 @@ def parse_paper(output: str) -> list[dict[str, Any]]:
     text = _strip_think(output)
     blocks = _TAG_BLOCK.findall(text) or [text]
     objs: list[Any] = []
+    tries = MAX_JSON_LINES
     for block in blocks:
         block = block.strip()
+        tries -= 1
+        if tries < 0:
+            break
         try:
             obj = load_json(block)
             objs.extend(obj if isinstance(obj, list) else [obj])
@@ -78,8 +88,11 @@ def parse_paper(output: str) -> list[dict[str, Any]]:
             pass
         for line in block.splitlines():
             line = line.strip()
-            if not line:
-                continue
+            if line[:1] not in ("{", "[") or line == block:  # only these read as objects or lists; a one-line
+                continue                                       # block was just tried whole
+            tries -= 1
+            if tries < 0:
+                break
             try:
                 obj = load_json(line)
             except CallParseError:
