@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import typer
 
 from genenv_cli import __version__
-from genenv_cli.errors import ConfigError, GenenvError
+from genenv_cli.errors import ConfigError, GenenvError, shorten_message
 from genenv_cli.stages import STAGES
 
 app = typer.Typer(
@@ -73,7 +73,7 @@ class _Where:
 
 
 def _fail(message: str, code: int = 2) -> None:
-    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
+    typer.secho(f"error: {shorten_message(message)}", fg=typer.colors.RED, err=True)
     raise typer.Exit(code)
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.errors import ModelError
+from genenv_cli.errors import ModelError, elide
 from genenv_cli.paths import cache_dir
 
 EMBEDDED = "embedded"
@@ -125,7 +125,7 @@ def resolve(name: str, *, tag: str | None = None) -> ModelRef:
     p = Path(name).expanduser()
     if p.exists():
         if not p.is_dir():
-            raise ModelError(f"{p}: a model must be a folder (config.json and weights), not a file.")
+            raise ModelError(f"{elide(str(p), 200)}: a model must be a folder (config.json and weights), not a file.")
         meta_path = p / CHECKPOINT_META
         if meta_path.exists():
             meta = json.loads(meta_path.read_text())
@@ -133,11 +133,11 @@ def resolve(name: str, *, tag: str | None = None) -> ModelRef:
                 base = resolve(meta["base"])
                 return ModelRef(tag or str(p), base.path, str(p.resolve()))
         if not (p / "config.json").exists():
-            raise ModelError(f"{p}: not a model folder (no config.json). Expected a transformers model folder, "
+            raise ModelError(f"{elide(str(p), 200)}: not a model folder (no config.json). Expected a transformers model folder, "
                              f"a genenv checkpoint, a Hugging Face id, or `{EMBEDDED}`.")
         return ModelRef(tag or str(p), str(p.resolve()))
     if name.startswith((".", "/", "~")):
-        raise ModelError(f"{name}: no such folder. Expected a transformers model folder, a Hugging Face id, or `{EMBEDDED}`.")
+        raise ModelError(f"{elide(name, 200)}: no such folder. Expected a transformers model folder, a Hugging Face id, or `{EMBEDDED}`.")
     _check_hub_model(name)
     return ModelRef(tag or name, name)
 
@@ -162,7 +162,7 @@ def _check_hub_model(repo_id: str) -> None:
             return
         except OSError:
             pass
-    raise ModelError(f"{repo_id}: not a local folder, not in the Hugging Face cache, and {host} cannot be reached "
+    raise ModelError(f"{elide(repo_id, 200)}: not a local folder, not in the Hugging Face cache, and {host} cannot be reached "
                      f"{'(HF_HUB_OFFLINE is set)' if offline else '(no network)'}. Use a local model folder, "
                      f"`{EMBEDDED}`, or download the model where there is network.")
 

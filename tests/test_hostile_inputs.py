@@ -1,0 +1,97 @@
+"""Hostile inputs, round two: settings past any sensible value, over-long values echoed in messages, damaged data
+and checkpoint files, lone surrogates, degenerate model output and non-finite training. Each answers with exit 2
+and a message naming the file (or key) and what was expected, and leaves the run as it was."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from genenv_cli.cli import app
+from genenv_cli.config import INT_MAX, SECTIONS, UPPER, _section_types, config_from_dict, render_config
+from genenv_cli.errors import ConfigError, elide, quoted
+
+runner = CliRunner()
+FIX = Path(__file__).parent / "fixtures"
+
+
+def cli(*args: object, expect: int | None = 2):
+    """Run the CLI in-process: no unhandled exception (exit 1 with a traceback) may escape."""
+    r = runner.invoke(app, [str(a) for a in args])
+    assert r.exception is None or isinstance(r.exception, SystemExit), (
+        f"{args}: unhandled {type(r.exception).__name__}: {r.exception}\n{r.output}")
+    assert "Traceback" not in r.output
+    if expect is not None:
+        assert r.exit_code == expect, f"{args}: exit {r.exit_code}\n{r.output}"
+    return r
+
+
+def files_of(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and "logs" not in p.parts and p.name != ".lock"}
+
+
+# ---------------------------------------------------------------- every number has both bounds
+
+def _numeric_fields():
+    for section, cls in SECTIONS.items():
+        types = _section_types(section)
+        for fld in dataclasses.fields(cls):
+            if types[fld.name] in (int, float):
+                yield section, fld
+
+
+@pytest.mark.parametrize("section,fld", list(_numeric_fields()), ids=lambda x: getattr(x, "name", x))
+def test_every_numeric_setting_has_an_explicit_lower_and_upper_bound(section, fld):
+    meta, full = fld.metadata, f"{section}.{fld.name}"
+    if "choices" in meta:  # a closed list bounds it both ways
+        assert all(isinstance(c, int | float) for c in meta["choices"])
+        return
+    assert "min" in meta, f"{full} has no lower bound (min=)"
+    upper = meta.get("max", UPPER.get(full))
+    assert upper is not None, f"{full} has no upper bound (max= or config.UPPER): only the generic fallback"
+    assert meta["min"] <= fld.default <= upper and upper < INT_MAX
+    assert fld.metadata["help"], f"{full} has no help text"
+    with pytest.raises(ConfigError, match=rf"`{full}` = .* (above its maximum|out of range)"):
+        config_from_dict({section: {fld.name: type(fld.default)(upper) * 2 + 1}}, "genenv.toml")
+
+
+@pytest.mark.parametrize("key", ["agent_update.learning_rate", "env_update.learning_rate"])
+def test_a_learning_rate_of_a_million_is_refused(key):
+    section, name = key.split(".")
+    with pytest.raises(ConfigError, match=rf"`{key}` = 1000000.0 is above its maximum 1.0"):
+        config_from_dict({section: {name: 1e6}}, "genenv.toml")
+
+
+# ---------------------------------------------------------------- over-long values are quoted shortened
+
+def test_quoted_elides_the_middle_and_says_how_much():
+    text = quoted("a" * 10_000_000 + "END")
+    assert len(text) < 200 and text.startswith("'aaa") and text.endswith("aEND'")
+    assert "characters left out" in text
+    assert quoted("short") == "'short'" and elide("x" * 10, 10) == "x" * 10
+
+
+def test_a_ten_megabyte_value_makes_a_short_config_error():
+    with pytest.raises(ConfigError) as err:
+        config_from_dict({"rollout": {"group_size": "8" * 10_000_000}}, "genenv.toml")
+    assert len(str(err.value)) < 400 and "rollout.group_size" in str(err.value)
+    with pytest.raises(ConfigError) as err:
+        config_from_dict({"rollout": {"k" * 10_000_000: 1}}, "genenv.toml")
+    assert len(str(err.value)) < 600
+
+
+@pytest.mark.parametrize("prefix", ["/", "", "org/"])
+def test_a_ten_megabyte_agent_model_makes_a_short_error_line(tmp_path, prefix):
+    from genenv_cli.config import Config
+
+    cfg = Config()
+    cfg.agent.model = prefix + "m" * 10_000_000
+    (tmp_path / "genenv.toml").write_text(render_config(cfg))
+    r = cli("evaluate", "--bench", "bfcl", "--limit", 1, "--run", tmp_path)
+    assert r.stderr.startswith("error: ") and len(r.stderr) < 2_500, len(r.stderr)
