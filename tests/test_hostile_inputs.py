@@ -95,3 +95,53 @@ def test_a_ten_megabyte_agent_model_makes_a_short_error_line(tmp_path, prefix):
     (tmp_path / "genenv.toml").write_text(render_config(cfg))
     r = cli("evaluate", "--bench", "bfcl", "--limit", 1, "--run", tmp_path)
     assert r.stderr.startswith("error: ") and len(r.stderr) < 2_500, len(r.stderr)
+
+
+# ---------------------------------------------------------------- "no call" must be a plain-text answer
+
+DEGENERATE = ["", "   \n\t ", "[" * 1000, "\x00" * 50, "Sure\x00\x00", "!!! ??? ...", "```\n```",
+              "{\"name\": \"get_weather\", \"arguments\": {", "[get_weather(city='Paris'", "<tool_call>",
+              "<tool_call", "\x1b[31mred\x1b[0m", "ok \ud800"]
+PLAIN = ["Why did the cat sit on the computer? To keep an eye on the mouse.", "No.", "42",
+         "None of the functions can be used for this request.", "Ich kann das nicht (leider) tun :(",
+         "[Note] No tool fits this request.", "Je ne peux pas.\n\nDésolé."]
+
+
+@pytest.mark.parametrize("text", DEGENERATE, ids=range(len(DEGENERATE)))
+def test_degenerate_output_is_not_a_correct_no_call_on_tool_call(text):
+    from genenv_cli.domains.tool_call import ToolCallDomain
+
+    s = ToolCallDomain().score({"request": "Tell me a joke.", "tools": ["get_weather"], "calls": []}, text)
+    assert s.reward == 0.0 and not s.valid and s.error
+
+
+@pytest.mark.parametrize("text", PLAIN, ids=range(len(PLAIN)))
+def test_a_plain_text_answer_is_a_correct_no_call_on_tool_call(text):
+    from genenv_cli.domains.tool_call import ToolCallDomain
+
+    s = ToolCallDomain().score({"request": "Tell me a joke.", "tools": ["get_weather"], "calls": []}, text)
+    assert s.reward == 1.0 and s.valid and s.error is None
+
+
+def test_bfcl_training_irrelevance_refuses_garbage_but_evaluate_keeps_bfcls_rule():
+    from genenv_cli.domains import get_domain
+    from genenv_cli.evals import get_benchmark
+
+    dom = get_domain("bfcl")
+    item = next(s for s in dom.seeds("train") if s.shape == "irrelevance").payload
+    for text in DEGENERATE:
+        assert dom.score(item, text).reward == 0.0, repr(text[:20])
+        if "<tool_call" not in text:  # BFCL: whatever does not decode as a call passes irrelevance
+            assert get_benchmark("bfcl").score(dom.sample(item), text, "official").correct, repr(text[:20])
+    assert dom.score(item, PLAIN[3]).reward == 1.0
+
+
+def test_the_plain_text_check_is_linear():
+    import time
+
+    from genenv_cli.plaintext import plain_answer_problem
+
+    for text in ("[" * 1_000_000, "(" * 500_000 + ")" * 500_000 + "x", " " * 1_000_000, "a" * 1_000_000):
+        t0 = time.perf_counter()
+        plain_answer_problem(text)
+        assert time.perf_counter() - t0 < 1.0
