@@ -145,3 +145,89 @@ def test_the_plain_text_check_is_linear():
         t0 = time.perf_counter()
         plain_answer_problem(text)
         assert time.perf_counter() - t0 < 1.0
+
+
+# ---------------------------------------------------------------- a finished run to damage
+
+E1 = Path("epochs") / "0001"
+BAMBOOGLE = str(FIX / "bamboogle" / "bamboogle.csv")
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory, tiny_model) -> Path:
+    """One finished tool_call epoch (all five stages) on the tiny model."""
+    root = tmp_path_factory.mktemp("finished") / "run"
+    sets = ["generate.tasks_per_epoch=6", "generate.variations=2", "generate.seed_share=0.5",
+            "generate.max_new_tokens=24", "generate.max_rounds=1", "rollout.group_size=3", "rollout.max_new_tokens=12",
+            "env_update.kl_max=100", "env_update.learning_rate=0.001", "evaluate.max_new_tokens=4"]
+    cli("init", root, "--agent-model", tiny_model, "--env-model", tiny_model,
+        *[a for s in sets for a in ("--set", s)], expect=0)
+    cli("run", "--epochs", "1", "--run", root, "-q", expect=0)
+    return root
+
+
+@pytest.fixture
+def run(finished, tmp_path) -> Path:
+    import shutil
+
+    dst = tmp_path / "run"
+    shutil.copytree(finished, dst)
+    return dst
+
+
+def _evaluate(run: Path, *extra: object, expect: int = 2):
+    return cli("evaluate", "--bench", "bamboogle", "--data", BAMBOOGLE, "--limit", 1, "--run", run, "-q", *extra,
+               expect=expect)
+
+
+# ---------------------------------------------------------------- evaluate never falls back silently
+
+@pytest.mark.parametrize("extra", [(), ("--epoch", 1)], ids=["latest", "epoch1"])
+def test_evaluate_refuses_a_missing_agent_folder_instead_of_the_base_model(run, extra):
+    import shutil
+
+    shutil.rmtree(run / E1 / "agent")
+    before = files_of(run)
+    r = _evaluate(run, *extra)
+    assert "epochs/0001/agent" in r.stderr and "genenv update-agent --epoch 1 --force" in r.stderr, r.stderr
+    assert files_of(run) == before  # no result written for the wrong model
+
+
+def test_evaluate_epoch_0_is_the_base_model_asked_for(run):
+    import shutil
+
+    shutil.rmtree(run / E1 / "agent")
+    r = _evaluate(run, "--epoch", 0, "--json", expect=0)
+    result = json.loads(r.stdout)
+    assert result["model_tag"] != "epoch-0001-agent" and result["epoch"] is None
+
+
+# ---------------------------------------------------------------- damaged checkpoint files
+
+META = "genenv_checkpoint.json"
+
+
+@pytest.mark.parametrize("damage,expected", [
+    (lambda f: f.write_bytes(f.read_bytes()[:10]), "not valid JSON"),
+    (lambda f: f.write_text("[1, 2]"), "holds a JSON list"),
+    (lambda f: f.write_text(json.dumps({**json.loads(f.read_text()), "base": 123})), "`base` is 123"),
+    (lambda f: f.write_text(json.dumps({**json.loads(f.read_text()), "kind": "quantum"})), "`kind` is 'quantum'"),
+    (lambda f: f.write_bytes(b"\xff\xfe" + f.read_bytes()), "not UTF-8"),
+], ids=["truncated", "list", "base-int", "kind", "not-utf8"])
+def test_a_damaged_checkpoint_meta_is_named(run, damage, expected):
+    meta = run / E1 / "agent" / META
+    damage(meta)
+    before = files_of(run)
+    r = _evaluate(run, "--epoch", 1)
+    assert f"epochs/0001/agent/{META}" in r.stderr and expected in r.stderr, r.stderr
+    assert files_of(run) == before
+
+
+def test_a_truncated_adapter_is_named(run):
+    weights = run / E1 / "agent" / "adapter_model.safetensors"
+    assert weights.is_file()
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    before = files_of(run)
+    r = _evaluate(run, "--epoch", 1)
+    assert "adapter_model.safetensors: not a whole safetensors file" in r.stderr, r.stderr
+    assert files_of(run) == before
