@@ -231,3 +231,71 @@ def test_a_truncated_adapter_is_named(run):
     r = _evaluate(run, "--epoch", 1)
     assert "adapter_model.safetensors: not a whole safetensors file" in r.stderr, r.stderr
     assert files_of(run) == before
+
+
+# ---------------------------------------------------------------- lone surrogates
+
+ARITH = '{{"id": "{id}", "split": "train", "shape": "2op-1d", "expression": "5 - 2 + 9", "answer": 12}}\n'
+
+
+def test_a_lone_surrogate_in_a_seed_id_is_named(tmp_path):
+    seeds = tmp_path / "seeds.jsonl"
+    seeds.write_text(ARITH.format(id="ok-1") + ARITH.format(id="a\\ud800"))
+    r = cli("init", tmp_path / "r", "--domain", "arith", "--seeds", seeds)
+    assert "seeds.jsonl, line 2" in r.stderr and "lone surrogate" in r.stderr
+    assert not (tmp_path / "r").exists() or not list((tmp_path / "r").rglob("*.tmp-*"))
+    pair = tmp_path / "pair.jsonl"  # an escaped surrogate pair is one ordinary character
+    pair.write_text(ARITH.format(id="\\ud83d\\ude00"))
+    cli("init", tmp_path / "r2", "--domain", "arith", "--seeds", pair, expect=0)
+
+
+def test_a_lone_surrogate_in_predictions_is_named_and_leaves_no_temp_file(tmp_path):
+    from genenv_cli.config import Config
+
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "genenv.toml").write_text(render_config(Config()))
+    preds = tmp_path / "preds.jsonl"
+    preds.write_text('{"id": "0", "output": "fine"}\n{"id": "1", "output": "a\\udc00b"}\n')
+    r = cli("evaluate", "--bench", "bamboogle", "--data", BAMBOOGLE, "--predictions", preds, "--run", tmp_path / "r")
+    assert "preds.jsonl, line 2" in r.stderr and "lone surrogate" in r.stderr
+    assert not [p for p in (tmp_path / "r").rglob("*") if ".tmp-" in p.name]
+
+
+def test_write_jsonl_leaves_nothing_behind_when_a_record_cannot_be_written(tmp_path):
+    from genenv_cli.pools import write_jsonl
+
+    with pytest.raises(UnicodeEncodeError):
+        write_jsonl(tmp_path / "x.tmp-1", [{"a": 1}, {"a": "\ud800"}])
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_lone_surrogate_in_a_task_shape_stops_rollout_before_any_compute(run, monkeypatch):
+    tasks = run / E1 / "tasks.jsonl"
+    lines = tasks.read_text().splitlines(keepends=True)
+    rec = json.loads(lines[1])
+    rec["shape"] = "PLACEHOLDER"
+    lines[1] = json.dumps(rec).replace("PLACEHOLDER", "\\ud800") + "\n"
+    tasks.write_text("".join(lines))
+    import genenv_cli.engines as engines
+
+    def no_engine(*a, **k):
+        raise AssertionError("rollout opened an engine on a tasks file it should have refused")
+
+    monkeypatch.setattr(engines, "open_engine", no_engine)
+    before = files_of(run)
+    for stage in ("rollout", "score"):
+        r = cli(stage, "--epoch", 1, "--run", run, "--force")
+        assert "tasks.jsonl, line 2" in r.stderr and "lone surrogate" in r.stderr, r.stderr
+    assert files_of(run) == before
+
+
+# ---------------------------------------------------------------- a CSV cell past the csv module's limit
+
+def test_a_huge_bamboogle_cell_is_named_in_seeds_and_data(tmp_path):
+    big = tmp_path / "big.csv"
+    big.write_text('Question,Answer\nWho wrote Hamlet?,Shakespeare\n"' + "x" * 140_000 + '",y\n')
+    r = cli("init", tmp_path / "r", "--domain", "bamboogle", "--seeds", big)
+    assert "big.csv, line 3" in r.stderr and "field" in r.stderr
+    (tmp_path / "preds.jsonl").write_text('{"id": "0", "output": "x"}\n')
+    r = cli("evaluate", "--bench", "bamboogle", "--data", big, "--predictions", tmp_path / "preds.jsonl")
+    assert "big.csv, line 3" in r.stderr
