@@ -299,3 +299,63 @@ def test_a_huge_bamboogle_cell_is_named_in_seeds_and_data(tmp_path):
     (tmp_path / "preds.jsonl").write_text('{"id": "0", "output": "x"}\n')
     r = cli("evaluate", "--bench", "bamboogle", "--data", big, "--predictions", tmp_path / "preds.jsonl")
     assert "big.csv, line 3" in r.stderr
+
+
+# ---------------------------------------------------------------- a damaged TravelPlanner database is a data error
+
+TRAVEL = FIX / "travelplanner"
+FLIGHTS = Path("database") / "flights" / "clean_Flights_2022.csv"
+
+
+def _gold_predictions(path: Path) -> Path:
+    gold = json.loads((TRAVEL / "gold_plans.json").read_text())
+    path.write_text("".join(json.dumps({"id": k, "output": json.dumps(v)}) + "\n" for k, v in gold.items()))
+    return path
+
+
+@pytest.mark.parametrize("damage,expected", [
+    (lambda f: f.write_bytes(bytes(range(256)) * 12), "lacks the column"),
+    (lambda f: f.write_text("garbage\nfoo,bar\n"), "lacks the column"),
+    (lambda f: f.write_text(f.read_text().replace("F0001001,120,", "F0001001,cheap,", 1)),
+     "the Price field 'cheap' is not a number"),
+], ids=["binary", "text", "price"])
+def test_a_damaged_travelplanner_database_is_an_input_error_not_a_score(tmp_path, damage, expected):
+    import shutil
+
+    data = tmp_path / "tp"
+    shutil.copytree(TRAVEL, data)
+    preds = _gold_predictions(tmp_path / "preds.jsonl")
+    (tmp_path / "r").mkdir()
+    from genenv_cli.config import Config
+
+    (tmp_path / "r" / "genenv.toml").write_text(render_config(Config()))
+    ok = cli("evaluate", "--bench", "travelplanner", "--data", data, "--predictions", preds, "--run", tmp_path / "r",
+             "--json", expect=0)
+    assert json.loads(ok.stdout)["headline"]["value"] == 100.0
+    damage(data / FLIGHTS)
+    from genenv_cli.evals.travelplanner import _open_database
+
+    _open_database.cache_clear()  # one process reads each database once; a new command is a new process
+    before = files_of(tmp_path / "r")
+    r = cli("evaluate", "--bench", "travelplanner", "--data", data, "--predictions", preds, "--run", tmp_path / "r")
+    assert "clean_Flights_2022.csv" in r.stderr and expected in r.stderr, r.stderr
+    assert len(r.stderr) < 1000 and files_of(tmp_path / "r") == before
+
+
+def test_grading_passes_a_data_error_through_instead_of_scoring_it():
+    from genenv_cli import grading
+    from genenv_cli.errors import InputError
+
+    class Broken:
+        def score_many(self, payloads, completions):
+            raise InputError("database file flights.csv: damaged")
+
+        def score(self, payload, completion):
+            raise InputError("database file flights.csv: damaged")
+
+    grading._DOMAIN, grading._PAYLOADS = Broken(), {"t": {}}
+    try:
+        with pytest.raises(InputError, match="flights.csv"):
+            grading._grade((["t"], ["some completion"]))
+    finally:
+        grading._DOMAIN, grading._PAYLOADS = None, {}

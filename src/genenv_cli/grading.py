@@ -14,6 +14,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from genenv_cli.errors import GenenvError
+
 PARALLEL_MIN = 20_000
 CHUNK = 5_000
 
@@ -33,6 +35,8 @@ def _grade(chunk: tuple[list[str], list[str]]) -> list[tuple[float, float, bool,
     payloads = [_PAYLOADS[t] for t in tids]
     try:
         scores = _DOMAIN.score_many(payloads, comps)
+    except GenenvError:  # damaged task data (a database file a payload names): an input error, never a score
+        raise
     except Exception:  # noqa: BLE001 - one degenerate completion must not cost the epoch's score: grade one by one
         return [_grade_one(p, c) for p, c in zip(payloads, comps, strict=True)]
     return [(float(s.reward), float(s.partial), bool(s.valid), s.error) for s in scores]
@@ -40,10 +44,13 @@ def _grade(chunk: tuple[list[str], list[str]]) -> list[tuple[float, float, bool,
 
 def _grade_one(payload: Any, completion: str) -> tuple[float, float, bool, str | None]:
     """One pair; a scorer that raises on it (a built-in one should not; a plugin's might) makes the rollout a
-    failed, invalid one whose `error` says why, as a parse error would."""
+    failed, invalid one whose `error` says why, as a parse error would. A GenenvError is not the completion's
+    fault but the data's (a damaged database or task file) and stops the stage with its message."""
     try:
         s = _DOMAIN.score(payload, completion)
         return float(s.reward), float(s.partial), bool(s.valid), s.error
+    except GenenvError:
+        raise
     except Exception as exc:  # noqa: BLE001 - model output is data: whatever it holds, it is a wrong answer
         return 0.0, 0.0, False, f"unscorable: the scorer raised {type(exc).__name__}: {str(exc)[:200]}"
 

@@ -33,7 +33,7 @@ from typing import Any
 from genenv_cli import __version__
 from genenv_cli.config import Config
 from genenv_cli.contract import require_done
-from genenv_cli.errors import ConfigError, InputError, elide
+from genenv_cli.errors import ConfigError, GenenvError, InputError, elide
 from genenv_cli.evals import BENCHMARKS, get_benchmark
 from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, Verdict
 from genenv_cli.paths import cache_dir
@@ -169,9 +169,12 @@ def evaluate(run: RunDir | None, cfg: Config, bench_name: str, *, epoch: int | N
 def score_safely(bench: Benchmark, sample: EvalSample, output: str, protocol: str) -> Verdict:
     """The benchmark's verdict; a scorer that raises on a degenerate output (the built-in parsers are bounded,
     this is the net under them) gives the empty answer's verdict with the reason, so one sample never costs the
-    whole evaluation."""
+    whole evaluation. A GenenvError is a data error (the benchmark's files, not the model's text) and stops the
+    evaluation with its message."""
     try:
         return bench.score(sample, output, protocol)
+    except GenenvError:  # the benchmark's data is damaged (a database file, a record): an input error, not a score
+        raise
     except Exception as exc:  # noqa: BLE001 - model output is data: whatever it holds, it is a wrong answer
         verdict = bench.score(sample, "", protocol)
         verdict.correct = False
