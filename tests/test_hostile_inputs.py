@@ -359,3 +359,56 @@ def test_grading_passes_a_data_error_through_instead_of_scoring_it():
             grading._grade((["t"], ["some completion"]))
     finally:
         grading._DOMAIN, grading._PAYLOADS = None, {}
+
+
+# ---------------------------------------------------------------- non-finite training never publishes
+
+@pytest.mark.parametrize("stage,section", [("update-agent", "agent_update"), ("update-env", "env_update")])
+def test_a_diverged_update_fails_before_writing_and_names_the_learning_rate(run, monkeypatch, stage, section):
+    import torch
+
+    import genenv_cli.training.common as common
+
+    real = common.load_policy
+
+    def diverged(*a, **k):  # the weights the update would publish hold NaN (as a learning rate of 1e6 makes them)
+        policy = real(*a, **k)
+        with torch.no_grad():
+            next(p for p in policy.model.parameters() if p.requires_grad).fill_(float("nan"))
+        return policy
+
+    monkeypatch.setattr(common, "load_policy", diverged)
+    before = files_of(run)
+    r = cli(stage, "--epoch", 1, "--run", run, "--force")
+    assert f"`{section}.learning_rate`" in r.stderr and "Nothing was written" in r.stderr, r.stderr
+    assert "NaN or infinity" in r.stderr
+    assert files_of(run) == before
+    monkeypatch.setattr(common, "load_policy", real)
+    assert "up to date" in cli(stage, "--epoch", 1, "--run", run, expect=0).output
+
+
+def test_a_non_finite_training_step_is_refused_with_its_number():
+    from types import SimpleNamespace
+
+    import torch
+
+    from genenv_cli.config import AgentUpdateConfig
+    from genenv_cli.training.common import check_finite
+
+    policy = SimpleNamespace(model=torch.nn.Linear(2, 2))
+    check_finite(policy, [{"step": 1, "loss": 0.5}], role="agent", epoch=3, train=AgentUpdateConfig())
+    with pytest.raises(ConfigError, match=r"the loss of step 2 is inf.*`agent_update.learning_rate` = 0.0001"):
+        check_finite(policy, [{"step": 1, "loss": 0.5}, {"step": 2, "loss": float("inf")}], role="agent", epoch=3,
+                     train=AgentUpdateConfig())
+
+
+def test_score_never_writes_a_non_finite_reward(run, monkeypatch):
+    from genenv_cli.domains.base import Score
+    from genenv_cli.domains.tool_call import ToolCallDomain
+
+    monkeypatch.setattr(ToolCallDomain, "score_many",
+                        lambda self, payloads, comps: [Score(float("nan"), 0.0, True, None) for _ in comps])
+    before = files_of(run)
+    r = cli("score", "--epoch", 1, "--run", run, "--force")
+    assert "reward" in r.stderr and "tool_call" in r.stderr and "not a finite number" in r.stderr, r.stderr
+    assert files_of(run) == before

@@ -113,7 +113,8 @@ class CurriculumConfig:
     beta: float = _f(2.0, "Sharpness of the environment reward (not given by the paper; the authors' code uses 2.0).", min=0.0)
     k_min: float = _f(0.1, "Difficulty filter: batches with |p_batch - alpha| > k_min are left out of the environment's training set.",
                       min=0.0, max=1.0)
-    lam: float = _f(1.0, "lambda: RWR weights are proportional to exp(lambda R_env).", min=0.0, max=1e3)
+    lam: float = _f(1.0, "lambda: RWR weights are proportional to exp(lambda R_env) (at most 100: exp(100 R_env) "
+                     "stays a finite number).", min=0.0, max=100.0)
     success_threshold: float = _f(1.0, "A rollout succeeds when R_agent reaches this (1.0 for exact-match domains).",
                                   min=0.0, max=1.0)
     band_low: float = _f(0.4, "Lower edge of the band reported as 'in the zone' (status, metrics, report).", min=0.0, max=1.0)
@@ -254,7 +255,7 @@ UPPER: dict[str, int | float] = {
     "generate.batch_size": 65_536, "generate.max_rounds": 1000, "generate.frontier_examples": 64,
     "generate.static_variations": 1024,
     "rollout.group_size": 1024, "rollout.max_new_tokens": 131_072, "rollout.batch_size": 65_536,
-    "curriculum.beta": 1e6, "curriculum.lam": 1e3,
+    "curriculum.beta": 1e6,
     "evaluate.max_new_tokens": 131_072, "evaluate.batch_size": 65_536, "evaluate.max_steps": 100_000,
     **{f"{sec}.{key}": cap for sec in ("agent_update", "env_update") for key, cap in (
         ("passes", 10_000), ("batch_size", 65_536), ("grad_accum", 65_536), ("lora_r", 65_536),
