@@ -175,8 +175,7 @@ _REWRITE = "Rewrite the checkpoint with `genenv update-agent` / `genenv update-e
 def read_checkpoint_meta(path: Path) -> dict[str, Any]:
     """A checkpoint's genenv_checkpoint.json, checked: a JSON object whose `kind` is lora or full, and a lora
     checkpoint's `base` a model name. Anything else is a ModelError naming the file and what was expected."""
-    expected = (f'expected a JSON object such as {{"kind": "lora", "base": "<base model>", "role": "agent", '
-                f'"epoch": 1}}')
+    expected = 'expected a JSON object such as {"kind": "lora", "base": "<base model>", "role": "agent", "epoch": 1}'
     try:
         meta = json.loads(path.read_bytes().decode("utf-8"))
     except UnicodeDecodeError as exc:

@@ -26,7 +26,7 @@ _WORD = re.compile(r"[^\W_]")
 _NOT_BRACKET = re.compile(r"[^][(){}]+")
 _INNER_PAIR = re.compile(r"\(\)|\[\]|\{\}")
 MAX_NESTING = 100  # brackets nested deeper than this are not prose (the call parsers refuse them too)
-_DEEP = re.compile(r"[([{]{%d}" % (MAX_NESTING + 1))
+_DEEP = re.compile(rf"[([{{]{{{MAX_NESTING + 1}}}")
 
 
 def _balanced(text: str) -> bool:
