@@ -7,6 +7,8 @@ from genenv_cli.domains import get_domain
 
 
 def gold_text(payload):
+    if not payload["calls"]:  # "no call" is right as a plain-text answer, not as an empty one
+        return "None of the offered tools fits this request."
     return "".join(f'<tool_call>{json.dumps(c)}</tool_call>' for c in payload["calls"])
 
 

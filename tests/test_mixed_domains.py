@@ -337,7 +337,7 @@ def test_heldout_on_a_mixed_run_scores_each_domain_by_its_own_rules(tmp_path):
     summary = held.summarize(samples, verdicts, "official")
     assert summary["domains"]["arith"] == {"success_rate": 100.0 / len([s for s in samples if s.meta["domain"] == "arith"]),
                                            "n": len([s for s in samples if s.meta["domain"] == "arith"])}
-    tool_seeds = get_domain("tool_call").seeds("validation")  # an empty answer is right where no tool fits
+    tool_seeds = get_domain("tool_call").seeds("validation")  # an empty answer is never right, not even where no tool fits
     no_call_right = sum(get_domain("tool_call").score(t.payload, "").reward >= 1.0 for t in tool_seeds)
     assert summary["domains"]["tool_call"] == {"success_rate": 100.0 * no_call_right / len(tool_seeds),
                                                "n": len(tool_seeds)}

@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import typer
 
 from genenv_cli import __version__
-from genenv_cli.errors import ConfigError, GenenvError
+from genenv_cli.errors import ConfigError, GenenvError, shorten_message
 from genenv_cli.stages import STAGES
 
 app = typer.Typer(
@@ -73,7 +73,7 @@ class _Where:
 
 
 def _fail(message: str, code: int = 2) -> None:
-    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
+    typer.secho(f"error: {shorten_message(message)}", fg=typer.colors.RED, err=True)
     raise typer.Exit(code)
 
 
@@ -401,7 +401,7 @@ def status(run: RunOpt = None, sets: SetOpt = None,
 @app.command("evaluate", help=STAGES["evaluate"].help)
 def evaluate(
     bench: Annotated[str | None, typer.Option("--bench", help="Benchmark (see --list).")] = None,
-    epoch: Annotated[int | None, typer.Option("--epoch", min=1, max=EPOCH_MAX, help="Evaluate epoch N's agent (default: the run's latest).")] = None,
+    epoch: Annotated[int | None, typer.Option("--epoch", min=0, max=EPOCH_MAX, help="Evaluate epoch N's agent (default: the run's latest; 0: the base agent model).")] = None,
     model: Annotated[str | None, typer.Option("--model", help="Evaluate this model instead: HF id, folder or `embedded`.")] = None,
     data: Annotated[Path | None, typer.Option("--data", help="The benchmark's official files (a file or folder).")] = None,
     predictions: Annotated[Path | None, typer.Option("--predictions", help="Score this JSONL of {id, output} instead of running a model.")] = None,

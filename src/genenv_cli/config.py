@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_type_hints
 
-from genenv_cli.errors import ConfigError
+from genenv_cli.errors import ConfigError, quoted
 
 CONFIG_NAME = "genenv.toml"
 MIXED = "mixed"  # run.domain of a run that trains on several domains (their shares are run.domains)
@@ -135,7 +135,8 @@ class CurriculumConfig:
     beta: float = _f(2.0, "Sharpness of the environment reward (not given by the paper; the authors' code uses 2.0).", min=0.0)
     k_min: float = _f(0.1, "Difficulty filter: batches with |p_batch - alpha| > k_min are left out of the environment's training set.",
                       min=0.0, max=1.0)
-    lam: float = _f(1.0, "lambda: RWR weights are proportional to exp(lambda R_env).")
+    lam: float = _f(1.0, "lambda: RWR weights are proportional to exp(lambda R_env) (at most 100: exp(100 R_env) "
+                     "stays a finite number).", min=0.0, max=100.0)
     success_threshold: float = _f(1.0, "A rollout succeeds when R_agent reaches this (1.0 for exact-match domains).",
                                   min=0.0, max=1.0)
     band_low: float = _f(0.4, "Lower edge of the band reported as 'in the zone' (status, metrics, report).", min=0.0, max=1.0)
@@ -146,11 +147,12 @@ class CurriculumConfig:
 class TrainingConfig:
     """What both updates share: the optimizer loop and the LoRA adapter."""
 
-    learning_rate: float = _f(1e-6, "AdamW learning rate.", min=0.0)
+    learning_rate: float = _f(1e-6, "AdamW learning rate (at most 1; a larger step makes the weights non-finite).",
+                              min=0.0, max=1.0)
     passes: int = _f(1, "Inner passes (epochs) over the update's data.", min=1)
     batch_size: int = _f(8, "Sequences per device per optimizer micro-step.", min=1)
     grad_accum: int = _f(1, "Gradient accumulation steps.", min=1)
-    max_grad_norm: float = _f(1.0, "Gradient clipping norm.", min=0.0)
+    max_grad_norm: float = _f(1.0, "Gradient clipping norm.", min=0.0, max=1e6)
     lr_scheduler: str = _f("constant", "Learning-rate schedule (transformers names).",
                            choices=["constant", "constant_with_warmup", "linear", "cosine"])
     warmup_ratio: float = _f(0.0, "Warm-up share of the steps.", min=0.0, max=1.0)
@@ -167,13 +169,15 @@ class TrainingConfig:
 class AgentUpdateConfig(TrainingConfig):
     learning_rate: float = _f(1e-4, "AdamW learning rate. 1e-4 is for the default LoRA adapter (the paper's 1e-6 is "
                               "for full fine-tuning of 7B models; with LoRA it leaves the policy where it was); "
-                              "`--preset paper` sets the paper's value.", min=0.0)
-    clip_eps: float = _f(0.2, "PPO-style ratio clip epsilon.", min=0.0)
-    kl_coef: float = _f(0.001, "KL penalty to the reference (epoch-0) policy; 0 turns it off and skips the reference model.", min=0.0)
+                              "`--preset paper` sets the paper's value. At most 1.", min=0.0, max=1.0)
+    clip_eps: float = _f(0.2, "PPO-style ratio clip epsilon.", min=0.0, max=10.0)
+    kl_coef: float = _f(0.001, "KL penalty to the reference (epoch-0) policy; 0 turns it off and skips the reference model.", min=0.0,
+                        max=1e3)
     loss_type: str = _f("grpo", "grpo: mean over each sequence's tokens, then over sequences; bnpo: mean over all tokens.",
                         choices=["grpo", "bnpo"])
     replay_epochs: int = _f(0, "Also train on valid traces of this many earlier epochs from pools/agent_train (0: off).", min=0)
-    replay_clip: float = _f(2.0, "Cap on the importance ratio of replayed traces (their logprobs are of an older policy).", min=1.0)
+    replay_clip: float = _f(2.0, "Cap on the importance ratio of replayed traces (their logprobs are of an older policy).", min=1.0,
+                          max=1e3)
     is_cap: float = _f(3.0, "Cap C on the per-token importance weight min(trainer / sampler probability, C) that "
                        "corrects the rollout engine's logprobs to the trainer's (old policy = the trainer's forward "
                        "before the update). 3 as TRL's default.", min=1.0, max=100.0, late=True)
@@ -182,9 +186,11 @@ class AgentUpdateConfig(TrainingConfig):
 @dataclass
 class EnvUpdateConfig(TrainingConfig):
     learning_rate: float = _f(1e-4, "AdamW learning rate. 1e-4 is for the default LoRA adapter (the paper's 5e-7 is "
-                              "for full fine-tuning of 7B models); `--preset paper` sets the paper's value.", min=0.0)
-    kl_coef: float = _f(0.1, "KL penalty to the initial environment model (the leash).", min=0.0)
-    kl_max: float = _f(0.5, "Stop the update when the mean per-token KL to the initial model passes this.", min=0.0)
+                              "for full fine-tuning of 7B models); `--preset paper` sets the paper's value. At most 1.",
+                              min=0.0, max=1.0)
+    kl_coef: float = _f(0.1, "KL penalty to the initial environment model (the leash).", min=0.0, max=1e3)
+    kl_max: float = _f(0.5, "Stop the update when the mean per-token KL to the initial model passes this.", min=0.0,
+                       max=1e4)
     window: int = _f(0, "Epochs of pools/env_sft to train on: 0 for all, W for the last W.", min=0)
 
 
@@ -284,11 +290,12 @@ UPPER: dict[str, int | float] = {
     "generate.batch_size": 65_536, "generate.max_rounds": 1000, "generate.frontier_examples": 64,
     "generate.static_variations": 1024,
     "rollout.group_size": 1024, "rollout.max_new_tokens": 131_072, "rollout.batch_size": 65_536,
-    "curriculum.beta": 1e6, "curriculum.lam": 1e3,
+    "curriculum.beta": 1e6,
     "evaluate.max_new_tokens": 131_072, "evaluate.batch_size": 65_536, "evaluate.max_steps": 100_000,
     **{f"{sec}.{key}": cap for sec in ("agent_update", "env_update") for key, cap in (
         ("passes", 10_000), ("batch_size", 65_536), ("grad_accum", 65_536), ("lora_r", 65_536),
         ("lora_alpha", 1_000_000), ("replay_epochs", 99_999), ("window", 99_999))},
+    "vllm.max_model_len": 16_777_216, "vllm.tensor_parallel_size": 1024,
 }
 INT_MAX = 2**63 - 1  # any other integer setting: what torch and numpy can hold
 FLOAT_MAX = 1e12     # any other number: finite and below this (no setting is meaningful past it)
@@ -301,18 +308,18 @@ def _check_value(section: str, key: str, value: Any, where: str) -> Any:
     full = f"{section}.{key}"
     if typ is bool:
         if not isinstance(value, bool):
-            raise ConfigError(f"{where}: `{full}` must be true or false, got {value!r}.")
+            raise ConfigError(f"{where}: `{full}` must be true or false, got {quoted(value)}.")
     elif typ is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{where}: `{full}` must be an integer, got {value!r}.")
+            raise ConfigError(f"{where}: `{full}` must be an integer, got {quoted(value)}.")
     elif typ is float:
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigError(f"{where}: `{full}` must be a number, got {value!r}.")
+            raise ConfigError(f"{where}: `{full}` must be a number, got {quoted(value)}.")
         value = float(value)
     elif typ is str and not isinstance(value, str):
-        raise ConfigError(f"{where}: `{full}` must be a string, got {value!r}.")
+        raise ConfigError(f"{where}: `{full}` must be a string, got {quoted(value)}.")
     elif typ == list[str] and (not isinstance(value, list) or not all(isinstance(v, str) for v in value)):
-        raise ConfigError(f"{where}: `{full}` must be a list of strings, got {value!r}.")
+        raise ConfigError(f"{where}: `{full}` must be a list of strings, got {quoted(value)}.")
     elif typ in (dict[str, float], dict[str, str]):
         number = typ == dict[str, float]
         if not isinstance(value, dict) or not all(
@@ -321,23 +328,23 @@ def _check_value(section: str, key: str, value: Any, where: str) -> Any:
             what = "share (a number)" if number else "seed file"
             raise ConfigError(f"{where}: `{full}` must be a table of domain name -> {what}, e.g. "
                               f"{{arith = {'0.5' if number else json.dumps('seeds/arith/seeds.jsonl')}}}; "
-                              f"got {value!r}.")
+                              f"got {quoted(value)}.")
         value = {k: float(v) for k, v in value.items()} if number else dict(value)
     if "choices" in meta and value not in meta["choices"]:
         allowed = ", ".join(repr(c) for c in meta["choices"])
-        raise ConfigError(f"{where}: `{full}` = {value!r} is not allowed; choose one of {allowed}.")
+        raise ConfigError(f"{where}: `{full}` = {quoted(value)} is not allowed; choose one of {allowed}.")
     if typ in (int, float):
         if typ is float and not math.isfinite(value):  # NaN compares false with every bound: refuse it here
-            raise ConfigError(f"{where}: `{full}` = {value!r} is not a finite number; give a number such as "
+            raise ConfigError(f"{where}: `{full}` = {quoted(value)} is not a finite number; give a number such as "
                               f"{fld.default!r} (the default).")
         cap = UPPER.get(full, INT_MAX if typ is int else FLOAT_MAX)
         if value > cap or value < -cap:
             shown = f"{cap:,}" if isinstance(cap, int) else f"{cap:g}"
-            raise ConfigError(f"{where}: `{full}` = {value!r} is out of range; the largest allowed is {shown}.")
+            raise ConfigError(f"{where}: `{full}` = {quoted(value)} is out of range; the largest allowed is {shown}.")
     if "min" in meta and value < meta["min"]:
-        raise ConfigError(f"{where}: `{full}` = {value!r} is below its minimum {meta['min']}.")
+        raise ConfigError(f"{where}: `{full}` = {quoted(value)} is below its minimum {meta['min']}.")
     if "max" in meta and value > meta["max"]:
-        raise ConfigError(f"{where}: `{full}` = {value!r} is above its maximum {meta['max']}.")
+        raise ConfigError(f"{where}: `{full}` = {quoted(value)} is above its maximum {meta['max']}.")
     return value
 
 
@@ -346,14 +353,14 @@ def config_from_dict(data: dict[str, Any], where: str) -> Config:
     cfg = Config()
     for section, values in data.items():
         if section not in SECTIONS:
-            raise ConfigError(f"{where}: unknown section [{section}].{_suggest(section, list(SECTIONS))} "
+            raise ConfigError(f"{where}: unknown section [{quoted(section)[1:-1]}].{_suggest(section, list(SECTIONS))} "
                               f"Sections: {', '.join(SECTIONS)}.")
         if not isinstance(values, dict):
             raise ConfigError(f"{where}: [{section}] must be a table of settings.")
         fields_ = _section_fields(section)
         for key, value in values.items():
             if key not in fields_:
-                raise ConfigError(f"{where}: unknown key `{section}.{key}`.{_suggest(key, list(fields_))} "
+                raise ConfigError(f"{where}: unknown key `{section}.{quoted(key)[1:-1]}`.{_suggest(key, list(fields_))} "
                                   f"Keys of [{section}]: {', '.join(fields_)}.")
             setattr(getattr(cfg, section), key, _check_value(section, key, value, where))
     _apply_domain_defaults(cfg, data)
@@ -381,7 +388,7 @@ def _check_domains(cfg: Config, where: str) -> None:
     r = cfg.run
     if not r.mixed:
         if r.domains:
-            raise ConfigError(f"{where}: `run.domains` lists {', '.join(r.domains)} but `run.domain` = {r.domain!r}; "
+            raise ConfigError(f"{where}: `run.domains` lists {quoted(', '.join(r.domains))} but `run.domain` = {quoted(r.domain)}; "
                               f"a run on several domains sets run.domain = \"{MIXED}\" (or clear run.domains for a "
                               f"single-domain run).")
         if r.domain_seeds:
@@ -396,10 +403,10 @@ def _check_domains(cfg: Config, where: str) -> None:
 
     for name, share in r.domains.items():
         if name not in DOMAINS.builtins and name not in DOMAINS.names():
-            raise ConfigError(f"{where}: `run.domains` names an unknown domain {name!r}."
+            raise ConfigError(f"{where}: `run.domains` names an unknown domain {quoted(name)}."
                               f"{_suggest(name, DOMAINS.names())} Known: {', '.join(DOMAINS.names())}.")
         if not math.isfinite(share) or share <= 0:
-            raise ConfigError(f"{where}: `run.domains.{name}` = {share!r}: a share must be a number above 0.")
+            raise ConfigError(f"{where}: `run.domains.{name}` = {quoted(share)}: a share must be a number above 0.")
     total = sum(r.domains.values())
     if abs(total - 1.0) > SHARE_TOLERANCE:
         raise ConfigError(f"{where}: the shares of `run.domains` sum to {total:g}; they must sum to 1 "
@@ -409,7 +416,7 @@ def _check_domains(cfg: Config, where: str) -> None:
                           f"`run.domain_seeds` (genenv init --seeds NAME=FILE).")
     for name, rel in r.domain_seeds.items():
         if name not in r.domains:
-            raise ConfigError(f"{where}: `run.domain_seeds` names {name!r}, which is not one of the run's domains "
+            raise ConfigError(f"{where}: `run.domain_seeds` names {quoted(name)}, which is not one of the run's domains "
                               f"({', '.join(r.domains)}).")
         if not rel:
             raise ConfigError(f"{where}: `run.domain_seeds.{name}` is empty; name the seed file or leave the domain "
@@ -457,7 +464,7 @@ def _check_sampling(cfg: Config, where: str) -> None:
 def parse_override(text: str) -> tuple[str, str, Any]:
     """`section.key=value` -> (section, key, value); value read as TOML when it parses as TOML."""
     if "=" not in text or "." not in text.split("=", 1)[0]:
-        raise ConfigError(f"--set {text!r}: expected SECTION.KEY=VALUE, e.g. --set rollout.group_size=4.")
+        raise ConfigError(f"--set {quoted(text)}: expected SECTION.KEY=VALUE, e.g. --set rollout.group_size=4.")
     lhs, raw = text.split("=", 1)
     section, key = lhs.strip().split(".", 1)
     try:

@@ -52,7 +52,7 @@ def disk_full(exc: BaseException) -> bool:
 def describe_os_error(exc: OSError, fallback: object = None) -> str:
     """One paragraph for an operating-system error: the path, what was wrong, what to do."""
     path = exc.filename if exc.filename is not None else fallback
-    where = f"{path}" if path is not None else "a file of the run"
+    where = elide(str(path), 400) if path is not None else "a file of the run"
     code = exc.errno
     if code in (errno.ENOSPC, errno.EDQUOT):
         what = "no space left on device" if code == errno.ENOSPC else "disk quota exceeded"
@@ -74,3 +74,27 @@ def describe_os_error(exc: OSError, fallback: object = None) -> str:
     if code == errno.ENOENT:
         return f"{where}: no such file or folder."
     return f"{where}: {exc.strerror or exc}."
+
+
+QUOTE_LIMIT = 120     # characters of a user's value an error message quotes
+MESSAGE_LIMIT = 2000  # characters of one error paragraph: the net under `quoted` for values no message shortened
+
+
+def elide(text: str, limit: int) -> str:
+    """`text` with its middle left out past `limit` characters (how many said), its start and end kept."""
+    if len(text) <= limit:
+        return text
+    head = limit // 2
+    return f"{text[:head]}…[{len(text) - 2 * head:,} characters left out]…{text[-head:]}"
+
+
+def quoted(value: object, limit: int = QUOTE_LIMIT) -> str:
+    """`repr(value)` for an error message, shortened by `elide`, so that a 10 MB string in a config or a record
+    makes a one-line message, not a 10 MB one."""
+    return elide(repr(value), limit)
+
+
+def shorten_message(message: str) -> str:
+    """An error paragraph cut in the middle past MESSAGE_LIMIT characters: its start names the file or key, its end
+    says what to do, and a value echoed in between (a 10 MB path or model name) cannot flood the terminal."""
+    return elide(message, MESSAGE_LIMIT)

@@ -20,6 +20,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from genenv_cli.errors import GenenvError
 from genenv_cli.watchdog import ItemTimeout, Watchdog, reason
 
 PARALLEL_MIN = 20_000
@@ -55,6 +56,9 @@ def _grade(chunk: tuple[list[str], list[str]]) -> list[Grade]:
                 scores = _DOMAIN.score_many(dog.watch(payloads[lo:hi], taken), comps[lo:hi])
                 dog.disarm()
                 out[lo:hi] = [(float(s.reward), float(s.partial), bool(s.valid), s.error) for s in scores]
+            except GenenvError:  # damaged task data (a database file a payload names): an input error, never a score
+                dog.disarm()
+                raise
             except ItemTimeout:
                 one_by_one = range(lo, hi)
                 if taken[0] < hi - lo:  # it was still taking pairs in order: the last one taken is the slow one
@@ -73,7 +77,9 @@ def _grade(chunk: tuple[list[str], list[str]]) -> list[Grade]:
 
 def _grade_one(payload: Any, completion: str, dog: Watchdog) -> Grade:
     """One pair; a scorer that raises on it (a built-in one should not; a plugin's might) makes the rollout a
-    failed, invalid one whose `error` says why, as a parse error would; one that runs past the limit, too."""
+    failed, invalid one whose `error` says why, as a parse error would; one that runs past the limit, too. A
+    GenenvError is not the completion's fault but the data's (a damaged database or task file) and stops the stage
+    with its message."""
     try:
         dog.arm()
         s = _DOMAIN.score(payload, completion)
@@ -81,6 +87,9 @@ def _grade_one(payload: Any, completion: str, dog: Watchdog) -> Grade:
         return float(s.reward), float(s.partial), bool(s.valid), s.error
     except ItemTimeout:
         return 0.0, 0.0, False, reason(_LIMIT)
+    except GenenvError:
+        dog.disarm()
+        raise
     except Exception as exc:  # noqa: BLE001 - model output is data: whatever it holds, it is a wrong answer
         dog.disarm()
         return 0.0, 0.0, False, f"unscorable: the scorer raised {type(exc).__name__}: {str(exc)[:200]}"

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.errors import ModelError
+from genenv_cli.errors import ModelError, elide
 from genenv_cli.paths import cache_dir
 
 EMBEDDED = "embedded"
@@ -125,19 +125,20 @@ def resolve(name: str, *, tag: str | None = None) -> ModelRef:
     p = Path(name).expanduser()
     if p.exists():
         if not p.is_dir():
-            raise ModelError(f"{p}: a model must be a folder (config.json and weights), not a file.")
+            raise ModelError(f"{elide(str(p), 200)}: a model must be a folder (config.json and weights), not a file.")
         meta_path = p / CHECKPOINT_META
         if meta_path.exists():
-            meta = json.loads(meta_path.read_text())
-            if meta.get("kind") == "lora":
+            meta = read_checkpoint_meta(meta_path)
+            check_weight_files(p)
+            if meta["kind"] == "lora":
                 base = resolve(meta["base"])
                 return ModelRef(tag or str(p), base.path, str(p.resolve()))
         if not (p / "config.json").exists():
-            raise ModelError(f"{p}: not a model folder (no config.json). Expected a transformers model folder, "
+            raise ModelError(f"{elide(str(p), 200)}: not a model folder (no config.json). Expected a transformers model folder, "
                              f"a genenv checkpoint, a Hugging Face id, or `{EMBEDDED}`.")
         return ModelRef(tag or str(p), str(p.resolve()))
     if name.startswith((".", "/", "~")):
-        raise ModelError(f"{name}: no such folder. Expected a transformers model folder, a Hugging Face id, or `{EMBEDDED}`.")
+        raise ModelError(f"{elide(name, 200)}: no such folder. Expected a transformers model folder, a Hugging Face id, or `{EMBEDDED}`.")
     _check_hub_model(name)
     return ModelRef(tag or name, name)
 
@@ -162,9 +163,52 @@ def _check_hub_model(repo_id: str) -> None:
             return
         except OSError:
             pass
-    raise ModelError(f"{repo_id}: not a local folder, not in the Hugging Face cache, and {host} cannot be reached "
+    raise ModelError(f"{elide(repo_id, 200)}: not a local folder, not in the Hugging Face cache, and {host} cannot be reached "
                      f"{'(HF_HUB_OFFLINE is set)' if offline else '(no network)'}. Use a local model folder, "
                      f"`{EMBEDDED}`, or download the model where there is network.")
+
+
+CHECKPOINT_KINDS = ("lora", "full")
+_REWRITE = "Rewrite the checkpoint with `genenv update-agent` / `genenv update-env --epoch N --force` for its epoch."
+
+
+def read_checkpoint_meta(path: Path) -> dict[str, Any]:
+    """A checkpoint's genenv_checkpoint.json, checked: a JSON object whose `kind` is lora or full, and a lora
+    checkpoint's `base` a model name. Anything else is a ModelError naming the file and what was expected."""
+    expected = 'expected a JSON object such as {"kind": "lora", "base": "<base model>", "role": "agent", "epoch": 1}'
+    try:
+        meta = json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ModelError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
+                         f"{expected}. {_REWRITE}") from None
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError; so is a number past the limit
+        raise ModelError(f"{path}: not valid JSON ({elide(str(exc), 200)}); {expected}. {_REWRITE}") from None
+    if not isinstance(meta, dict):
+        raise ModelError(f"{path}: holds a JSON {type(meta).__name__}; {expected}. {_REWRITE}")
+    if meta.get("kind") not in CHECKPOINT_KINDS:
+        raise ModelError(f"{path}: `kind` is {elide(repr(meta.get('kind')), 120)}; expected \"lora\" or \"full\". "
+                         f"{_REWRITE}")
+    if meta["kind"] == "lora" and (not isinstance(meta.get("base"), str) or not meta["base"]):
+        raise ModelError(f"{path}: `base` is {elide(repr(meta.get('base')), 120)}; expected the base model's name "
+                         f"(a Hugging Face id, a folder or `{EMBEDDED}`). {_REWRITE}")
+    return meta
+
+
+def check_weight_files(folder: Path) -> None:
+    """Every .safetensors file of a checkpoint folder has a whole header and all the bytes it announces: a
+    truncated file is named here, before a model is loaded, instead of failing deep inside PEFT or vLLM."""
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        return
+    from safetensors import SafetensorError, safe_open
+
+    for f in files:
+        try:
+            with safe_open(str(f), framework="numpy") as handle:
+                handle.keys()
+        except (SafetensorError, OSError) as exc:
+            raise ModelError(f"{f}: not a whole safetensors file ({elide(str(exc), 200)}); it may have been "
+                             f"truncated by a full disk or a copy that stopped. {_REWRITE}") from None
 
 
 def write_checkpoint_meta(folder: Path, *, kind: str, base: str, role: str, epoch: int, extra: dict | None = None) -> None:
@@ -252,7 +296,12 @@ def load_model(ref: ModelRef, *, device: str = "auto", dtype: str = "auto", trus
     if ref.adapter:
         from peft import PeftModel
 
-        model = PeftModel.from_pretrained(model, ref.adapter, is_trainable=trainable_adapter)
+        try:
+            model = PeftModel.from_pretrained(model, ref.adapter, is_trainable=trainable_adapter)
+        except (OSError, ValueError, RuntimeError, KeyError) as exc:  # a damaged adapter folder: PEFT's many kinds
+            raise ModelError(f"cannot load the LoRA adapter {ref.adapter} ({ref.tag}): {elide(str(exc), 300)}. "
+                             f"Expected the adapter_config.json and adapter_model.safetensors that update-agent / "
+                             f"update-env write. {_REWRITE}") from None
         if merge and not trainable_adapter:
             model = model.merge_and_unload()
     model.to(dev)

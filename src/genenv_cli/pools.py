@@ -11,15 +11,17 @@ JSON-encoded string). A trailing `?` means the value may be null.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from genenv_cli.errors import InputError
+from genenv_cli.errors import InputError, elide
 
 
 @dataclass(frozen=True)
@@ -294,9 +296,46 @@ def _utf8(raw: bytes, where: str, expected: str, first_line: int = 1) -> str:
                          f"expected {expected}, in UTF-8.") from None
 
 
+# A \uD800-\uDFFF escape: valid JSON, but a lone one decodes to a string that UTF-8 cannot hold, so every later
+# write of it fails. Escapes that pair up (an emoji written as two escapes) decode to one ordinary character.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _lone_surrogate(value: Any) -> str | None:
+    """The first string (key or value) in a decoded JSON value that holds a lone surrogate, else None."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            if _SURROGATE.search(v):
+                return v
+        elif isinstance(v, dict):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return None
+
+
 def _loads(text: str, where: str, expected: str, line: int | None = None) -> Any:
     """json.loads naming the place of a failure: `where` is the file, and `line` the line `text` starts on (None
-    when `text` is the whole file: the decoder's own line is named then)."""
+    when `text` is the whole file: the decoder's own line is named then). A string holding a lone surrogate
+    escape (`"\\ud800"`) is refused here, on reading, rather than failing every write of it later."""
+    value = _loads_json(text, where, expected, line)
+    hit = _SURROGATE_ESCAPE.search(text)
+    if hit is not None:
+        bad = _lone_surrogate(value)
+        if bad is not None:
+            at = line if line is not None else text.count("\n", 0, hit.start()) + 1
+            char = _SURROGATE.search(bad).group()  # type: ignore[union-attr]
+            raise InputError(f"{where}, line {at}: the string {elide(ascii(bad), 80)} holds a lone surrogate "
+                             f"(\\u{ord(char):04x}), which is not a character; expected {expected}, with text that "
+                             f"UTF-8 can hold.")
+    return value
+
+
+def _loads_json(text: str, where: str, expected: str, line: int | None = None) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
@@ -362,13 +401,18 @@ def iter_jsonl(path: Path, schema_key: str, validate: bool = True) -> Iterator[d
 def write_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> int:
     """Write records (to a staging path: the stage contract renames it into place). Returns the count."""
     n = 0
-    with open(path, "w", encoding="utf-8") as fh:
-        for rec in records:
-            fh.write(json.dumps(rec, ensure_ascii=False, separators=(",", ":")))
-            fh.write("\n")
-            n += 1
-        fh.flush()
-        os.fsync(fh.fileno())
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            for rec in records:
+                fh.write(json.dumps(rec, ensure_ascii=False, separators=(",", ":")))
+                fh.write("\n")
+                n += 1
+            fh.flush()
+            os.fsync(fh.fileno())
+    except BaseException:  # nothing half-written stays behind (the path is a staging path, never the output)
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise
     return n
 
 

@@ -12,7 +12,8 @@ several), `parallel` (several calls, any order), `no_tool`.
     {"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}
     </tool_call>
 
-and plain text with no block when no tool fits. (A completion that is as a whole a JSON call object or list
+and plain text with no block when no tool fits: at least one letter or digit, no control characters, no broken
+call syntax (`plaintext.plain_answer_problem`; an empty or degenerate completion is wrong). (A completion that is as a whole a JSON call object or list
 is read too; see `callparse.parse_tool_calls`.)
 
 **R_agent** is an exact structured match: the same multiset of calls — names equal, arguments equal after
@@ -45,6 +46,7 @@ from typing import Any
 
 from genenv_cli.callparse import CallParseError, parse_tool_calls, standardize_string
 from genenv_cli.domains.base import Domain, EnvContext, Reject, Score, SeedTask, stats_lines
+from genenv_cli.plaintext import plain_answer_problem
 
 SHAPES = ("single", "conversion", "multiple", "parallel", "no_tool")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -335,7 +337,8 @@ class ToolCallDomain(Domain):
             return Score(0.0, 0.0, False, f"unparseable: {exc}")
         if not calls:
             if not gold_c:
-                return Score(1.0, 1.0, True, None)
+                problem = plain_answer_problem(completion)  # "no call" is right only as a plain-text answer
+                return Score(0.0, 0.0, False, problem) if problem else Score(1.0, 1.0, True, None)
             return Score(0.0, 0.0, True, f"no call, expected {len(gold_c)}")
         if not gold_c:
             return Score(0.0, 0.0, True, f"called {calls[0].name} but no offered tool fits")

@@ -184,7 +184,12 @@ def read_bamboogle(path: Path) -> list[tuple[str, list[str]]]:
             text = path.read_text(encoding="utf-8-sig")
         except (OSError, UnicodeDecodeError) as exc:
             raise InputError(f"{path}: cannot read the Bamboogle file ({exc}).") from None
-        rows = list(csv.reader(io.StringIO(text)))
+        reader = csv.reader(io.StringIO(text))
+        try:
+            rows = list(reader)
+        except csv.Error as exc:  # a cell past the csv module's field size limit (131,072 characters), a stray NUL
+            raise InputError(f"{path}, line {reader.line_num}: not a readable CSV row ({exc}); expected a Question "
+                             f"and an Answer per row, each a short text.") from None
         # the header row (a title row above it, as spreadsheet exports may have, is skipped)
         head = next((i for i, r in enumerate(rows[:5])
                      if {"question", "answer"} <= {c.strip().lower() for c in r}), None)

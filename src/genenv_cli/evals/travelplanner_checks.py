@@ -190,7 +190,7 @@ def minimum_nights(q: Query, plan: Plan, db: Database) -> Result:
         if value not in ("-", ""):
             name, city = name_city(value)
             rows = db.accommodations(name, city)
-            if len(rows) == 1 and nights < number(rows[0].minimum_nights, "minimum nights"):
+            if len(rows) == 1 and nights < number(rows[0].minimum_nights, "minimum nights", "accommodations"):
                 return False, (f"{value} is booked for {nights} night(s), its minimum is "
                                f"{rows[0].minimum_nights}")
     return True, None
@@ -373,12 +373,12 @@ def total_cost(q: Query, plan: Plan, db: Database) -> float:
             if filled(unit[meal]):
                 r = db.restaurant(*name_city(unit[meal]))
                 if r is not None:
-                    total += number(r.average_cost, "Average Cost") * people
+                    total += number(r.average_cost, "Average Cost", "restaurants") * people
         if filled(unit["accommodation"]):
             rows = db.accommodations(*name_city(unit["accommodation"]))
             if rows:
-                rooms = math.ceil(people / number(rows[0].maximum_occupancy, "maximum occupancy"))
-                total += number(rows[0].price, "price") * rooms
+                rooms = math.ceil(people / number(rows[0].maximum_occupancy, "maximum occupancy", "accommodations"))
+                total += number(rows[0].price, "price", "accommodations") * rooms
     return total
 
 

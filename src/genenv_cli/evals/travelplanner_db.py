@@ -38,7 +38,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from genenv_cli.errors import InputError
+from genenv_cli.errors import InputError, elide
 
 FILES = {
     "flights": "flights/clean_Flights_2022.csv",
@@ -95,12 +95,20 @@ class Restaurant:
     average_cost: str
 
 
-def number(text: str, what: str) -> float:
-    """A numeric database field (pandas would have parsed it as a number)."""
+class DatabaseError(InputError):
+    """A database field the checks need is damaged: an input error (exit 2) naming the file, never scored as the
+    model's fault. It is not a ValueError, so the checks' net for malformed plans does not catch it."""
+
+
+def number(text: str, what: str, table: str) -> float:
+    """A numeric field of the database's `table` (pandas would have parsed it as a number); DatabaseError names
+    the file when it is not one."""
     try:
         return float(text)
     except (TypeError, ValueError):
-        raise ValueError(f"{what} {text!r} is not a number") from None
+        raise DatabaseError(f"TravelPlanner database file {FILES[table]}: the {what} field {elide(repr(text), 80)} "
+                            f"is not a number; expected the official table, where it is numeric. Replace the "
+                            f"database with the official files.") from None
 
 
 class Database:
@@ -133,7 +141,7 @@ class Database:
             absent = [c for c in COLUMNS[key] if c not in header]
             if absent:
                 raise InputError(f"TravelPlanner database file {path} lacks the column(s) {', '.join(absent)} "
-                                 f"(header: {', '.join(header)}). Expected the official column names "
+                                 f"(header: {elide(', '.join(header), 200)}). Expected the official column names "
                                  f"{', '.join(COLUMNS[key])}.")
             if dropna:
                 lf = lf.drop_nulls()  # pandas .dropna(): a missing field in any column drops the row
@@ -189,7 +197,7 @@ class Database:
 
     def flight_price(self, number: str) -> float | None:
         rows = self.flights(number)
-        return number_or_none(rows[0][2], "flight price") if rows else None
+        return number_or_none(rows[0][2], "Price", "flights") if rows else None
 
     # ------------------------------------------------------------------ accommodations
     def accommodation_table(self) -> dict[str, list[Accommodation]]:
@@ -255,7 +263,7 @@ class Database:
         duration, distance = row
         if duration is None or distance is None or "day" in duration:
             return None
-        km = number(distance.replace("km", "").replace(",", ""), "distance")
+        km = number(distance.replace("km", "").replace(",", ""), "distance", "distance")
         if "driving" in mode:
             return int(km * 0.05)
         if mode == "taxi":
@@ -263,5 +271,5 @@ class Database:
         return None
 
 
-def number_or_none(text: str | None, what: str) -> float | None:
-    return None if text is None else number(text, what)
+def number_or_none(text: str | None, what: str, table: str) -> float | None:
+    return None if text is None else number(text, what, table)

@@ -2,6 +2,7 @@
 
     genenv evaluate --bench bfcl                       # the run's latest agent checkpoint
     genenv evaluate --bench bfcl --epoch 3             # epoch 3's agent
+    genenv evaluate --bench bfcl --epoch 0             # the base agent model (agent.model)
     genenv evaluate --bench api-bank --model embedded  # any model: HF id, folder or `embedded`
     genenv evaluate --bench bamboogle --predictions preds.jsonl    # score outputs made elsewhere, no model
     genenv evaluate --bench bfcl --export inputs.jsonl              # write the inputs, generate anywhere
@@ -36,7 +37,7 @@ from typing import Any
 from genenv_cli import __version__
 from genenv_cli.config import Config
 from genenv_cli.contract import require_done
-from genenv_cli.errors import ConfigError, InputError
+from genenv_cli.errors import ConfigError, GenenvError, InputError, elide
 from genenv_cli.evals import BENCHMARKS, get_benchmark
 from genenv_cli.evals.base import CONTEXT_OVERFLOW, PROTOCOLS, Benchmark, EvalSample, Verdict
 from genenv_cli.evals.episodes import overflow_reason
@@ -138,7 +139,7 @@ def evaluate(run: RunDir | None, cfg: Config, bench_name: str, *, epoch: int | N
         notes = [None] * len(samples)
         sampling = None
     else:
-        name, tag, ep = _pick_model(run, cfg, epoch, model)
+        name, tag, ep = _pick_model(run, cfg, epoch, model, ui)
         outputs, verdicts, notes, sampling, model_info = _generate(bench, samples, cfg, name, tag, protocol, ui)
         missing = 0
     summary = bench.summarize(samples, verdicts, protocol)
@@ -181,7 +182,8 @@ def score_safely(bench: Benchmark, sample: EvalSample, output: str, protocol: st
                  limit: float = 10.0) -> Verdict:
     """The benchmark's verdict; a scorer that raises on a degenerate output, or runs past `limit` seconds
     (score.item_timeout_s; the built-in parsers are bounded, this is the net under them), gives the empty answer's
-    verdict with the reason, so one sample never costs or stalls the whole evaluation (watchdog.py)."""
+    verdict with the reason, so one sample never costs or stalls the whole evaluation (watchdog.py). A GenenvError
+    is a data error (the benchmark's files, not the model's text) and stops the evaluation with its message."""
     from genenv_cli.watchdog import ItemTimeout, Watchdog, reason
 
     with Watchdog(limit) as dog:
@@ -192,6 +194,9 @@ def score_safely(bench: Benchmark, sample: EvalSample, output: str, protocol: st
             return verdict
         except ItemTimeout:
             why = reason(limit)
+        except GenenvError:  # the benchmark's data is damaged (a database file, a record): an input error, not a score
+            dog.disarm()
+            raise
         except Exception as exc:  # noqa: BLE001 - model output is data: whatever it holds, it is a wrong answer
             dog.disarm()
             why = f"unscorable output: the scorer raised {type(exc).__name__}: {str(exc)[:200]}"
@@ -215,17 +220,25 @@ def _export(samples: list[EvalSample], path: Path) -> int:
     return n
 
 
-def _pick_model(run: RunDir | None, cfg: Config, epoch: int | None, model: str | None) -> tuple[str, str, int | None]:
-    from genenv_cli.checkpoints import AGENT_STAGE, latest_agent
+def _pick_model(run: RunDir | None, cfg: Config, epoch: int | None, model: str | None,
+                ui: UI | None = None) -> tuple[str, str, int | None]:
+    from genenv_cli.checkpoints import AGENT_STAGE, latest_agent, missing_checkpoint
 
     if model is not None:
         return model, model_tag(model), None
     if run is None:
         raise ConfigError("no run directory: pass --model, --predictions or --run.")
+    if epoch == 0:  # asked for explicitly: the run's base agent model
+        return cfg.agent.model, model_tag(cfg.agent.model), None
     if epoch is not None:
         require_done(run, epoch, AGENT_STAGE, "evaluate")
+        if not run.checkpoint_dir(epoch, "agent").is_dir():
+            raise missing_checkpoint(run, epoch)
         return str(run.checkpoint_dir(epoch, "agent")), f"epoch-{epoch:04d}-agent", epoch
     name, tag = latest_agent(run, cfg)
+    if tag == cfg.agent.model and run.epochs() and ui is not None:
+        ui.warn(f"no update-agent of {run.root} has completed yet; evaluating the base agent model "
+                f"{elide(cfg.agent.model, 200)} (`--epoch 0` asks for it explicitly)")
     m = re.match(r"epochs/(\d+)/agent", tag)
     if m:
         return name, f"epoch-{int(m.group(1)):04d}-agent", int(m.group(1))

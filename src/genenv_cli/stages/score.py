@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -158,6 +159,7 @@ def _score(run_dir: RunDir, cfg: Config, epoch: int, p: StagePlan, out: Staging,
     with ui.progress(f"score e{epoch}", pairs.height, "completions") as bar:
         graded = _grade_by_domain(domains, tasks, pairs["task_id"].to_list(), pairs["completion"].to_list(),
                                   bar.advance, cfg.score.item_timeout_s)
+    _refuse_non_finite_grades(graded, pairs["task_id"].to_list(), {t["task_id"]: t["domain"] for t in tasks})
     reward, partial, valid, error = (list(col) for col in zip(*graded, strict=True)) if graded else ([], [], [], [])
     grades = pl.DataFrame({"_pair": pairs["_pair"], "reward": reward, "partial": partial, "valid": valid,
                            "error": error}, schema={"_pair": pl.UInt64, "reward": pl.Float64, "partial": pl.Float64,
@@ -193,12 +195,17 @@ def _score(run_dir: RunDir, cfg: Config, epoch: int, p: StagePlan, out: Staging,
         scored.select("reward", "success", "valid", "finish_reason", "temperature", "model"),
     ], how="horizontal")
 
+    for name, df in (("scores", scores), ("task_stats", stats)):
+        _refuse_non_finite(df, name, epoch)
+
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(1) as pool:
         # the largest file is written (polars, off the GIL) while the environment's pairs are built in Python
+        # (to the staging folder: a refusal below leaves nothing behind)
         writing = pool.submit(write_parquet, agent_train, out.path("agent_train"), "agent_train")
         env_sft = _env_sft(tasks, stats, epoch, c.lam)
+        _refuse_non_finite(env_sft, "env_sft", epoch)
         write_parquet(scores, out.path("scores"), "scores")
         write_parquet(stats, out.path("task_stats"), "task_stats")
         write_parquet(env_sft, out.path("env_sft"), "env_sft")
@@ -223,6 +230,40 @@ def _score(run_dir: RunDir, cfg: Config, epoch: int, p: StagePlan, out: Staging,
     })
     if cfg.run.mixed:
         out.metrics["by_domain"] = domain_breakdown(stats, list(domains))
+
+
+# the setting most likely at fault when a derived column is not a finite number
+_SUSPECTS = {"r_env": "curriculum.beta", "weight": "curriculum.lam", "p_batch": "curriculum.alpha"}
+
+
+def _refuse_non_finite_grades(graded: list[tuple[float, float, bool, str | None]], task_ids: list[str],
+                              domain_of: dict[str, str]) -> None:
+    """A reward or partial credit that is NaN, infinite or outside [0, 1] is the domain scorer's fault (a
+    plugin's, since the built-in ones return 0 or 1): refused with the domain and the task, before anything is
+    written."""
+    for (reward, partial, _, _), tid in zip(graded, task_ids, strict=True):
+        for what, value in (("reward", reward), ("partial credit", partial)):
+            if not (math.isfinite(value) and 0.0 <= value <= 1.0):
+                raise InputError(f"the scorer of domain {domain_of.get(tid)!r} gave task {tid} the {what} {value!r}, "
+                                 f"which is not a finite number in [0, 1]; nothing was written. Fix the domain's "
+                                 f"`score` (a plugin's) and rerun `genenv score`.")
+
+
+def _refuse_non_finite(df: Any, name: str, epoch: int) -> None:
+    """No NaN or infinity reaches a pool file: a float column holding one stops the stage, naming the column and
+    the setting most likely at fault."""
+    import polars as pl
+
+    floats = [c for c, t in df.schema.items() if t in (pl.Float64, pl.Float32)]
+    if not floats or df.height == 0:
+        return
+    bad = df.select(*[(~pl.col(c).is_finite()).any().alias(c) for c in floats]).row(0, named=True)
+    for column, hit in bad.items():
+        if hit:
+            suspect = _SUSPECTS.get(column)
+            raise InputError(f"score epoch {epoch}: the {column} column of {name} would hold NaN or infinity; nothing "
+                             f"was written." + (f" The setting most likely at fault is `{suspect}`." if suspect else "")
+                             + " Check the curriculum settings and rerun `genenv score`.")
 
 
 def _grade_by_domain(domains: dict[str, Any], tasks: list[dict[str, Any]], task_ids: list[str],

@@ -178,7 +178,7 @@ def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
     records, mismatch = with_mismatch(records, rows, old_logps, u.is_cap)
     loss_mean = all_mean(sum(s["loss"] for s in steps) / len(steps)) if steps else None
     digest = publish_update(policy, out, role="agent", epoch=epoch, trained_from=tag, records=records, steps=steps,
-                            ui=ui, trainer=trainer)
+                            ui=ui, trainer=trainer, train=u)
     on_policy = records.filter(~pl.col("replay"))["reward"]
     out.counts.update({"samples_used": len(rows), "groups_used": groups_used,
                        "groups_skipped": sum(skipped_by_reason.values()), "skipped_by_reason": skipped_by_reason,

@@ -162,7 +162,7 @@ def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
                           "kl": stopped["kl"], "applied": False, "stopped_by_kl": True, "grad_norm": None,
                           "learning_rate": None})
     digest = publish_update(policy, out, role="env", epoch=epoch, trained_from=tag, records=records, steps=steps,
-                            ui=ui, trainer=trainer)
+                            ui=ui, trainer=trainer, train=u)
     applied = [s for s in steps if s["applied"]]
     out.counts.update({"samples_used": len(used), "pairs_seen": records.height, "steps": len(applied),
                        "world_size": size})

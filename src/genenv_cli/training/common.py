@@ -334,13 +334,60 @@ def train_policy(policy: Policy, train: TrainingConfig, build: Any, *, seed: int
     return trainer, logged, stopped
 
 
+def _first_non_finite_step(steps: list[dict[str, Any]]) -> tuple[int, str, float] | None:
+    for s in steps:
+        for key, value in s.items():
+            if isinstance(value, float) and not math.isfinite(value):
+                return int(s.get("step") or 0), key, value
+    return None
+
+
+def _first_non_finite_parameter(model: Any) -> str | None:
+    import torch
+
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            local = p.to_local() if hasattr(p, "to_local") else p
+            if not bool(torch.isfinite(local.detach()).all()):
+                return name
+    return None
+
+
+def check_finite(policy: Policy, steps: list[dict[str, Any]], *, role: str, epoch: int,
+                 train: TrainingConfig | None) -> None:
+    """Refuse to publish an update whose weights or per-step numbers are NaN or infinite: a ConfigError naming
+    the step and the setting most likely at fault (the learning rate first), raised on every rank alike, before
+    anything is written, so the stage's previous outputs stay in place."""
+    from genenv_cli.errors import ConfigError
+
+    param = _first_non_finite_parameter(policy.model)
+    step = _first_non_finite_step(steps)
+    if all_mean(1.0 if (param or step) else 0.0) == 0.0:
+        return
+    section = f"{role}_update"
+    what = []
+    if step is not None:
+        what.append(f"the {step[1]} of step {step[0]} is {step[2]}")
+    if param is not None:
+        what.append(f"the trained weights hold NaN or infinity (first: {param})")
+    lr = f" = {train.learning_rate:g}" if train is not None else ""
+    default = type(train)().learning_rate if train is not None else None
+    hint = f" (the default is {default:g})" if default is not None else ""
+    raise ConfigError(f"update-{role} epoch {epoch}: training diverged: {'; '.join(what)}. Nothing was written: the "
+                      f"previous checkpoint and outputs stay as they were. The setting most likely at fault is "
+                      f"`{section}.learning_rate`{lr}{hint}; lower it (and check `{section}.max_grad_norm`), "
+                      f"then rerun `genenv update-{role} --epoch {epoch}`.")
+
+
 def publish_update(policy: Policy, out: Any, *, role: str, epoch: int, trained_from: str, records: Any,
-                   steps: list[dict[str, Any]], ui: Any, trainer: Any = None) -> str:
+                   steps: list[dict[str, Any]], ui: Any, trainer: Any = None,
+                   train: TrainingConfig | None = None) -> str:
     """The end both update stages share: the state dict gathered by all ranks; on the main rank the digest of the
     gathered trainable weights, the checkpoint and `<role>_update.parquet` (per sample) and
     `<role>_update_steps.parquet`; then the process group is closed. Returns the digest (empty on other ranks)."""
     from genenv_cli.pools import frame, write_parquet
 
+    check_finite(policy, steps, role=role, epoch=epoch, train=train)
     state_dict = gather_state_dict(trainer)
     digest = ""
     if out.is_main:  # rank 0 alone hashes, and what it hashes is the gathered weights it saves
@@ -367,17 +414,6 @@ def parameter_digest(model: Any, state_dict: dict[str, Any] | None = None) -> st
             h.update(name.encode())
             h.update(local.detach().float().cpu().numpy().tobytes())
     return h.hexdigest()[:16]
-
-
-def gather_objects(value: Any) -> list[Any]:
-    """`value` from every rank, in rank order (a list of one when run alone)."""
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        got: list[Any] = [None] * dist.get_world_size()
-        dist.all_gather_object(got, value)
-        return got
-    return [value]
 
 
 def world() -> tuple[int, int]:
