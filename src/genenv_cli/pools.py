@@ -263,8 +263,10 @@ _BOM = b"\xef\xbb\xbf"  # a UTF-8 byte-order mark, as spreadsheet exports write 
 def _open_bytes(path: Path, expected: str) -> BinaryIO:
     if path.is_dir():
         raise InputError(f"{path} is a folder; expected a file holding {expected}.")
-    try:
-        return open(path, "rb")  # bytes: text that is not UTF-8 is named by line, not a UnicodeDecodeError
+    from genenv_cli.rundir import open_regular  # here: rundir imports this module
+
+    try:  # bytes: text that is not UTF-8 is named by line, not a UnicodeDecodeError; never a device or a pipe
+        return os.fdopen(open_regular(path), "rb")
     except OSError as exc:
         raise InputError(f"{path}: cannot be read ({exc.strerror or exc}); expected {expected}.") from None
 

@@ -72,25 +72,22 @@ def _number(value: Any, where: str, key: str) -> float | int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InputError(f"{where}: `{key}` must be a number or null, got {json.dumps(value)[:80]}. "
-                         f"metrics.json is rewritten by every stage of the epoch; rerun the epoch's last stage "
-                         f"with --force to rewrite it.")
+        raise InputError(f"{where}: `{key}` must be a number or null, got {json.dumps(value)[:80]}. A manifest "
+                         f"there was changed by hand; rerun the stage that wrote it with --force.")
     return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
-def read_metrics(run: RunDir, epoch: int) -> dict[str, Any] | None:
-    """The epoch's metrics.json with every key present (missing keys and NaN read as null); None when the
-    file does not exist yet."""
-    path = run.metrics_path(epoch)
-    if not path.exists():
+def read_metrics(run: RunDir, epoch: int, cfg: Any = None) -> dict[str, Any] | None:
+    """The epoch's numbers with every key present (missing keys and NaN read as null); None when no stage that
+    produces one has completed. They are taken from the epoch's manifests (`metrics.gather`, under `cfg`'s α
+    and band; the run's own config when not given), never from a metrics.json that may be stale: that file is
+    derived state."""
+    from genenv_cli.metrics import SOURCES, current
+
+    if not any(run.manifest_path(epoch, stage).is_file() for stage, _, _ in SOURCES.values()):
         return None
-    try:
-        data = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: not valid JSON ({exc}); expected the object of per-epoch numbers that every "
-                         f"stage rewrites. Rerun the epoch's last stage with --force to rewrite it.") from None
-    if not isinstance(data, dict):
-        raise InputError(f"{path}: expected a JSON object of per-epoch numbers, got {type(data).__name__}.")
+    data = current(run, cfg if cfg is not None else run.load_config(), epoch)
+    path = run.manifests_dir(epoch)
     out: dict[str, Any] = {"epoch": epoch}
     for key in _NUMBER_KEYS:
         out[key] = _number(data.get(key), str(path), key)
@@ -646,7 +643,7 @@ def build_report(run: RunDir, cfg: Config, out: Path | None = None) -> dict[str,
 
     c = cfg.curriculum
     epochs = run.epochs()
-    metrics = {e: read_metrics(run, e) for e in epochs}
+    metrics = {e: read_metrics(run, e, cfg) for e in epochs}
     stats = {e: read_task_stats(run, e) for e in epochs}
     evals = read_evals(run)
     notes: list[str] = []

@@ -70,7 +70,7 @@ def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI
         _update(cfg, epoch, out, ui)
 
     return execute(run_dir, cfg, STAGE, epoch, lambda: plan(run_dir, cfg, epoch), body, force=force,
-                   after_commit=after_stage)
+                   derived=after_stage)
 
 
 def select_pairs(paths: list[Path], lam: float) -> tuple[list[dict[str, Any]], Any]:
