@@ -43,20 +43,10 @@ def snapshot(root: Path) -> dict[str, bytes]:
 
 
 @pytest.fixture(scope="session")
-def finished(tmp_path_factory, tiny_model) -> Path:
-    """One finished tool_call epoch (all five stages) on the tiny model, plus an evaluation of predictions."""
-    root = tmp_path_factory.mktemp("finished") / "run"
-    sets = ["generate.tasks_per_epoch=6", "generate.variations=2", "generate.seed_share=0.5",
-            "generate.max_new_tokens=24", "generate.max_rounds=1", "rollout.group_size=3", "rollout.max_new_tokens=12",
-            "env_update.kl_max=100", "env_update.learning_rate=0.001"]
-    cli("init", root, "--agent-model", tiny_model, "--env-model", tiny_model,
-        *[a for s in sets for a in ("--set", s)], expect=0)
-    cli("run", "--epochs", "1", "--run", root, "-q", expect=0)
-    preds = root.parent / "preds.jsonl"
-    preds.write_text("".join(json.dumps({"id": str(i), "output": "<answer>x</answer>"}) + "\n" for i in range(6)))
-    cli("evaluate", "--bench", "bamboogle", "--data", BAMBOOGLE, "--predictions", preds, "--run", root, "-q",
-        expect=0)
-    return root
+def finished(hostile_finished_run) -> Path:
+    """One finished tool_call epoch (all five stages) on the tiny model, plus an evaluation of predictions
+    (conftest.py: shared with the hostile-corpus test)."""
+    return hostile_finished_run
 
 
 @pytest.fixture
@@ -399,10 +389,20 @@ def test_an_epoch_folder_past_the_range_is_not_an_epoch(run):
     cli("report", "--run", run, expect=0)
 
 
-def test_report_refuses_a_wrong_shape_metrics_file(run):
-    (run / E1 / "metrics.json").write_text("[1, 2]")
+def test_report_takes_its_numbers_from_the_manifests_not_a_damaged_metrics_file(run):
+    (run / E1 / "metrics.json").write_text("[1, 2]")  # derived state: the manifests have the numbers
+    out = json.loads(cli("report", "--run", run, "--json", expect=0).stdout)
+    score = json.loads((run / E1 / "manifests" / "score.json").read_text())
+    assert out["numbers"]["metrics"][0]["success_rate"] == score["metrics"]["success_rate"]
+
+
+def test_report_names_a_manifest_number_of_the_wrong_type(run):
+    path = run / E1 / "manifests" / "score.json"
+    manifest = json.loads(path.read_text())
+    manifest["metrics"]["batch_p_mean"] = "high"
+    path.write_text(json.dumps(manifest))
     r = cli("report", "--run", run)
-    assert "metrics.json: expected a JSON object" in r.stderr
+    assert "`batch_p_mean` must be a number or null" in r.stderr and str(run / E1 / "manifests") in r.stderr
 
 
 def test_a_folder_holding_only_a_lock_is_not_an_epoch(run):

@@ -21,19 +21,21 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from test_hostile import BAMBOOGLE, E1, cli, finished  # noqa: F401 - `finished` is the fixture this file uses
+
+from test_hostile import BAMBOOGLE, E1, cli
 
 # the commands, in the order they run on each damaged copy; RUN, OUT and PREDS are filled in per case
 COMMANDS: list[list[str]] = [
     ["status"], ["status", "--json"],
     ["generate-tasks", "--epoch", "1"], ["rollout", "--epoch", "1"], ["score", "--epoch", "1"],
     ["update-agent", "--epoch", "1"], ["update-env", "--epoch", "1"],
-    ["score", "--epoch", "1", "--force"],
-    ["evaluate", "--bench", "bamboogle", "--data", BAMBOOGLE, "--predictions", "PREDS"],
-    ["report", "--out", "OUT/report.html"], ["compare", "RUN", "--out", "OUT/compare.html"], ["table"],
-    ["init", "RUN"],
+    ["evaluate", "--bench", "bamboogle", "--data", BAMBOOGLE, "--predictions", "PREDS"], ["table"], ["init", "RUN"],
 ]
-SLOW_COMMANDS: list[list[str]] = [["run", "--epochs", "1"]]  # a process per stage: only with the slow tests
+# the ones that redo work or draw charts (seconds each), and `run` (a process per stage): with the slow tests
+SLOW_COMMANDS: list[list[str]] = [
+    ["score", "--epoch", "1", "--force"], ["report", "--out", "OUT/report.html"],
+    ["compare", "RUN", "--out", "OUT/compare.html"], ["run", "--epochs", "1"],
+]
 
 
 def _hash(p: Path) -> str:
@@ -164,6 +166,7 @@ CASES = [
     Case("manifests-link", _link_out("epochs/0001/manifests")),
     Case("metrics-link", _link_out("epochs/0001/metrics.json")),
     Case("pool-folder-link", _link_out("pools/agent_train")),
+    Case("evals-link", _link_out("evals/bamboogle")),
     Case("log-link", _link_out("logs/score.log")),
     Case("epochs-link", _link_out("epochs")),
     Case("tasks-to-dev-zero", lambda run, out: (run / E1 / "tasks.jsonl").unlink()
@@ -190,7 +193,7 @@ CASES = [
 ]
 
 
-def _corpus_case(finished, tmp_path, case: Case, commands: list[list[str]]) -> None:  # noqa: F811
+def _corpus_case(finished: Path, tmp_path: Path, case: Case, commands: list[list[str]]) -> None:
     run, outside, out = tmp_path / "run", tmp_path / "outside", tmp_path / "out"
     shutil.copytree(finished, run, symlinks=True)
     outside.mkdir()
@@ -221,11 +224,11 @@ def _corpus_case(finished, tmp_path, case: Case, commands: list[list[str]]) -> N
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_every_command_on_a_hostile_run(finished, tmp_path, case):  # noqa: F811
-    _corpus_case(finished, tmp_path, case, COMMANDS)
+def test_every_command_on_a_hostile_run(hostile_finished_run, tmp_path, case):
+    _corpus_case(hostile_finished_run, tmp_path, case, COMMANDS)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_run_on_a_hostile_run(finished, tmp_path, case):  # noqa: F811
-    _corpus_case(finished, tmp_path, case, SLOW_COMMANDS)
+def test_commands_that_redo_work_on_a_hostile_run(hostile_finished_run, tmp_path, case):
+    _corpus_case(hostile_finished_run, tmp_path, case, SLOW_COMMANDS)

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-from typing import TYPE_CHECKING, Any
-
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from genenv_cli.rundir import RunDir, json_bytes, read_regular
 from genenv_cli.stages import STAGES

@@ -348,8 +348,10 @@ def iter_jsonl(path: Path, schema_key: str, validate: bool = True) -> Iterator[d
 
 def write_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> int:
     """Write records (to a staging path: the stage contract renames it into place). Returns the count."""
+    from genenv_cli.rundir import open_new  # here: rundir imports this module
+
     n = 0
-    with open(path, "w", encoding="utf-8") as fh:
+    with open_new(path, "w", encoding="utf-8") as fh:  # never through a link left at the temporary name
         for rec in records:
             fh.write(json.dumps(rec, ensure_ascii=False, separators=(",", ":")))
             fh.write("\n")

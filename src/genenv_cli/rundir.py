@@ -272,12 +272,12 @@ def read_regular(path: Path, *, limit: int | None = None, follow: bool = True) -
         return fh.read() if limit is None else fh.read(limit)
 
 
-def open_new(path: Path, mode: str = "wb") -> Any:
+def open_new(path: Path, mode: str = "wb", **kw: Any) -> Any:
     """Create `path` for writing without following a symbolic link: a leftover (a killed writer's file with this
     process's id, or a link planted there) is removed first, then the file is created exclusively."""
     remove_entry(path)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    return os.fdopen(fd, mode)
+    return os.fdopen(fd, mode, **kw)
 
 
 def remove_entry(path: Path) -> None:
