@@ -51,6 +51,7 @@ from genenv_cli.rundir import (
     RunDir,
     fingerprint,
     json_bytes,
+    link_refusal,
     read_json,
     read_regular,
     recover_commit,
@@ -120,8 +121,10 @@ class Staging:
             final = self.plan.outputs[name]
             final.parent.mkdir(parents=True, exist_ok=True)
             tmp = tmp_name(final)
-            if self.is_main:
+            if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
                 remove_entry(tmp)  # a dead writer's leftover with this pid, or a link put there: never written through
+            elif tmp.is_symlink():  # ranks share this name and may be writing into it already: only refuse a link
+                raise link_refusal(tmp, f"a temporary output of `{self.plan.stage}`")
             self._tmp[name] = tmp
         return self._tmp[name]
 
