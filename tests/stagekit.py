@@ -29,7 +29,7 @@ def fake_stage(run: RunDir, epoch: int, stage: str, files: dict[str, tuple[Path,
             else:
                 out.path(name).write_text(content)
 
-    execute(run, cfg, stage, epoch, lambda: plan, body, force=True, after_commit=after_stage)
+    execute(run, cfg, stage, epoch, lambda: plan, body, force=True, derived=after_stage)
 
 
 def complete_as(run: RunDir, module: Any, epoch: int, contents: dict[str, Any]) -> None:
@@ -45,7 +45,7 @@ def complete_as(run: RunDir, module: Any, epoch: int, contents: dict[str, Any]) 
             else:
                 out.path(name).write_text(content)
 
-    execute(run, cfg, plan.stage, epoch, lambda: plan, body, force=True, after_commit=after_stage)
+    execute(run, cfg, plan.stage, epoch, lambda: plan, body, force=True, derived=after_stage)
 
 
 def jsonl(records) -> str:

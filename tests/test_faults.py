@@ -7,9 +7,14 @@ operation in the run directory raises too, so no cleanup runs, as after SIGKILL.
 
 - every file that belongs to another stage is byte for byte as it was;
 - no output of the stage is lost: each exists, or is put back by the recovery the next run performs first;
-- the stage's manifest never vouches for outputs it did not record: when it is still the previous manifest,
-  the stage is either `done` with the previous outputs exactly, or visibly `incomplete`;
+- after that recovery the outputs and the manifest agree (commit order: they become visible together or not at
+  all): the stage is `done`, with the previous manifest and exactly the previous outputs and metrics.json, or
+  with the new manifest;
 - a rerun completes, and the stage is then `done`.
+
+A second harness makes the N-th operation fail once with "no space left on device" (the process goes on): the
+command must fail with that error and leave every file exactly as it was, or (a failure after its commit point,
+while deleting the old copies) succeed.
 
 `evaluate` is checked the same way, with its own invariant: a result file, when there is one, agrees with the
 samples file beside it.
@@ -18,6 +23,7 @@ samples file beside it.
 from __future__ import annotations
 
 import builtins
+import errno
 import hashlib
 import io
 import json
@@ -29,8 +35,10 @@ import pytest
 from typer.testing import CliRunner
 
 from genenv_cli.cli import app
-from genenv_cli.contract import check_state
-from genenv_cli.rundir import RunDir, recover_interrupted
+from genenv_cli.contract import check_state, recover_stage
+from genenv_cli.errors import GenenvError
+from genenv_cli.metrics import after_stage
+from genenv_cli.rundir import RunDir
 from genenv_cli.stages import stage_module
 
 runner = CliRunner()
@@ -43,11 +51,13 @@ class KillPoint(BaseException):
 
 
 class Injector:
-    """Counts (and, armed, kills at) file-system operations on paths under `root`."""
+    """Counts (and, armed, kills at) file-system operations on paths under `root`. With `enospc=True` the armed
+    operation fails once with ENOSPC instead, and the process goes on (its own error handling runs)."""
 
-    def __init__(self, root: Path, kill_at: int | None = None):
+    def __init__(self, root: Path, kill_at: int | None = None, enospc: bool = False):
         self.root = os.path.realpath(root) + os.sep
         self.kill_at = kill_at
+        self.enospc = enospc
         self.count = 0
         self.dead = False
         self.log: list[str] = []
@@ -68,7 +78,9 @@ class Injector:
             raise KillPoint(f"already dead: {what} {path}")
         self.count += 1
         self.log.append(f"{what} {path}")
-        if self.kill_at is not None and self.count >= self.kill_at:
+        if self.enospc and self.count == self.kill_at:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        if self.kill_at is not None and self.count >= self.kill_at and not self.enospc:
             self.dead = True
             raise KillPoint(f"killed at operation {self.count}: {what} {path}")
 
@@ -91,6 +103,14 @@ class Injector:
         mp.setattr(io, "open", open_)
         for name in ("replace", "rename", "unlink", "remove", "rmdir", "mkdir"):
             mp.setattr(os, name, wrap(f"os.{name}", getattr(os, name)))
+        real_os_open = os.open
+
+        def os_open(path, flags, *a, **k):
+            if flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT) and not k.get("dir_fd"):
+                self.hit("os.open(w)", path)
+            return real_os_open(path, flags, *a, **k)
+
+        mp.setattr(os, "open", os_open)
         mp.setattr(shutil, "rmtree", wrap("shutil.rmtree", shutil.rmtree))
 
 
@@ -128,6 +148,10 @@ def _owned(rel: str, outputs: dict[str, Path], run: RunDir, stage: str, epoch: i
     if any(part.startswith(".") and (".tmp-" in part or ".old-" in part) for part in Path(rel).parts):
         return True
     return any(p == o or o in p.parents for o in outputs.values())
+
+
+def _leftover(rel: str) -> bool:
+    return any(part.startswith(".") and (".tmp-" in part or ".old-" in part) for part in Path(rel).parts)
 
 
 def _run_stage(root: Path, stage: str, epoch: int, force: bool) -> None:
@@ -178,19 +202,17 @@ def test_a_kill_at_every_operation_loses_nothing_and_a_rerun_completes(finished,
         for rel, digest in before.items():
             if not _owned(rel, outputs, run, stage, epoch):
                 assert after.get(rel) == digest, f"{where}: {rel} changed"
-        for d in {p.parent for p in outputs.values()}:
-            recover_interrupted(d)  # what the next run does first
+        plan = stage_module(stage).plan(run, run.load_config(), epoch)
+        recover_stage(run, run.load_config(), plan, after_stage)  # what the next run does first
         for name, p in outputs.items():
             assert p.exists(), f"{where}: output {name} lost"
-        state = check_state(run, run.load_config(), stage_module(stage).plan(run, run.load_config(), epoch))
+        state = check_state(run, run.load_config(), plan)
+        assert state.state == "done", f"{where}: after recovery the outputs and the manifest disagree: {state}"
         if run.manifest_path(epoch, stage).read_bytes() == base_manifest:
-            if state.state == "done":
-                now = _files(root)
-                for rel, digest in before.items():
-                    if _owned(rel, outputs, run, stage, epoch) and rel in now and "metrics.json" not in rel:
-                        assert now[rel] == digest, f"{where}: done, but {rel} is not the recorded output"
-            else:
-                assert state.state == "incomplete", f"{where}: {state}"
+            now = _files(root)
+            for rel, digest in before.items():
+                if _owned(rel, outputs, run, stage, epoch) and not _leftover(rel):
+                    assert now.get(rel) == digest, f"{where}: the previous manifest, but {rel} is not as it was"
         _run_stage(root, stage, epoch, force=False)
         state = check_state(run, run.load_config(), stage_module(stage).plan(run, run.load_config(), epoch))
         assert state.state == "done", f"{where}: after the rerun {state}"
@@ -245,3 +267,44 @@ def test_evaluate_result_and_samples_agree_at_every_kill(finished, tmp_path, mon
         assert rec["counts"]["correct"] == 0
         assert hashlib.sha256(samples.read_bytes()).hexdigest() == rec["samples"]["sha256"]
         shutil.rmtree(root)
+
+
+@pytest.mark.parametrize("stage", ["score", "update-agent"])
+def test_a_full_disk_at_any_write_leaves_every_file_as_it_was(finished, tmp_path, monkeypatch, stage):
+    """ENOSPC at the N-th operation, for every N: the command fails naming the full disk and the previous outputs,
+    manifest and metrics.json are byte for byte as they were (or the failure came after the commit point, and
+    the stage is done with its new outputs). No temporary file is left behind."""
+    epoch = 1
+    count = tmp_path / "count"
+    shutil.copytree(finished, count)
+    inj = Injector(count)
+    with monkeypatch.context() as mp:
+        inj.install(mp)
+        _run_stage(count, stage, epoch, force=True)
+    total = inj.count
+    before = _files(finished)
+    failed = 0
+    for n in range(1, total + 1):
+        root = tmp_path / f"enospc-{n}"
+        shutil.copytree(finished, root)
+        inj = Injector(root, kill_at=n, enospc=True)
+        with monkeypatch.context() as mp:
+            inj.install(mp)
+            try:
+                _run_stage(root, stage, epoch, force=True)
+                ok = True
+            except (GenenvError, OSError) as exc:
+                ok = False
+                assert "no space left" in str(exc).lower(), f"{stage}, ENOSPC at {inj.log[n - 1]}: {exc}"
+        where = f"{stage}, ENOSPC at {inj.log[n - 1]} ({n} of {total})"
+        run = RunDir(root)
+        if ok:
+            plan = stage_module(stage).plan(run, run.load_config(), epoch)
+            assert check_state(run, run.load_config(), plan).state == "done", where
+        else:
+            failed += 1
+            assert _files(root) == before, f"{where}: a failed command changed files"
+        left = [str(p) for p in root.rglob("*") if ".tmp-" in p.name or ".old-" in p.name]
+        assert ok or not left, f"{where}: left {left}"
+        shutil.rmtree(root)
+    assert failed >= total // 2, "the harness failed to fail the command"

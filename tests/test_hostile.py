@@ -43,20 +43,10 @@ def snapshot(root: Path) -> dict[str, bytes]:
 
 
 @pytest.fixture(scope="session")
-def finished(tmp_path_factory, tiny_model) -> Path:
-    """One finished tool_call epoch (all five stages) on the tiny model, plus an evaluation of predictions."""
-    root = tmp_path_factory.mktemp("finished") / "run"
-    sets = ["generate.tasks_per_epoch=6", "generate.variations=2", "generate.seed_share=0.5",
-            "generate.max_new_tokens=24", "generate.max_rounds=1", "rollout.group_size=3", "rollout.max_new_tokens=12",
-            "env_update.kl_max=100", "env_update.learning_rate=0.001"]
-    cli("init", root, "--agent-model", tiny_model, "--env-model", tiny_model,
-        *[a for s in sets for a in ("--set", s)], expect=0)
-    cli("run", "--epochs", "1", "--run", root, "-q", expect=0)
-    preds = root.parent / "preds.jsonl"
-    preds.write_text("".join(json.dumps({"id": str(i), "output": "<answer>x</answer>"}) + "\n" for i in range(6)))
-    cli("evaluate", "--bench", "bamboogle", "--data", BAMBOOGLE, "--predictions", preds, "--run", root, "-q",
-        expect=0)
-    return root
+def finished(hostile_finished_run) -> Path:
+    """One finished tool_call epoch (all five stages) on the tiny model, plus an evaluation of predictions
+    (conftest.py: shared with the hostile-corpus test)."""
+    return hostile_finished_run
 
 
 @pytest.fixture
@@ -399,10 +389,20 @@ def test_an_epoch_folder_past_the_range_is_not_an_epoch(run):
     cli("report", "--run", run, expect=0)
 
 
-def test_report_refuses_a_wrong_shape_metrics_file(run):
-    (run / E1 / "metrics.json").write_text("[1, 2]")
+def test_report_takes_its_numbers_from_the_manifests_not_a_damaged_metrics_file(run):
+    (run / E1 / "metrics.json").write_text("[1, 2]")  # derived state: the manifests have the numbers
+    out = json.loads(cli("report", "--run", run, "--json", expect=0).stdout)
+    score = json.loads((run / E1 / "manifests" / "score.json").read_text())
+    assert out["numbers"]["metrics"][0]["success_rate"] == score["metrics"]["success_rate"]
+
+
+def test_report_names_a_manifest_number_of_the_wrong_type(run):
+    path = run / E1 / "manifests" / "score.json"
+    manifest = json.loads(path.read_text())
+    manifest["metrics"]["batch_p_mean"] = "high"
+    path.write_text(json.dumps(manifest))
     r = cli("report", "--run", run)
-    assert "metrics.json: expected a JSON object" in r.stderr
+    assert "`batch_p_mean` must be a number or null" in r.stderr and str(run / E1 / "manifests") in r.stderr
 
 
 def test_a_folder_holding_only_a_lock_is_not_an_epoch(run):
@@ -410,3 +410,165 @@ def test_a_folder_holding_only_a_lock_is_not_an_epoch(run):
     (run / "epochs" / "0009" / ".lock").write_text("")  # left by a failed command of an older genenv
     rows = json.loads(cli("status", "--json", "--run", run, expect=0).stdout)["epochs"]
     assert [r["epoch"] for r in rows] == [1]
+
+
+# ---------------------------------------------------------------- links, devices and leftovers in the run directory
+
+def _digests(*paths: Path) -> dict[str, bytes | None]:
+    return {str(p): p.read_bytes() if p.is_file() else None for p in paths}
+
+
+@pytest.mark.parametrize("dangling", [False, True])
+def test_a_symlinked_lock_is_refused_and_its_target_untouched(run, tmp_path, dangling):
+    outside = tmp_path / "outside.txt"
+    if not dangling:
+        outside.write_text("precious, outside the run\n")
+    lock = run / E1 / ".lock"
+    lock.unlink(missing_ok=True)
+    lock.symlink_to(outside)
+    before = snapshot(run)
+    r = cli("score", "--epoch", 1, "--run", run)
+    assert str(lock) in r.stderr and "symbolic link" in r.stderr
+    if dangling:
+        assert not outside.exists()  # a dangling link never makes genenv create its target
+    else:
+        assert outside.read_text() == "precious, outside the run\n"
+    assert snapshot(run) == before
+    cli("status", "--run", run, expect=0)  # reading the run still works
+
+
+@pytest.mark.parametrize("target", ["epochs/0001/scores.parquet", "epochs/0001/manifests", "epochs/0001/metrics.json",
+                                    "pools/agent_train", "logs/score.log"])
+def test_links_inside_the_run_are_never_written_through(run, tmp_path, target):
+    p = run / target
+    outside = tmp_path / "outside"
+    if p.is_dir():
+        shutil.copytree(p, outside)
+        shutil.rmtree(p)
+    else:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if p.exists():
+            shutil.copy(p, outside)
+            p.unlink()
+        else:
+            outside.write_text("a log outside the run\n")
+    p.symlink_to(outside)
+    files = sorted(outside.rglob("*")) if outside.is_dir() else [outside]
+    before = _digests(*files)
+    r = cli("score", "--epoch", 1, "--run", run, "--force", expect=None)
+    assert _digests(*files) == before
+    if target.startswith("logs/"):
+        assert r.exit_code == 0 and "not logging to" in r.output
+    else:
+        assert r.exit_code == 2 and "symbolic link" in r.stderr and str(p) in r.stderr
+
+
+def test_init_force_on_a_mixed_run_keeps_the_previous_seeds_when_a_seed_file_is_bad(tmp_path):
+    data = Path(__file__).parents[1] / "src" / "genenv_cli" / "domains" / "data"
+    root = tmp_path / "mix"
+    cli("init", root, "--domain", "arith", "--domain", "tool_call", "--seeds",
+        f"arith={data / 'arith_seeds.jsonl'}", "--seeds", f"tool_call={data / 'tool_call_seeds.jsonl'}", expect=0)
+    before = snapshot(root)
+    other = tmp_path / "other.jsonl"
+    other.write_text('{"id": "a1", "split": "train", "expression": "2 + 3", "answer": 5}\n')
+    binary = tmp_path / "binary.jsonl"
+    binary.write_bytes(b"\x00\xff\xfe\x89PNG\r\n" * 50)
+    r = cli("init", root, "--domain", "arith", "--domain", "tool_call", "--force", "--seeds", f"arith={other}",
+            "--seeds", f"tool_call={binary}")
+    assert str(binary) in r.stderr
+    assert snapshot(root) == before  # the first domain's seeds, their manifest and genenv.toml as they were
+    assert not [p for p in root.rglob("*") if ".tmp-" in p.name or ".old-" in p.name]
+
+
+def test_metrics_json_is_derived_state_rebuilt_by_a_no_op_rerun(run):
+    manifest = json.loads((run / E1 / "manifests" / "score.json").read_text())
+    metrics = run / E1 / "metrics.json"
+    stale = json.loads(metrics.read_text())
+    stale.update({"env_r_mean": 0.123456, "tasks": 8, "alpha": 0.9})  # numbers a killed older genenv left
+    metrics.write_text(json.dumps(stale))
+    rows = json.loads(cli("status", "--json", "--run", run, expect=0).stdout)["epochs"]
+    assert rows[0]["metrics"]["env_r_mean"] == manifest["metrics"]["env_r_mean"]
+    assert rows[0]["metrics"]["tasks"] == 6 and rows[0]["metrics"]["alpha"] == 0.5
+    out = json.loads(cli("report", "--run", run, "--json", expect=0).stdout)
+    assert out["numbers"]["metrics"][0]["env_r_mean"] == manifest["metrics"]["env_r_mean"]
+    assert "up to date" in cli("score", "--epoch", 1, "--run", run, expect=0).stdout
+    fixed = json.loads(metrics.read_text())
+    assert fixed["env_r_mean"] == manifest["metrics"]["env_r_mean"] and fixed["tasks"] == 6
+
+
+def _in_subprocess(*args: str, timeout: int = 60) -> subprocess.CompletedProcess:
+    """The CLI in a child process with a time limit: a hang fails the test instead of stalling the suite."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    try:
+        return subprocess.run([sys.executable, "-m", "genenv_cli", *args], capture_output=True, text=True, env=env,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"genenv {' '.join(args)} did not finish in {timeout} s")
+
+
+def test_a_huge_shard_count_is_refused_and_one_found_on_disk_is_ignored(run):
+    r = cli("rollout", "--epoch", 1, "--shard", "1/99999999999999999999", "--run", run)
+    assert "1 <= I <= N <= 4,096" in r.stderr
+    m = run / E1 / "manifests"
+    (m / "rollout.json").rename(m / "rollout.shard-1-of-99999999999999999999.json")
+    r = _in_subprocess("status", "--json", "--run", str(run))
+    assert r.returncode == 0, r.stderr
+    r = _in_subprocess("score", "--epoch", "1", "--run", str(run), "--force")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("where", ["/dev/zero", "../outside.parquet"])
+def test_a_manifest_naming_an_output_elsewhere_is_not_read(run, where):
+    path = run / E1 / "manifests" / "score.json"
+    manifest = json.loads(path.read_text())
+    manifest["outputs"]["scores"]["path"] = where
+    manifest["outputs"]["scores"]["fingerprint"].update({"size": 0, "mtime_ns": 1})
+    path.write_text(json.dumps(manifest))
+    r = _in_subprocess("status", "--json", "--run", str(run))
+    assert r.returncode == 0, r.stderr
+    st = json.loads(r.stdout)["epochs"][0]["stages"]["score"]
+    assert st["state"] == "incomplete" and where in st["reasons"][0]
+
+
+def test_a_device_where_an_input_belongs_is_named(run):
+    tasks = run / E1 / "tasks.jsonl"
+    tasks.unlink()
+    tasks.symlink_to("/dev/zero")
+    r = _in_subprocess("score", "--epoch", "1", "--run", str(run), "--force")
+    assert r.returncode == 2 and "not a regular file" in r.stderr and "Traceback" not in r.stderr
+    assert _in_subprocess("status", "--run", str(run)).returncode == 0
+
+
+def test_manifests_being_a_file_is_named(run):
+    m = run / E1 / "manifests"
+    shutil.rmtree(m)
+    m.write_text("not a folder")
+    r = cli("status", "--run", run, expect=0)
+    assert f"{m} is a file where the epoch's manifests folder belongs" in r.stdout
+    assert "missing" not in r.stdout.split("\n")[2]
+    r = cli("score", "--epoch", 1, "--run", run)
+    assert f"{m} is a file where the epoch's manifests folder belongs" in r.stderr
+    assert "Run `genenv rollout" not in r.stderr
+
+
+def test_a_folder_at_an_output_path_is_named_by_its_own_name(run):
+    out = run / E1 / "scores.parquet"
+    out.unlink()
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    before = snapshot(run)
+    r = cli("score", "--epoch", 1, "--run", run, "--force")
+    assert f"{out} is a folder where `score` writes its output scores" in r.stderr and ".tmp-" not in r.stderr
+    assert snapshot(run) == before
+    assert not [p for p in run.rglob("*") if ".tmp-" in p.name]
+
+
+def test_a_manifest_tmp_of_a_dead_writer_is_cleaned(run):
+    m = run / E1 / "manifests"
+    dead, alive = m / ".score.json.tmp-999999999", m / ".score.json.tmp-1"
+    for p in (dead, alive):
+        p.write_bytes((m / "score.json").read_bytes())
+    assert "up to date" in cli("score", "--epoch", 1, "--run", run, expect=0).stdout
+    assert not dead.exists() and alive.exists()  # only a writer that is gone leaves garbage
+    assert json.loads(cli("status", "--json", "--run", run, expect=0).stdout)["epochs"][0]["stages"]["score"][
+        "state"] == "done"

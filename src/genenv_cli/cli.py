@@ -124,8 +124,10 @@ def _report_bug(exc: BaseException, where: _Where) -> None:
     kept = None
     if where.log is not None:
         try:
+            from genenv_cli.ui import open_log
+
             where.log.parent.mkdir(parents=True, exist_ok=True)
-            with open(where.log, "a", encoding="utf-8") as fh:
+            with open_log(where.log) as fh:
                 fh.write(trace)
             kept = where.log
         except OSError:
@@ -237,7 +239,6 @@ def init(
     from genenv_cli.config import CONFIG_NAME, apply_overrides, config_from_dict, render_config
     from genenv_cli.domains import get_domain
     from genenv_cli.errors import ConfigError
-    from genenv_cli.rundir import write_text_atomic
 
     with _errors():
         run_domain, shares = _domain_specs(domain or ["tool_call"])
@@ -269,31 +270,51 @@ def init(
                 how = f"--seeds {name}=FILE" if shares else "--seeds FILE"
                 raise ConfigError(f"domain {name} ships no seed tasks: {how} is required ({dom.seed_format}).")
         seed_notes = []
-        for name, paths in by_domain.items():
-            if not paths:
-                continue
-            from genenv_cli.domains.seedfiles import SEEDS_DIR, SEEDS_FILE, import_seeds
+        staged = []  # every domain's seed folder is built and checked before any of them replaces the run's own
+        try:
+            for name, paths in by_domain.items():
+                if not paths:
+                    continue
+                from genenv_cli.domains.seedfiles import SEEDS_DIR, SEEDS_FILE, stage_seeds
 
-            folder = f"{SEEDS_DIR}/{name}" if shares else SEEDS_DIR
-            manifest = import_seeds(doms[name], paths, directory, seed=cfg.run.seed,
-                                    validation_share=validation_share, force=force, folder=folder)
-            if shares:
-                data.setdefault("run", {}).setdefault("domain_seeds", {})[name] = f"{folder}/seeds.jsonl"
-            else:
-                data.setdefault("run", {})["seeds"] = SEEDS_FILE
-            cfg = config_from_dict(data, where)
-            counts = manifest["counts"]
-            note = (f"{name + ': ' if shares else ''}{counts['train']} train + {counts['validation']} validation "
-                    f"seeds ({manifest['split']})")
-            if manifest["skipped"]:
-                note += (f"; {len(manifest['skipped'])} items left out as not self-consistent, reasons in "
-                         f"{directory / folder / 'manifest.json'}")
-            if manifest.get("skipped_files"):
-                note += (f"; {len(manifest['skipped_files'])} files without tasks left out: "
-                         + ", ".join(f"{Path(f['file']).name} ({f['reason']})" for f in manifest["skipped_files"]))
-            seed_notes.append(note)
-        directory.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(target, header + render_config(cfg))
+                folder = f"{SEEDS_DIR}/{name}" if shares else SEEDS_DIR
+                one = stage_seeds(doms[name], paths, directory, seed=cfg.run.seed,
+                                  validation_share=validation_share, force=force, folder=folder)
+                staged.append(one)
+                manifest = one.manifest
+                if shares:
+                    data.setdefault("run", {}).setdefault("domain_seeds", {})[name] = f"{folder}/seeds.jsonl"
+                else:
+                    data.setdefault("run", {})["seeds"] = SEEDS_FILE
+                cfg = config_from_dict(data, where)
+                counts = manifest["counts"]
+                note = (f"{name + ': ' if shares else ''}{counts['train']} train + {counts['validation']} "
+                        f"validation seeds ({manifest['split']})")
+                if manifest["skipped"]:
+                    note += (f"; {len(manifest['skipped'])} items left out as not self-consistent, reasons in "
+                             f"{directory / folder / 'manifest.json'}")
+                if manifest.get("skipped_files"):
+                    note += (f"; {len(manifest['skipped_files'])} files without tasks left out: "
+                             + ", ".join(f"{Path(f['file']).name} ({f['reason']})" for f in manifest["skipped_files"]))
+                seed_notes.append(note)
+            directory.mkdir(parents=True, exist_ok=True)
+            # the seed folders and genenv.toml in one commit: genenv.toml's rename is the commit point, and a
+            # failure before it puts every previous seed folder back (rundir.swap_in)
+            from genenv_cli.rundir import refuse_link, swap_in, tmp_name, write_new
+
+            refuse_link(target, "the run's config")
+            config_tmp = tmp_name(target)
+            write_new(config_tmp, (header + render_config(cfg)).encode("utf-8"))
+            swap_in([(one.tmp, one.final) for one in staged], config_tmp, target)
+        finally:
+            import shutil
+
+            for one in staged:
+                shutil.rmtree(one.tmp, ignore_errors=True)
+            if directory.is_dir():
+                from genenv_cli.rundir import remove_entry, tmp_name
+
+                remove_entry(tmp_name(target))
         for note in notes:
             typer.echo(f"note: {note}", err=True)
         said = ("domains " + ", ".join(f"{k} {100 * v:.0f}%" for k, v in cfg.run.shares().items())

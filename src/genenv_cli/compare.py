@@ -87,7 +87,7 @@ def read_run(path: Path) -> RunData:
     cfg = run.load_config()
     settings = flat_settings(cfg)
     seed = settings.pop("run.seed")
-    metrics = {e: m for e in run.epochs() if (m := read_metrics(run, e)) is not None}
+    metrics = {e: m for e in run.epochs() if (m := read_metrics(run, e, cfg)) is not None}
     data = RunData(path, seed, settings, cfg.env.mode, metrics)
     total = 0
     for e in sorted(metrics):

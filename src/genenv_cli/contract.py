@@ -1,13 +1,34 @@
-"""The stage contract (docs/design.md): declared inputs and outputs, atomic outputs, manifest last.
+"""The stage contract (docs/design.md): declared inputs and outputs, one commit of outputs and manifest.
 
 A stage builds a `StagePlan` (what it reads, what it writes, which config sections matter, which models it
 uses) and hands `execute` a body that writes each output to the temporary path `Staging.path(name)` gives it.
-Only after the body returns are the outputs renamed into place, and only then is the manifest written (then
-the caller's `after_commit` hook runs: the stages rewrite the epoch's metrics.json there), so:
 
-- a crash or SIGKILL at any point leaves the previous outputs as they were (at worst a `.tmp-PID` file,
-  removed by the next run);
-- rerunning with unchanged inputs, values and config is a no-op that says so; `force=True` redoes it;
+Commit order. A stage's outputs, its manifest and the files derived from the manifests (the epoch's
+metrics.json, from the caller's `derived` hook) become visible together, or not at all:
+
+1. prepare (nothing visible changes): the body writes every output to `.NAME.tmp-ID` (ID: the writer's pid);
+   the new manifest, fingerprinting those files, is written and flushed to `manifests/.STAGE.json.tmp-ID`
+   (the *intent*), and each derived file to its own `.NAME.tmp-ID`;
+2. swap: each existing output (and derived file) is renamed aside to `.NAME.old-ID`, its new version renamed
+   in;
+3. commit point: the intent is renamed over `manifests/STAGE.json`;
+4. the `.NAME.old-ID` copies are deleted.
+
+A failure in 1 removes the temporary files; a failure in 2 or 3 puts every old copy back and removes what was
+renamed in (`rundir.swap_in`), so any failed write (a full disk at the manifest, at a second output's rename,
+at metrics.json) leaves the previous outputs, manifest and metrics exactly as they were. A kill is resolved by
+the next run of the stage before it looks at anything (`rundir.recover_commit`): while the intent of a dead
+writer exists, the commit point was not reached and its swap is undone; without one it was, and the old
+copies are deleted. So the outputs always agree with the manifest beside them.
+
+Nothing is written through a symbolic link: a link at a lock, an output, a manifest or any folder of the
+run between its root and them is refused with its name; temporary files are created afresh (O_EXCL,
+O_NOFOLLOW). A recorded output is only read where the stage writes it, and only when it is a regular file
+or a folder (never a device or a pipe).
+
+Besides:
+- rerunning with unchanged inputs, values and config is a no-op that says so (it still rewrites metrics.json
+  when that no longer matches the manifests: it is derived state); `force=True` redoes it;
 - a manifest whose inputs changed since it was written marks the stage stale; one whose outputs no
   longer match it marks the stage incomplete. `genenv status` reports both.
 """
@@ -28,16 +49,25 @@ from genenv_cli.errors import DiskError, InputError, disk_full
 from genenv_cli.rundir import (
     EpochLock,
     RunDir,
-    clean_stale_tmp,
     fingerprint,
+    json_bytes,
+    link_refusal,
     read_json,
-    recover_interrupted,
-    replace_into_place,
+    read_pruned,
+    read_regular,
+    recover_commit,
+    refuse_links_below,
+    remove_entry,
     shard_of,
+    swap_in,
     tmp_name,
     unchanged,
-    write_json_atomic,
+    write_new,
 )
+
+# the caller's hook for files derived from the epoch's manifests: (run, cfg, plan, the new manifest or None for
+# the manifests as they are) -> {path: content}
+Derived = Callable[[RunDir, Config, "StagePlan", "dict[str, Any] | None"], "dict[Path, bytes]"]
 
 
 def process_rank() -> int:
@@ -76,7 +106,7 @@ class StageResult:
 
 
 class Staging:
-    """Temporary output paths for one stage run; commit renames them into place."""
+    """Temporary output paths for one stage run; `execute` commits them with the manifest."""
 
     def __init__(self, plan: StagePlan, is_main: bool = True):
         self.plan = plan
@@ -91,44 +121,72 @@ class Staging:
         if name not in self._tmp:
             final = self.plan.outputs[name]
             final.parent.mkdir(parents=True, exist_ok=True)
-            self._tmp[name] = tmp_name(final)
+            tmp = tmp_name(final)
+            if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+                remove_entry(tmp)  # a dead writer's leftover with this pid, or a link put there: never written through
+            elif tmp.is_symlink():  # ranks share this name and may be writing into it already: only refuse a link
+                raise link_refusal(tmp, f"a temporary output of `{self.plan.stage}`")
+            self._tmp[name] = tmp
         return self._tmp[name]
 
     def discard(self) -> None:
-        import shutil
-
         for tmp in self._tmp.values():
-            if tmp.is_dir():
-                shutil.rmtree(tmp, ignore_errors=True)
-            elif tmp.exists():
-                tmp.unlink()
+            with contextlib.suppress(OSError):
+                remove_entry(tmp)
 
-    def commit(self) -> None:
-        for name in self.plan.outputs:
+    def written(self) -> dict[str, tuple[Path, Path]]:
+        """{name: (temporary, final)} of the outputs the body wrote; an error for a required one it did not."""
+        out = {}
+        for name, final in self.plan.outputs.items():
             tmp = self._tmp.get(name)
-            if tmp is None or not tmp.exists():
+            if tmp is None or not os.path.lexists(tmp):
                 if name in self.plan.optional_outputs:
                     continue
                 raise RuntimeError(f"{self.plan.stage} did not write its output {name!r}")
-        for name, final in self.plan.outputs.items():
-            tmp = self._tmp.get(name)
-            if tmp is not None and tmp.exists():
-                replace_into_place(tmp, final)
+            out[name] = (tmp, final)
+        return out
+
+
+def _check_kinds(run: RunDir, stage: str, written: dict[str, tuple[Path, Path]]) -> None:
+    """A folder where a file output goes, or the reverse: named by the output's own name, before anything moves."""
+    for name, (tmp, final) in written.items():
+        if os.path.lexists(final) and not final.is_symlink() and final.is_dir() != tmp.is_dir():
+            want, found = ("folder", "file") if tmp.is_dir() else ("file", "folder")
+            raise InputError(f"{final} is a {found} where `{stage}` writes its output {name} (a {want}). Move it "
+                             f"aside and rerun; nothing was changed.")
+
+
+def manifests_problem(run: RunDir, epoch: int) -> str | None:
+    """Why the epoch's manifests cannot be where they belong (a file or a link at `manifests`), or None."""
+    d = run.manifests_dir(epoch)
+    if d.is_symlink():
+        return (f"{d} is a symbolic link where the epoch's manifests folder belongs; genenv does not follow links "
+                f"inside a run. Remove the link and rerun the epoch's stages")
+    if d.exists() and not d.is_dir():
+        return (f"{d} is a file where the epoch's manifests folder belongs, so no stage of epoch {epoch} counts "
+                f"as done. Move the file aside (the stages' records were in that folder) and rerun the epoch's "
+                f"stages")
+    return None
 
 
 def check_state(run: RunDir, cfg: Config, plan: StagePlan) -> StageState:
     """Compare the stage's manifest with its current inputs, values, config and outputs."""
     path = run.manifest_path(plan.epoch, plan.stage)
-    if not path.exists():
+    problem = manifests_problem(run, plan.epoch)
+    if problem:
+        return StageState("incomplete", [problem], None)
+    if not os.path.lexists(path):
         return StageState("missing", ["no manifest"], None)
     try:
         manifest = read_json(path, "stage manifest")
-    except InputError:
-        return StageState("incomplete", [f"{run.rel(path)} is not a valid manifest (not a JSON object)"], None)
+    except InputError as exc:
+        why = str(exc).split(";")[0] if path.is_symlink() or not path.is_file() else "not a JSON object"
+        return StageState("incomplete", [f"{run.rel(path)} is not a valid manifest ({why})"], None)
     try:
         return _compare(run, cfg, plan, manifest)
-    except (TypeError, AttributeError, KeyError, ValueError):  # a manifest edited into another shape
-        return StageState("incomplete", [f"{run.rel(path)} is not a valid manifest (wrong shape)"], None)
+    except (TypeError, AttributeError, KeyError, ValueError) as exc:  # a manifest edited into another shape
+        detail = f": {str(exc)[:120]}" if isinstance(exc, ValueError) else ""
+        return StageState("incomplete", [f"{run.rel(path)} is not a valid manifest (wrong shape{detail})"], None)
 
 
 def _compare(run: RunDir, cfg: Config, plan: StagePlan, manifest: dict[str, Any]) -> StageState:
@@ -151,28 +209,20 @@ def _compare(run: RunDir, cfg: Config, plan: StagePlan, manifest: dict[str, Any]
         reasons.append("config changed in " + ", ".join(plan.config_sections))
     if reasons:
         return StageState("stale", reasons, manifest)
-    pruned = _pruned(run, plan.epoch)
-    for rec in manifest.get("outputs", {}).values():
-        p = run.root / rec["path"]
-        if not p.exists() and pruned.get(rec["path"], {}).get("fingerprint") == rec["fingerprint"]:
+    pruned = read_pruned(run, plan.epoch)
+    expected = {name: run.rel(p) for name, p in plan.outputs.items()}
+    for name, rec in manifest.get("outputs", {}).items():
+        if expected.get(name) != rec["path"]:  # never read a path a manifest names elsewhere (/dev/zero, ../x)
+            raise ValueError(f"output {name} recorded at {rec['path']!r}")
+        p = plan.outputs[name]
+        if (not p.is_symlink() and not p.exists()
+                and pruned.get(rec["path"], {}).get("fingerprint") == rec["fingerprint"]):
             continue  # deleted by run.keep_checkpoints once the next epoch was complete (pruning.py)
-        if not unchanged(p, rec["fingerprint"]):
+        if p.is_symlink() or not unchanged(p, rec["fingerprint"]):
             reasons.append(f"output {rec['path']} missing or modified")
     if reasons:
         return StageState("incomplete", reasons, manifest)
     return StageState("done", [], manifest)
-
-
-def _pruned(run: RunDir, epoch: int) -> dict[str, Any]:
-    """epochs/N/pruned.json: the outputs run.keep_checkpoints deleted, by path (read here, not through pruning.py,
-    which imports this module's callers)."""
-    import json
-
-    try:
-        data = json.loads((run.epoch_dir(epoch) / "pruned.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def _report_crashed(run: RunDir, info: dict[str, Any]) -> None:
@@ -185,7 +235,9 @@ def _report_crashed(run: RunDir, info: dict[str, Any]) -> None:
             f"{info.get('since')}) did not finish: it crashed or was killed. Its outputs were never put in place; "
             f"its log is {log}. Carrying on.")
     print(text, file=sys.stderr, flush=True)
-    with contextlib.suppress(OSError), open(log, "a", encoding="utf-8") as fh:
+    from genenv_cli.ui import open_log
+
+    with contextlib.suppress(OSError), open_log(log) as fh:
         fh.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} WARNING: {text[len('warning: '):]}\n")
 
 
@@ -209,11 +261,11 @@ def _recorded_outputs(run: RunDir, epoch: int) -> dict[str, dict[str, Any]]:
 
     found: dict[str, dict[str, Any]] = {}
     mdir = run.manifests_dir(epoch)
-    for m in mdir.glob("*.json") if mdir.is_dir() else []:
+    for m in mdir.glob("*.json") if mdir.is_dir() and not mdir.is_symlink() else []:
         try:
-            for rec in json.loads(m.read_text()).get("outputs", {}).values():
+            for rec in json.loads(read_regular(m, follow=False)).get("outputs", {}).values():
                 found[rec["path"]] = rec["fingerprint"]
-        except (OSError, ValueError, KeyError, AttributeError, TypeError, RecursionError):
+        except (OSError, ValueError, KeyError, AttributeError, TypeError, RecursionError, InputError):
             continue
     return found
 
@@ -230,7 +282,11 @@ def _fingerprint_reusing(path: Path, recorded: dict[str, Any] | None) -> dict[st
 def require_done(run: RunDir, epoch: int, stage: str, needed_by: str) -> dict[str, Any]:
     """The manifest of an upstream stage, or a clear error telling what to run."""
     path = run.manifest_path(epoch, stage)
-    if not path.exists():
+    problem = manifests_problem(run, epoch)
+    if problem:
+        raise InputError(f"{problem}; `{needed_by} --epoch {epoch}` needs `{stage}` of epoch {epoch}, whose "
+                         f"manifest is {path}.")
+    if not os.path.lexists(path):
         raise InputError(f"`{needed_by} --epoch {epoch}` needs `{stage}` of epoch {epoch} to have completed, "
                          f"but {run.rel(path)} does not exist. Run `genenv {stage} --epoch {epoch}` first.")
     manifest = read_json(path, f"manifest of `{stage}`")
@@ -242,27 +298,28 @@ def require_done(run: RunDir, epoch: int, stage: str, needed_by: str) -> dict[st
 
 
 def execute(run: RunDir, cfg: Config, stage: str, epoch: int, build_plan: Callable[[], StagePlan],
-            body: Callable[[Staging], None], *, force: bool = False,
-            after_commit: Callable[[RunDir, Config, StagePlan], None] | None = None) -> StageResult:
+            body: Callable[[Staging], None], *, force: bool = False, derived: Derived | None = None) -> StageResult:
     """Run one stage under the contract. `build_plan` is called under the epoch's lock, so a second writer
-    fails on the lock before it looks at any input. `after_commit` runs (on the main rank) once the outputs
-    and the manifest are in place, still under the lock."""
+    fails on the lock before it looks at any input. `derived` gives the files computed from the epoch's
+    manifests (metrics.json): they are committed with the outputs, and rewritten by a no-op run when they no
+    longer match."""
     if process_rank() != 0:  # other ranks of a distributed update: no lock, nothing written but by rank 0
-        return _execute(run, cfg, build_plan(), body, force=force, is_main=False, after_commit=None)
-    with EpochLock(run, epoch, stage, shared=shard_of(stage) is not None) as lock:
+        return _execute(run, cfg, build_plan(), body, force=force, is_main=False, derived=None)
+    shared = shard_of(stage) is not None
+    with EpochLock(run, epoch, stage, shared=shared) as lock:
         if lock.crashed:
             _report_crashed(run, lock.crashed)
-        return _execute(run, cfg, build_plan(), body, force=force, is_main=True, after_commit=after_commit)
+        # rollout shards run side by side and add no numbers: they leave the derived files to the other stages
+        return _execute(run, cfg, build_plan(), body, force=force, is_main=True,
+                        derived=None if shared else derived)
 
 
 def _execute(run: RunDir, cfg: Config, plan: StagePlan, body: Callable[[Staging], None], *, force: bool,
-             is_main: bool, after_commit: Callable[[RunDir, Config, StagePlan], None] | None) -> StageResult:
+             is_main: bool, derived: Derived | None) -> StageResult:
+    manifest_path = run.manifest_path(plan.epoch, plan.stage)
     if is_main:
-        for d in {p.parent for p in plan.outputs.values()}:
-            # a killed writer's leftovers, even when this run turns out to have nothing to do: a folder output
-            # killed between its two renames gets its old copy back, temporary files of dead pids go
-            recover_interrupted(d)
-            clean_stale_tmp(d)
+        # a killed writer's half-done commit, even when this run turns out to have nothing to do
+        recover_stage(run, cfg, plan, derived)
     for up_epoch, up_stage in plan.requires:
         require_done(run, up_epoch, up_stage, plan.stage)
     for name, p in plan.inputs.items():
@@ -270,6 +327,8 @@ def _execute(run: RunDir, cfg: Config, plan: StagePlan, body: Callable[[Staging]
             raise InputError(f"`{plan.stage} --epoch {plan.epoch}`: input {name} ({p}) does not exist.")
     state = check_state(run, cfg, plan)
     if state.state == "done" and not force:
+        if is_main and derived is not None:
+            _refresh_derived(run, cfg, plan, derived)
         finished = state.manifest.get("finished", "?") if state.manifest else "?"
         return StageResult(plan.stage, plan.epoch, True, state.manifest or {},
                            f"{plan.stage} epoch {plan.epoch}: up to date (completed {finished}, inputs "
@@ -279,21 +338,63 @@ def _execute(run: RunDir, cfg: Config, plan: StagePlan, body: Callable[[Staging]
                  for name, p in plan.inputs.items()}
     started = time.time()
     staging = Staging(plan, is_main=is_main)
+    intent = tmp_name(manifest_path)
+    extra: list[Path] = []
     try:
         body(staging)
-        if is_main:
-            staging.commit()
+        if not is_main:
+            manifest = _manifest(run, cfg, plan, staging, inputs_fp, started, time.time(), {})
+            return StageResult(plan.stage, plan.epoch, False, manifest, f"{plan.stage} epoch {plan.epoch}: done")
+        written = staging.written()
+        _check_kinds(run, plan.stage, written)
+        finished = time.time()
+        manifest = _manifest(run, cfg, plan, staging, inputs_fp, started, finished,
+                             {name: fingerprint(tmp) for name, (tmp, _) in written.items()})
+        manifest_path.parent.mkdir(parents=True, exist_ok=True)
+        extra.append(intent)
+        write_new(intent, json_bytes(manifest))
+        pairs = [pair for pair in written.values()]
+        for path, content in (derived(run, cfg, plan, manifest) if derived is not None else {}).items():
+            tmp = tmp_name(path)
+            extra.append(tmp)
+            write_new(tmp, content)
+            pairs.append((tmp, path))
+        swap_in(pairs, intent, manifest_path)
     except BaseException as exc:
         staging.discard()
+        for p in extra:
+            with contextlib.suppress(OSError):
+                remove_entry(p)
         if disk_full(exc):
             where = sorted({str(p.parent) for p in plan.outputs.values()}) or [str(run.epoch_dir(plan.epoch))]
             raise DiskError(f"no space left on device at {', '.join(where)} while `{plan.stage} --epoch "
-                            f"{plan.epoch}` wrote its outputs. Nothing was changed: the previous outputs are as "
-                            f"they were and the partial ones were removed. Free some space (or move the run to a "
-                            f"bigger disk) and rerun the command.") from exc
+                            f"{plan.epoch}` wrote its outputs. Nothing was changed: the previous outputs, manifest "
+                            f"and metrics are as they were and the partial ones were removed. Free some space (or "
+                            f"move the run to a bigger disk) and rerun the command.") from exc
         raise
-    finished = time.time()
-    manifest = {
+    return StageResult(plan.stage, plan.epoch, False, manifest, f"{plan.stage} epoch {plan.epoch}: done")
+
+
+def recover_stage(run: RunDir, cfg: Config, plan: StagePlan, derived: Derived | None = None) -> list[str]:
+    """What a stage run does first, under the lock: refuse links at its outputs, manifest and derived files (and
+    at the folders between the run's root and them), then resolve a killed writer's half-done commit
+    (`rundir.recover_commit`: undone when it never reached its commit point, finished when it did) and remove
+    its temporary files."""
+    manifest_path = run.manifest_path(plan.epoch, plan.stage)
+    problem = manifests_problem(run, plan.epoch)
+    if problem:
+        raise InputError(problem + ".")
+    finals = {run.rel(p): p for p in plan.outputs.values()}
+    if derived is not None:
+        finals.update({run.rel(p): p for p in derived(run, cfg, plan, None)})
+    for p in [*finals.values(), manifest_path]:
+        refuse_links_below(run.root, p, f"an output of `{plan.stage}`")
+    return recover_commit(finals, manifest_path, run.root)
+
+
+def _manifest(run: RunDir, cfg: Config, plan: StagePlan, staging: Staging, inputs_fp: dict[str, Any],
+              started: float, finished: float, outputs_fp: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return {
         "stage": plan.stage,
         "epoch": plan.epoch,
         "genenv_version": __version__,
@@ -306,13 +407,23 @@ def _execute(run: RunDir, cfg: Config, plan: StagePlan, body: Callable[[Staging]
         "config": {s: _config_entry(cfg, s) for s in plan.config_sections},
         "inputs": inputs_fp,
         "values": _jsonable(plan.values),
-        "outputs": {name: {"path": run.rel(p), "fingerprint": fingerprint(p)}
-                    for name, p in plan.outputs.items() if p.exists()} if is_main else {},
+        # fingerprints of the temporary files: a rename keeps content, size and modification time
+        "outputs": {name: {"path": run.rel(plan.outputs[name]), "fingerprint": fp} for name, fp in outputs_fp.items()},
         "counts": staging.counts,
         "metrics": staging.metrics,
     }
-    if is_main:
-        write_json_atomic(run.manifest_path(plan.epoch, plan.stage), manifest)
-        if after_commit is not None:
-            after_commit(run, cfg, plan)
-    return StageResult(plan.stage, plan.epoch, False, manifest, f"{plan.stage} epoch {plan.epoch}: done")
+
+
+def _refresh_derived(run: RunDir, cfg: Config, plan: StagePlan, derived: Derived) -> None:
+    """A no-op run rewrites a derived file that no longer matches the manifests (a kill between an older
+    genenv's manifest and its metrics.json, a hand edit). Best effort: on read-only storage it stays as it is."""
+    from genenv_cli.rundir import read_regular, write_bytes_atomic
+
+    for path, content in derived(run, cfg, plan, None).items():
+        try:
+            same = read_regular(path, follow=False) == content
+        except (OSError, InputError):
+            same = False
+        if not same:
+            with contextlib.suppress(OSError):
+                write_bytes_atomic(path, content)

@@ -1,16 +1,20 @@
 """`epochs/NNNN/metrics.json`: one epoch's curriculum and training numbers, gathered from its manifests.
 
-Rewritten after every stage of the epoch completes (so it is always in step with the manifests), and read by
-`status` and `report`. Every key is present; a number is null until the stage that produces it has run.
+It is derived state: `gather` computes it from the manifests alone. A stage commits it together with its
+outputs and manifest (contract.py, "Commit order"), a no-op rerun rewrites it when it no longer matches, and
+`status`, `report` and `compare` take the numbers from the manifests, not from the file, so a copy left stale
+(by a hand edit, or a kill under an older genenv) never shows. Every key is present; a number is null until the
+stage that produces it has run.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from genenv_cli.rundir import RunDir, write_json_atomic
+from genenv_cli.rundir import RunDir, json_bytes, read_regular
 from genenv_cli.stages import STAGES
 
 if TYPE_CHECKING:
@@ -61,13 +65,26 @@ DOCS: dict[str, str] = {
 BY_DOMAIN = (("generate-tasks", "counts"), ("score", "metrics"))
 
 
-def gather(run: RunDir, epoch: int, band: tuple[float, float], alpha: float) -> dict[str, Any]:
+def gather(run: RunDir, epoch: int, band: tuple[float, float], alpha: float,
+           override: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The epoch's numbers from its manifests (`override`: stage -> a manifest to use instead of the file, the
+    one a stage is about to commit)."""
+    from genenv_cli.errors import GenenvError
+
     manifests: dict[str, dict[str, Any]] = {}
     for stage in {s for s, _, _ in SOURCES.values()} | {s for s, _ in BY_DOMAIN}:
+        if override and stage in override:
+            manifests[stage] = override[stage]
+            continue
         path = run.manifest_path(epoch, stage)
         if path.exists():
-            with contextlib.suppress(OSError, ValueError, RecursionError):
-                manifests[stage] = json.loads(path.read_text())
+            with contextlib.suppress(OSError, ValueError, RecursionError, GenenvError):
+                manifests[stage] = json.loads(read_regular(path, follow=False))
+    recorded = manifests.get("score", {}).get("config", {}) if isinstance(manifests.get("score"), dict) else {}
+    recorded = recorded.get("curriculum") if isinstance(recorded, dict) else None
+    if isinstance(recorded, dict):  # the α and band score's numbers were computed with
+        alpha = recorded.get("alpha", alpha)
+        band = (recorded.get("band_low", band[0]), recorded.get("band_high", band[1]))
     out: dict[str, Any] = {"epoch": epoch, "alpha": alpha, "band_low": band[0], "band_high": band[1]}
     for key, (stage, part, name) in SOURCES.items():
         section = manifests.get(stage, {})
@@ -91,13 +108,16 @@ def _by_domain(manifests: dict[str, Any]) -> dict[str, dict[str, Any]] | None:
     return merged or None
 
 
-def refresh(run: RunDir, epoch: int, band: tuple[float, float], alpha: float) -> dict[str, Any]:
-    data = gather(run, epoch, band, alpha)
-    write_json_atomic(run.metrics_path(epoch), data)
-    return data
-
-
-def after_stage(run: RunDir, cfg: Config, plan: StagePlan) -> None:
-    """Every epoch stage's `after_commit` hook: metrics.json follows the manifest just written."""
+def current(run: RunDir, cfg: Config, epoch: int) -> dict[str, Any]:
+    """The epoch's numbers as the manifests have them now, under the run's current α and band."""
     c = cfg.curriculum
-    refresh(run, plan.epoch, (c.band_low, c.band_high), c.alpha)
+    return gather(run, epoch, (c.band_low, c.band_high), c.alpha)
+
+
+def after_stage(run: RunDir, cfg: Config, plan: StagePlan, manifest: dict[str, Any] | None) -> dict[Path, bytes]:
+    """Every epoch stage's `derived` hook: metrics.json as the manifests make it, with `manifest` (about to be
+    committed) in place of the stage's own; the contract commits it with the stage's outputs."""
+    c = cfg.curriculum
+    data = gather(run, plan.epoch, (c.band_low, c.band_high), c.alpha,
+                  override={plan.stage: manifest} if manifest is not None else None)
+    return {run.metrics_path(plan.epoch): json_bytes(data)}

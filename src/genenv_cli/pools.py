@@ -280,8 +280,10 @@ _BOM = b"\xef\xbb\xbf"  # a UTF-8 byte-order mark, as spreadsheet exports write 
 def _open_bytes(path: Path, expected: str) -> BinaryIO:
     if path.is_dir():
         raise InputError(f"{path} is a folder; expected a file holding {expected}.")
-    try:
-        return open(path, "rb")  # bytes: text that is not UTF-8 is named by line, not a UnicodeDecodeError
+    from genenv_cli.rundir import open_regular  # here: rundir imports this module
+
+    try:  # bytes: text that is not UTF-8 is named by line, not a UnicodeDecodeError; never a device or a pipe
+        return os.fdopen(open_regular(path), "rb")
     except OSError as exc:
         raise InputError(f"{path}: cannot be read ({exc.strerror or exc}); expected {expected}.") from None
 
@@ -400,9 +402,11 @@ def iter_jsonl(path: Path, schema_key: str, validate: bool = True) -> Iterator[d
 
 def write_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> int:
     """Write records (to a staging path: the stage contract renames it into place). Returns the count."""
+    from genenv_cli.rundir import open_new  # here: rundir imports this module
+
     n = 0
     try:
-        with open(path, "w", encoding="utf-8") as fh:
+        with open_new(path, "w", encoding="utf-8") as fh:  # never through a link left at the temporary name
             for rec in records:
                 fh.write(json.dumps(rec, ensure_ascii=False, separators=(",", ":")))
                 fh.write("\n")
@@ -411,7 +415,8 @@ def write_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> int:
             os.fsync(fh.fileno())
     except BaseException:  # nothing half-written stays behind (the path is a staging path, never the output)
         with contextlib.suppress(OSError):
-            os.unlink(path)
+            if not os.path.islink(path):  # a link found there was refused, not made by us: leave it
+                os.unlink(path)
         raise
     return n
 

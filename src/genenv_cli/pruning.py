@@ -19,20 +19,15 @@ from typing import Any
 
 from genenv_cli.checkpoints import AGENT_STAGE, ENV_STAGE, env_trained
 from genenv_cli.config import Config
+from genenv_cli.errors import GenenvError
 from genenv_cli.models import CHECKPOINT_META
-from genenv_cli.rundir import RunDir, write_json_atomic
+from genenv_cli.rundir import PRUNED, RunDir, read_json, read_pruned, read_regular, write_json_atomic
 
-PRUNED = "pruned.json"
 ROLES = {"agent": AGENT_STAGE, "env": ENV_STAGE}
 
 
 def pruned_record(run: RunDir, epoch: int) -> dict[str, Any]:
-    path = run.epoch_dir(epoch) / PRUNED
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    return read_pruned(run, epoch)
 
 
 def epoch_complete(run: RunDir, cfg: Config, epoch: int) -> bool:
@@ -47,8 +42,8 @@ def keep(cfg: Config, epoch: int, newest_complete: int) -> bool:
 
 def _full_checkpoint(folder: Path) -> bool:
     try:
-        return json.loads((folder / CHECKPOINT_META).read_text()).get("kind") == "full"
-    except (OSError, ValueError, AttributeError):
+        return json.loads(read_regular(folder / CHECKPOINT_META, limit=1 << 20)).get("kind") == "full"
+    except (OSError, ValueError, AttributeError, GenenvError):
         return False
 
 
@@ -68,12 +63,12 @@ def prune(run: RunDir, cfg: Config) -> list[str]:
         record = pruned_record(run, e)
         for role, stage in ROLES.items():
             folder = run.checkpoint_dir(e, role)
-            if not folder.is_dir() or not _full_checkpoint(folder):
-                continue
+            if folder.is_symlink() or not folder.is_dir() or not _full_checkpoint(folder):
+                continue  # a link is never followed out of the run, let alone deleted through
             try:
-                manifest = json.loads(run.manifest_path(e, stage).read_text())
+                manifest = read_json(run.manifest_path(e, stage), f"{stage} manifest")
                 fp = manifest["outputs"][role]["fingerprint"]
-            except (OSError, ValueError, KeyError, TypeError):
+            except (GenenvError, KeyError, TypeError):
                 continue  # no manifest to vouch for it: leave it
             record[run.rel(folder)] = {"fingerprint": fp, "pruned": time.strftime("%Y-%m-%dT%H:%M:%S")}
             write_json_atomic(run.epoch_dir(e) / PRUNED, record)  # the record first, then the deletion

@@ -39,7 +39,7 @@ from typing import Any
 from genenv_cli.config import Config
 from genenv_cli.errors import InputError
 from genenv_cli.metrics import DOCS, MAPPINGS, SOURCES
-from genenv_cli.rundir import RunDir, write_bytes_atomic, write_text_atomic
+from genenv_cli.rundir import RunDir, read_regular, refuse_links_below, write_bytes_atomic, write_text_atomic
 
 # the GenEnv paper's "Curriculum dynamics" figure (the paper: docs/design.md): agent success on generated
 # tasks and agent response length, epochs 1-6
@@ -72,25 +72,33 @@ def _number(value: Any, where: str, key: str) -> float | int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InputError(f"{where}: `{key}` must be a number or null, got {json.dumps(value)[:80]}. "
-                         f"metrics.json is rewritten by every stage of the epoch; rerun the epoch's last stage "
-                         f"with --force to rewrite it.")
+        raise InputError(f"{where}: `{key}` must be a number or null, got {json.dumps(value)[:80]}. It was changed "
+                         f"by hand; rerun the epoch's stage that writes it with --force.")
     return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
-def read_metrics(run: RunDir, epoch: int) -> dict[str, Any] | None:
-    """The epoch's metrics.json with every key present (missing keys and NaN read as null); None when the
-    file does not exist yet."""
-    path = run.metrics_path(epoch)
-    if not path.exists():
-        return None
-    try:
-        data = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: not valid JSON ({exc}); expected the object of per-epoch numbers that every "
-                         f"stage rewrites. Rerun the epoch's last stage with --force to rewrite it.") from None
-    if not isinstance(data, dict):
-        raise InputError(f"{path}: expected a JSON object of per-epoch numbers, got {type(data).__name__}.")
+def read_metrics(run: RunDir, epoch: int, cfg: Any = None) -> dict[str, Any] | None:
+    """The epoch's numbers with every key present (missing keys and NaN read as null); None when there are none
+    yet. Where the epoch has manifests they are taken from them (`metrics.gather`, under `cfg`'s α and band,
+    the run's own config when not given), never from a metrics.json that may be stale: that file is derived
+    state. Only an epoch without manifests (its numbers kept alone, as archived results are) is read from its
+    metrics.json."""
+    from genenv_cli.metrics import SOURCES, current
+
+    if any(run.manifest_path(epoch, stage).is_file() for stage, _, _ in SOURCES.values()):
+        data = current(run, cfg if cfg is not None else run.load_config(), epoch)
+        path = run.manifests_dir(epoch)
+    else:
+        path = run.metrics_path(epoch)
+        if not path.exists():
+            return None
+        try:
+            data = json.loads(read_regular(path).decode("utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise InputError(f"{path}: not valid JSON ({exc}); expected the object of per-epoch numbers that every "
+                             f"stage rewrites. Rerun the epoch's last stage with --force to rewrite it.") from None
+        if not isinstance(data, dict):
+            raise InputError(f"{path}: expected a JSON object of per-epoch numbers, got {type(data).__name__}.")
     out: dict[str, Any] = {"epoch": epoch}
     for key in _NUMBER_KEYS:
         out[key] = _number(data.get(key), str(path), key)
@@ -643,6 +651,7 @@ def build_report(run: RunDir, cfg: Config, out: Path | None = None) -> dict[str,
 
     default_dir = run.root / "report"
     if out is None:
+        refuse_links_below(run.root, default_dir / "report.html", "the report")
         out = default_dir / "report.html"
     elif out.is_dir():
         out = out / "report.html"
@@ -652,7 +661,7 @@ def build_report(run: RunDir, cfg: Config, out: Path | None = None) -> dict[str,
 
     c = cfg.curriculum
     epochs = run.epochs()
-    metrics = {e: read_metrics(run, e) for e in epochs}
+    metrics = {e: read_metrics(run, e, cfg) for e in epochs}
     stats = {e: read_task_stats(run, e) for e in epochs}
     evals = read_evals(run)
     notes: list[str] = []

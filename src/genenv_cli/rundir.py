@@ -21,19 +21,21 @@ import json
 import os
 import re
 import shutil
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from genenv_cli.config import CONFIG_NAME, Config, load_config
-from genenv_cli.errors import ConfigError, InputError, LockError
+from genenv_cli.errors import ConfigError, GenenvError, InputError, LockError
 from genenv_cli.pools import SCHEMAS
 
 POOLS = ("agent_train", "env_sft")
 EPOCH_MAX = 99_999  # epochs are folder names (`epochs/0003`): a bound keeps them names, not numbers too big to use
 _PARTITION = re.compile(r"^epoch=(\d{4,})\.parquet$")
-_SHARD = re.compile(r"\.shard-(\d+)-of-(\d+)$")
+_SHARD = re.compile(r"\.shard-(\d{1,6})-of-(\d{1,6})$")
+SHARD_MAX = 4_096  # rollout shards of one epoch: a bound keeps `score`'s check of the set (1..N) small
 
 
 def shard_tag(shard: tuple[int, int]) -> str:
@@ -54,7 +56,10 @@ def shard_of(name: str) -> tuple[int, int] | None:
     ((2, 4), (10, 12), None)
     """
     m = _SHARD.search(name)
-    return (int(m.group(1)), int(m.group(2))) if m else None
+    if not m:
+        return None
+    i, n = int(m.group(1)), int(m.group(2))
+    return (i, n) if 1 <= i <= n <= SHARD_MAX else None  # a name found on disk is data: out of range is no shard
 
 
 @dataclass(frozen=True)
@@ -138,11 +143,12 @@ class RunDir:
 
 
 def lock_held(path: Path) -> bool:
-    """Whether a process holds an exclusive lock on `path` now. Read-only: opened for reading, tested with a
-    shared lock (works on read-only storage, creates nothing); False when it cannot be opened."""
+    """Whether a process holds an exclusive lock on `path` now. Read-only: opened for reading without following a
+    link, tested with a shared lock (works on read-only storage, creates nothing); False when it cannot be
+    opened or is not a regular file."""
     try:
-        fh = open(path, "rb")  # noqa: SIM115 - closed below
-    except OSError:
+        fh = os.fdopen(open_regular(path, follow=False), "rb")
+    except (OSError, GenenvError):
         return False
     with fh:
         try:
@@ -160,8 +166,8 @@ def read_record(path: Path) -> dict[str, Any]:
     The one reader of a lock's holder ({stage, pid, host, since}; a clean exit empties it), also used where a
     damaged file should add nothing rather than fail (`status`)."""
     try:
-        info = json.loads(path.read_bytes() or b"{}")
-    except (OSError, ValueError, RecursionError):
+        info = json.loads(read_regular(path, limit=RECORD_MAX) or b"{}")
+    except (OSError, ValueError, RecursionError, GenenvError):
         return {}
     return info if isinstance(info, dict) else {}
 
@@ -180,7 +186,7 @@ def read_json(path: Path, what: str, expect: type = dict) -> Any:
     """A JSON file the run wrote (a manifest, metrics.json, a lock's record), checked for its shape: InputError
     naming the file and what was expected when it is unreadable, not UTF-8, not JSON or of the wrong type."""
     try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
+        data = json.loads(read_regular(path).decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise InputError(f"{path}: not a valid {what} ({type(exc).__name__}: {str(exc)[:120]}). It was changed by "
                          f"hand or damaged; remove it and rerun the stage that writes it.") from None
@@ -191,6 +197,19 @@ def read_json(path: Path, what: str, expect: type = dict) -> Any:
                          f"got {type(data).__name__}. It was changed by hand or damaged; remove it and rerun the "
                          f"stage that writes it.")
     return data
+
+
+PRUNED = "pruned.json"  # epochs/N/pruned.json: the checkpoints run.keep_checkpoints deleted (pruning.py)
+
+
+def read_pruned(run: RunDir, epoch: int) -> dict[str, Any]:
+    """epochs/N/pruned.json by output path ({fingerprint, pruned}); {} when absent or unreadable. A regular file
+    only: a device or pipe planted there is never read."""
+    try:
+        data = json.loads(read_regular(run.epoch_dir(epoch) / PRUNED, limit=1 << 22).decode("utf-8"))
+    except (OSError, ValueError, InputError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def find_run(run: Path | None) -> RunDir:
@@ -208,51 +227,145 @@ def find_run(run: Path | None) -> RunDir:
     return RunDir(run)
 
 
+# ---------------------------------------------------------------- never a link, never a device
+
+RECORD_MAX = 1 << 20  # a lock's record or a leniently read file: anything longer is not one genenv wrote
+
+
+def link_refusal(path: Path, what: str = "a file genenv writes") -> InputError:
+    return InputError(f"{path} is a symbolic link, where the run keeps {what}. genenv does not follow links inside a "
+                      f"run directory (it would write to wherever the link points); remove the link "
+                      f"(`rm {path}`) and rerun. To keep a run on another disk, link or mount the run directory "
+                      f"itself.")
+
+
+def refuse_link(path: Path, what: str = "a file genenv writes") -> None:
+    """InputError when `path` itself is a symbolic link (dangling or not)."""
+    if path.is_symlink():
+        raise link_refusal(path, what)
+
+
+def refuse_links_below(root: Path, path: Path, what: str = "a file genenv writes") -> None:
+    """InputError when `path` or any folder between the run's root and it is a symbolic link: what genenv
+    writes stays inside the run."""
+    try:
+        parts = path.relative_to(root).parts
+    except ValueError:
+        return
+    here = root
+    for part in parts:
+        here = here / part
+        if here.is_symlink():
+            raise link_refusal(here, what if here == path else "a folder of the run")
+
+
+def open_regular(path: Path, *, follow: bool = True) -> int:
+    """A read-only descriptor of a regular file. A device, FIFO or socket (`/dev/zero`, a pipe) is refused with an
+    InputError naming it: reading one never ends or blocks. `follow=False` also refuses a symbolic link."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow:
+            raise link_refusal(path, "a file genenv reads") from None
+        raise
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        kind = "a folder" if stat.S_ISDIR(st.st_mode) else "a device, pipe or socket"
+        raise InputError(f"{path} is {kind}, not a regular file; genenv reads only regular files there. Move it "
+                         f"aside and rerun.")
+    os.set_blocking(fd, True)
+    return fd
+
+
+def read_regular(path: Path, *, limit: int | None = None, follow: bool = True) -> bytes:
+    """The bytes of a regular file (see `open_regular`); at most `limit` bytes, when given."""
+    with os.fdopen(open_regular(path, follow=follow), "rb") as fh:
+        return fh.read() if limit is None else fh.read(limit)
+
+
+def open_new(path: Path, mode: str = "wb", **kw: Any) -> Any:
+    """Create `path` for writing without following a symbolic link: a leftover (a killed writer's file with this
+    process's id, or a link planted there) is removed first, then the file is created exclusively."""
+    remove_entry(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    return os.fdopen(fd, mode, **kw)
+
+
+def remove_entry(path: Path) -> None:
+    """Remove whatever is at `path` without following it: a link is unlinked (its target untouched), a folder
+    removed with its contents, a missing entry ignored."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        shutil.rmtree(path)
+    else:
+        os.unlink(path)
+
+
 # ---------------------------------------------------------------- fingerprints
 
 def sha256_file(path: Path) -> str:
-    with open(path, "rb") as fh:
+    """sha256 of a regular file (a device or pipe is refused, see `open_regular`: /dev/zero never ends)."""
+    with os.fdopen(open_regular(path), "rb") as fh:
         return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def fingerprint(path: Path) -> dict[str, Any]:
     """Content hash plus the stat fields used to skip rehashing an untouched file (for a folder: of each file)."""
     st = path.stat()
-    if path.is_dir():
+    if stat.S_ISDIR(st.st_mode):
         files = _dir_stats(path)
         return {"dir": True, "sha256": _dir_digest(path), "size": sum(f[0] for f in files.values()), "files": files}
+    if not stat.S_ISREG(st.st_mode):
+        sha256_file(path)  # raises, naming it
     return {"sha256": sha256_file(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
+def _dir_entries(path: Path) -> list[tuple[str, os.stat_result]]:
+    """(relative name, lstat) of everything under a folder, sorted, links never followed."""
+    out = []
+    for dirpath, dirnames, filenames in os.walk(path):  # os.walk does not descend into linked folders
+        for name in dirnames + filenames:
+            full = os.path.join(dirpath, name)
+            st = os.lstat(full)
+            if not stat.S_ISDIR(st.st_mode):
+                out.append((os.path.relpath(full, path), st))
+    return sorted(out)
+
+
 def _dir_stats(path: Path) -> dict[str, list[int]]:
-    out = {}
-    for p in sorted(path.rglob("*")):
-        if p.is_file():
-            st = p.stat()
-            out[str(p.relative_to(path))] = [st.st_size, st.st_mtime_ns]
-    return out
+    # a link or a device inside an output folder is recorded by name with size -1 (never opened), so one put
+    # there by hand makes the folder differ from what its manifest recorded
+    return {rel: [st.st_size if stat.S_ISREG(st.st_mode) else -1, st.st_mtime_ns] for rel, st in _dir_entries(path)}
 
 
 def _dir_digest(path: Path) -> str:
     h = hashlib.sha256()
-    for p in sorted(path.rglob("*")):
-        if p.is_file():
-            h.update(str(p.relative_to(path)).encode() + b"\0" + sha256_file(p).encode())
+    for rel, st in _dir_entries(path):
+        digest = sha256_file(path / rel) if stat.S_ISREG(st.st_mode) else f"not-a-file:{stat.S_IFMT(st.st_mode)}"
+        h.update(rel.encode("utf-8", "surrogateescape") + b"\0" + digest.encode())
     return h.hexdigest()
 
 
 def unchanged(path: Path, fp: dict[str, Any]) -> bool:
     """True when `path` still has the content `fp` recorded. Same size and mtime: trusted as unchanged
     (as make and git do); otherwise the content is hashed again."""
-    if not path.exists():
+    try:
+        st = os.stat(path)
+    except OSError:
         return False
     if fp.get("dir"):
-        if not path.is_dir():
+        if not stat.S_ISDIR(st.st_mode):
             return False
         if fp.get("files") is not None and _dir_stats(path) == fp["files"]:
             return True
         return _dir_digest(path) == fp["sha256"]
-    st = path.stat()
+    if not stat.S_ISREG(st.st_mode):  # a folder, a device or a pipe where a file was recorded: never read it
+        return False
     if st.st_size != fp.get("size"):
         return False
     if st.st_mtime_ns == fp.get("mtime_ns"):
@@ -262,55 +375,197 @@ def unchanged(path: Path, fp: dict[str, Any]) -> bool:
 
 # ---------------------------------------------------------------- atomic writes
 
-def tmp_name(final: Path) -> Path:
-    """A temporary name beside `final`, tagged with the writing process. Under torchrun/accelerate the ranks
-    share their launcher's pid, so they agree on the name (only rank 0 writes; some savers need every rank)."""
-    owner = os.getppid() if int(os.environ.get("WORLD_SIZE", "1")) > 1 else os.getpid()
-    return final.with_name(f".{final.name}.tmp-{owner}")
+def writer_id() -> int:
+    """The id in this process's temporary and old names. Under torchrun/accelerate the ranks share their
+    launcher's pid, so they agree on the name (only rank 0 writes; some savers need every rank)."""
+    return os.getppid() if int(os.environ.get("WORLD_SIZE", "1")) > 1 else os.getpid()
+
+
+def tmp_name(final: Path, pid: int | None = None) -> Path:
+    """A temporary name beside `final`, tagged with the writing process (`writer_id`)."""
+    return final.with_name(f".{final.name}.tmp-{writer_id() if pid is None else pid}")
 
 
 def old_name(final: Path, pid: int | None = None) -> Path:
-    return final.with_name(f".{final.name}.old-{os.getpid() if pid is None else pid}")
+    """Where a commit keeps the previous `final` until the new one is in place (`swap_in`)."""
+    return final.with_name(f".{final.name}.old-{writer_id() if pid is None else pid}")
 
 
 def replace_into_place(tmp: Path, final: Path) -> None:
-    """Rename a finished file or directory over its final name (atomic for files).
+    """Rename a finished file or directory over its final name (atomic for files); what is at `final` is
+    replaced, never followed (a link there is replaced, its target untouched).
 
     A folder takes two renames (the old one aside to `.NAME.old-PID`, the new one in): a kill between them
     leaves no `NAME`, and `recover_interrupted` (run before a stage looks at its state) puts the old one back,
-    so the previous checkpoint is never lost."""
+    so the previous copy is never lost. The stages commit with `swap_in`, which does this for every output."""
     final.parent.mkdir(parents=True, exist_ok=True)
     if tmp.is_dir():
         old = old_name(final)
-        if final.exists():
+        if os.path.lexists(final):
+            remove_entry(old)
             os.replace(final, old)
         os.replace(tmp, final)
-        if old.exists():
-            shutil.rmtree(old, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            remove_entry(old)
     else:
         os.replace(tmp, final)
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Write under `tmp_name` (which `clean_stale_tmp` recognises if the writer is killed), then rename."""
+    """Write under `tmp_name` (created afresh, never through a link; `clean_stale_tmp` recognises it if the
+    writer is killed), then rename over `path`."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = tmp_name(path)
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open_new(tmp) as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            remove_entry(tmp)
+        raise
 
 
 def write_text_atomic(path: Path, text: str) -> None:
     write_bytes_atomic(path, text.encode("utf-8"))
 
 
+def json_bytes(obj: Any) -> bytes:
+    return (json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n").encode("utf-8")
+
+
 def write_json_atomic(path: Path, obj: Any) -> None:
-    write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+    write_bytes_atomic(path, json_bytes(obj))
 
 
-_LEFTOVER = re.compile(r"^\.(.+)\.(tmp|old)-(\d+)$")
+def write_new(path: Path, data: bytes) -> None:
+    """Write a temporary file of a commit: created afresh (never through a link), flushed to disk."""
+    with open_new(path) as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def swap_in(pairs: list[tuple[Path, Path]], intent: Path, manifest: Path) -> None:
+    """The commit of a stage (docs/design.md, "Commit order"). `pairs` are (temporary, final) names of its
+    outputs and derived files, all written; `intent` is its new manifest under its temporary name, written and
+    flushed. Each final is moved aside to `.NAME.old-ID` and its new version renamed in; then the manifest is
+    renamed in (the commit point), then the old copies are deleted. A failure before the commit point puts
+    every old copy back and removes what was renamed in, so the previous outputs and manifest stand; a kill
+    there is resolved by `recover_commit` on the next run the same way, since `intent` still exists."""
+    moved: list[tuple[Path, Path, Path | None]] = []
+    try:
+        for tmp, final in pairs:
+            old = None
+            if os.path.lexists(final):
+                old = old_name(final)
+                remove_entry(old)
+                os.replace(final, old)
+            moved.append((tmp, final, old))
+            os.replace(tmp, final)
+        os.replace(intent, manifest)  # the commit point
+    except BaseException:
+        for tmp, final, old in reversed(moved):
+            if not os.path.lexists(tmp):  # its new version was renamed in
+                remove_entry(final)
+            if old is not None:
+                os.replace(old, final)
+        raise
+    for folder in {manifest.parent, *(final.parent for _, final, _ in moved)}:
+        fsync_folder(folder)  # the renames themselves reach the disk
+    for _, _, old in moved:
+        if old is not None:
+            with contextlib.suppress(OSError):  # left for the next run's recovery
+                remove_entry(old)
+
+
+def fsync_folder(folder: Path) -> None:
+    """Flush a folder's entries (renames, new names) to disk; best effort (some file systems refuse it)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def recover_commit(finals: dict[str, Path], manifest: Path, root: Path) -> list[str]:
+    """Resolve what a killed `swap_in` left for these outputs (`finals`: path relative to `root` -> path) and
+    this manifest, for every writer id that is no longer alive:
+
+    - its intent (`.STAGE.json.tmp-ID`) is still there: the commit point was not reached, so it is undone: each
+      `.NAME.old-ID` goes back to NAME, and a NAME that has no old copy but is the new output the intent
+      records (a stage's first run) is removed;
+    - no intent: the commit happened (or a writer of an older genenv was killed between the two renames of a
+      folder): an old copy is deleted when NAME exists, put back when it does not.
+
+    Then the writer's temporary files and intent are removed. Returns what it did, one line each."""
+    done: list[str] = []
+    ids: set[int] = set()
+    for final in [*finals.values(), manifest]:
+        ids.update(_leftover_ids(final))
+    for pid in sorted(ids):
+        if _pid_alive(pid):
+            continue
+        intent = tmp_name(manifest, pid)
+        if os.path.lexists(intent):
+            recorded = _intent_outputs(intent)
+            committed = _intent_outputs(manifest) if os.path.lexists(manifest) else {}
+            for rel, final in finals.items():
+                old = old_name(final, pid)
+                if os.path.lexists(old):
+                    remove_entry(final)
+                    os.replace(old, final)
+                    done.append(f"put back the previous {rel}")
+                elif os.path.lexists(final) and not final.is_symlink() and rel in recorded \
+                        and unchanged(final, recorded[rel]) \
+                        and not (rel in committed and unchanged(final, committed[rel])):
+                    remove_entry(final)  # new, with no previous copy, and no committed manifest vouches for it
+                    done.append(f"removed {rel}, written by an unfinished run")
+        else:
+            for rel, final in finals.items():
+                old = old_name(final, pid)
+                if os.path.lexists(old):
+                    if os.path.lexists(final):
+                        remove_entry(old)
+                    else:
+                        os.replace(old, final)
+                        done.append(f"put back the previous {rel}")
+        for final in [*finals.values(), manifest]:
+            remove_entry(tmp_name(final, pid))
+    return done
+
+
+def _leftover_ids(final: Path) -> set[int]:
+    """Writer ids of `.NAME.tmp-ID` and `.NAME.old-ID` beside `final`."""
+    prefix = f".{final.name}."
+    found: set[int] = set()
+    try:
+        names = os.listdir(final.parent)
+    except OSError:
+        return found
+    for name in names:
+        if name.startswith(prefix):
+            m = _LEFTOVER.match(name)
+            if m and m.group(1) == final.name:
+                found.add(int(m.group(3)))
+    return found
+
+
+def _intent_outputs(intent: Path) -> dict[str, dict[str, Any]]:
+    """{path: fingerprint} of the outputs a manifest (or an unfinished commit's) records ({} if it was cut short
+    or is not one)."""
+    try:
+        data = json.loads(read_regular(intent, follow=False))
+        return {rec["path"]: rec["fingerprint"] for rec in data["outputs"].values()
+                if isinstance(rec, dict) and isinstance(rec.get("fingerprint"), dict)}
+    except (OSError, ValueError, RecursionError, KeyError, TypeError, AttributeError, GenenvError):
+        return {}
+
+
+_LEFTOVER = re.compile(r"^\.(.+)\.(tmp|old)-(\d{1,10})$")
 
 
 def recover_interrupted(directory: Path) -> list[Path]:
@@ -336,7 +591,8 @@ def recover_interrupted(directory: Path) -> list[Path]:
 
 def clean_stale_tmp(directory: Path) -> None:
     """Remove leftovers of killed writers (`.NAME.tmp-PID`, `.NAME.old-PID`) whose process is gone; an old copy
-    whose NAME is missing is put back instead (`recover_interrupted`), never deleted."""
+    whose NAME is missing is put back instead (`recover_interrupted`), never deleted. For folders outside the
+    stage contract (evaluations, the static task set); a stage's own leftovers are `recover_commit`'s."""
     if not directory.is_dir():
         return
     recover_interrupted(directory)
@@ -345,11 +601,8 @@ def clean_stale_tmp(directory: Path) -> None:
         if m and not _pid_alive(int(m.group(3))):
             if m.group(2) == "old" and not p.with_name(m.group(1)).exists():
                 continue  # the only copy (recover_interrupted could not rename it): keep it
-            if p.is_dir():
-                shutil.rmtree(p, ignore_errors=True)
-            else:
-                with contextlib.suppress(OSError):  # gone already, or read-only storage: harmless either way
-                    p.unlink()
+            with contextlib.suppress(OSError):  # gone already, or read-only storage: harmless either way
+                remove_entry(p)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -378,6 +631,7 @@ class EpochLock:
     epoch folder that the lock created and nothing else filled is removed again on exit."""
 
     def __init__(self, run: RunDir, epoch: int, stage: str, shared: bool = False):
+        self.root = run.root
         self.path = run.epoch_dir(epoch) / ".lock"
         self.own = self.path.with_name(f".lock.{stage}") if shared else None
         self.epoch = epoch
@@ -395,17 +649,35 @@ class EpochLock:
         return f"`{info.get('stage')}` (pid {info.get('pid')} on {info.get('host')}, since {info.get('since')})"
 
     def _open(self, path: Path) -> Any:
-        if path.is_dir():
+        """The lock file, opened without following a link (a link there is refused, naming it: a lock that
+        followed one would empty the file it points to, and a dangling one would create its target)."""
+        if path.is_dir() and not path.is_symlink():
             raise InputError(f"{path} is a folder where the epoch's lock file belongs. Move it aside (it holds "
                              f"nothing genenv wrote) and rerun.")
+        nofollow = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        mode = "a+"
         try:
-            return open(path, "a+")  # noqa: SIM115 - held open for the lock's lifetime, closed in __exit__
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | nofollow, 0o644)
         except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise link_refusal(path, "the epoch's lock file") from None
             if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
                 raise
-            if path.is_file():
-                return open(path)  # noqa: SIM115 - read-only storage: flock works on a read-only descriptor
-            return None
+            try:  # read-only storage: flock works on a read-only descriptor
+                fd = os.open(path, os.O_RDONLY | nofollow)
+            except FileNotFoundError:
+                return None
+            except OSError as again:
+                if again.errno == errno.ELOOP:
+                    raise link_refusal(path, "the epoch's lock file") from None
+                raise
+            mode = "r"
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise InputError(f"{path} is a device, pipe or socket where the epoch's lock file belongs. Move it "
+                             f"aside and rerun.")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, mode)  # held open for the lock's lifetime, closed in __exit__
 
     def _take(self, path: Path, mode: int, record: bool) -> None:
         while True:
@@ -445,6 +717,7 @@ class EpochLock:
 
     def __enter__(self) -> EpochLock:
         folder = self.path.parent
+        refuse_links_below(self.root, folder, "an epoch's folder")
         if folder.exists() and not folder.is_dir():
             raise InputError(f"{folder} is a file where epoch {self.epoch}'s folder belongs. Move it aside and rerun.")
         if not folder.exists():

@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from genenv_cli.config import Config
-from genenv_cli.contract import check_state
+from genenv_cli.contract import check_state, manifests_problem
 from genenv_cli.errors import GenenvError
 from genenv_cli.metrics import gather
-from genenv_cli.rundir import RunDir, lock_held, read_record, shard_of
+from genenv_cli.rundir import RunDir, lock_held, read_record, shard_of, shard_stage
 from genenv_cli.stages import EPOCH_STAGES, STAGES, available, stage_module
 
 
@@ -35,9 +35,11 @@ def _running(run: RunDir, epoch: int) -> dict[str, dict[str, Any]]:
 
 def _shard_stages(run: RunDir, epoch: int) -> list[str]:
     mdir = run.manifests_dir(epoch)
-    if not mdir.is_dir():
+    if not mdir.is_dir() or mdir.is_symlink():
         return []
-    return sorted(p.stem for p in mdir.glob("rollout.shard-*.json"))
+    # a name found on disk is data: only shard names in range (rundir.SHARD_MAX) count
+    return sorted(p.stem for p in mdir.glob("rollout.shard-*.json")
+                  if (s := shard_of(p.stem)) and p.stem == shard_stage("rollout", s))
 
 
 def stage_state(run: RunDir, cfg: Config, epoch: int, stage: str) -> dict[str, Any]:
@@ -53,8 +55,9 @@ def stage_state(run: RunDir, cfg: Config, epoch: int, stage: str) -> dict[str, A
     except GenenvError as exc:
         path = run.manifest_path(epoch, stage)
         manifest = read_record(path) if path.is_file() else None
-        state = "stale" if manifest else "missing"
-        reasons = [str(exc).split(". ")[0]]
+        problem = manifests_problem(run, epoch)
+        state = "incomplete" if problem else "stale" if manifest else "missing"
+        reasons = [problem or str(exc).split(". ")[0]]
     if not isinstance(manifest, dict) or not all(isinstance(manifest.get(k, {}), dict) for k in ("counts", "metrics")):
         manifest = None  # a manifest of the wrong shape: check_state already calls the stage incomplete
     return {"state": state, "reasons": reasons,
@@ -80,10 +83,8 @@ def collect(run: RunDir, cfg: Config) -> list[dict[str, Any]]:
                 h = running[name]
                 stages[name]["state"] = "running"
                 stages[name]["reasons"] = [f"pid {h.get('pid')} on {h.get('host')} since {h.get('since')}"]
+        # from the manifests, not metrics.json: that file is derived state, and a stale copy must never show
         metrics = {k: v for k, v in gather(run, epoch, band, c.alpha).items() if k != "epoch"}
-        metrics_path = run.metrics_path(epoch)
-        if metrics_path.is_file():  # a metrics.json of the wrong shape (edited by hand) adds nothing
-            metrics.update({k: v for k, v in read_record(metrics_path).items() if k != "epoch"})
         rows.append({"epoch": epoch, "stages": stages, "metrics": metrics,
                      "running": ", ".join(sorted(running)) or None})
     return rows

@@ -67,6 +67,24 @@ class Tracker:
                 f"elapsed {_fmt_eta(elapsed)}, ETA {_fmt_eta(eta)}")
 
 
+def open_log(path: Path) -> Any:
+    """A log opened for appending without following a link: a link at the log (or a device there) fails with
+    an OSError, so the log is given up rather than written wherever the link points."""
+    import errno
+    import stat
+
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OSError(errno.ELOOP, "it is a symbolic link; genenv does not follow links inside a run", str(path)) from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    return os.fdopen(fd, "a", encoding="utf-8")
+
+
 class UI:
     def __init__(self, *, quiet: bool = False, json_summary: bool = False, log_path: Path | None = None,
                  stream: TextIO | None = None, out: TextIO | None = None):
@@ -88,7 +106,7 @@ class UI:
             return
         try:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.log_path, "a", encoding="utf-8") as fh:
+            with open_log(self.log_path) as fh:
                 fh.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {text}\n")
         except OSError as exc:
             path, self.log_path = self.log_path, None

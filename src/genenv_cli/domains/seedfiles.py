@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
 import re
 import shutil
@@ -123,7 +122,32 @@ def assign_splits(tasks: list[SeedTask], seed: int, validation_share: float) -> 
 def import_seeds(domain: Domain, paths: list[Path], run_root: Path, *, seed: int, validation_share: float = 0.2,
                  force: bool = False, folder: str = SEEDS_DIR) -> dict[str, Any]:
     """Read, check and copy the seed files into RUN/<folder> (RUN/seeds; RUN/seeds/NAME for a domain of a mixed
-    run), atomically; returns the manifest."""
+    run), atomically; returns the manifest. `genenv init` stages every domain's folder first (`stage_seeds`) and
+    swaps them in together with genenv.toml, so a failure on any of them changes nothing."""
+    from genenv_cli.rundir import replace_into_place
+
+    staged = stage_seeds(domain, paths, run_root, seed=seed, validation_share=validation_share, force=force,
+                         folder=folder)
+    try:
+        replace_into_place(staged.tmp, staged.final)
+    finally:
+        shutil.rmtree(staged.tmp, ignore_errors=True)
+    return staged.manifest
+
+
+class StagedSeeds:
+    """A domain's seed folder built under a temporary name (`tmp`), not yet in place (`final`)."""
+
+    def __init__(self, tmp: Path, final: Path, manifest: dict[str, Any]):
+        self.tmp, self.final, self.manifest = tmp, final, manifest
+
+
+def stage_seeds(domain: Domain, paths: list[Path], run_root: Path, *, seed: int, validation_share: float = 0.2,
+                force: bool = False, folder: str = SEEDS_DIR) -> StagedSeeds:
+    """Read and check the seed files and build RUN/<folder> under a temporary name beside it; nothing in the run
+    changes (the caller renames it in, or removes it)."""
+    from genenv_cli.rundir import refuse_links_below, tmp_name
+
     if not 0.0 <= validation_share < 1.0:
         raise ConfigError(f"--validation-share {validation_share}: expected a number in [0, 1).")
     skipped: list[dict[str, str]] = []
@@ -136,10 +160,11 @@ def import_seeds(domain: Domain, paths: list[Path], run_root: Path, *, seed: int
     if not any(t.split == "train" for t in tasks):
         raise InputError(f"--seeds: no train tasks among {len(tasks)} (generate-tasks draws base tasks from train).")
     final = run_root / folder
+    refuse_links_below(run_root, final, "the run's seed folder")
     if final.exists() and not force:
         raise ConfigError(f"{final} already exists; pass --force to replace the run's seeds.")
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.parent / f".{final.name}.tmp-{os.getpid()}"
+    tmp = tmp_name(final)
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         files = []
@@ -169,16 +194,10 @@ def import_seeds(domain: Domain, paths: list[Path], run_root: Path, *, seed: int
         if shared:
             manifest["shared"] = [f"{folder}/files/shared/{rel}" for _, rel in shared]
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-        if final.exists():
-            old = final.parent / f".{final.name}.old-{os.getpid()}"
-            os.replace(final, old)
-            os.replace(tmp, final)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, final)
-    finally:
+    except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
-    return manifest
+        raise
+    return StagedSeeds(tmp, final, manifest)
 
 
 def load_run_seeds(domain: Domain, path: Path) -> list[SeedTask]:

@@ -46,6 +46,7 @@ from genenv_cli.pools import json_lines, write_jsonl
 from genenv_cli.rundir import (
     RunDir,
     clean_stale_tmp,
+    refuse_links_below,
     replace_into_place,
     sha256_file,
     tmp_name,
@@ -160,6 +161,8 @@ def evaluate(run: RunDir | None, cfg: Config, bench_name: str, *, epoch: int | N
     }
     samples_path = base / f"{tag}{suffix}.samples.jsonl"
     result_path = base / f"{tag}{suffix}.json"
+    if run is not None and out_dir is None:
+        refuse_links_below(run.root, base, "the evaluation results")
     base.mkdir(parents=True, exist_ok=True)
     clean_stale_tmp(base)
     tmp = tmp_name(samples_path)

@@ -172,7 +172,7 @@ def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI
         _generate(run_dir, cfg, epoch, domains, out, ui)
 
     return execute(run_dir, cfg, STAGE, epoch, lambda: plan(run_dir, cfg, epoch), body, force=force,
-                   after_commit=after_stage)
+                   derived=after_stage)
 
 
 def _new_counts() -> dict[str, Any]:

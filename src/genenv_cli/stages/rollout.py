@@ -26,7 +26,7 @@ from genenv_cli.domains.base import Domain
 from genenv_cli.errors import ConfigError
 from genenv_cli.metrics import after_stage
 from genenv_cli.pools import frame, polars_schema, write_parquet
-from genenv_cli.rundir import RunDir, shard_stage
+from genenv_cli.rundir import SHARD_MAX, RunDir, shard_stage
 from genenv_cli.taskfile import load_tasks
 from genenv_cli.ui import UI
 
@@ -36,15 +36,16 @@ CONFIG_SECTIONS = ["run.domain", "run.domains", "run.seed", "rollout"]
 
 
 def parse_shard(text: str | None) -> tuple[int, int] | None:
-    """'2/4' -> (2, 4): shard 2 of 4, counted from 1."""
+    """'2/4' -> (2, 4): shard 2 of 4, counted from 1; N at most `SHARD_MAX`."""
     if text is None:
         return None
+    shown = text if len(text) <= 40 else text[:40] + "..."
     try:
-        i, n = (int(x) for x in text.split("/"))
+        i, n = (int(x) for x in text.split("/")) if len(text) <= 40 else (0, 0)
     except ValueError:
-        raise ConfigError(f"--shard {text!r}: expected I/N with 1 <= I <= N, e.g. --shard 2/4.") from None
-    if not 1 <= i <= n:
-        raise ConfigError(f"--shard {text!r}: expected I/N with 1 <= I <= N, e.g. --shard 2/4.")
+        i, n = 0, 0
+    if not 1 <= i <= n <= SHARD_MAX:
+        raise ConfigError(f"--shard {shown!r}: expected I/N with 1 <= I <= N <= {SHARD_MAX:,}, e.g. --shard 2/4.")
     return i, n
 
 
@@ -87,7 +88,7 @@ def run(run_dir: RunDir, cfg: Config, epoch: int, *, shard: tuple[int, int] | No
         out.counts.update(_rollout(cfg, epoch, domains, tasks, name, tag, out.path("rollouts"), ui))
 
     return execute(run_dir, cfg, stage_name(shard), epoch, lambda: plan(run_dir, cfg, epoch, shard), body,
-                   force=force, after_commit=after_stage)
+                   force=force, derived=after_stage)
 
 
 def _rollout(cfg: Config, epoch: int, domains: dict[str, Domain], tasks: list[dict[str, Any]], model_name: str, model_tag: str,

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from genenv_cli.config import Config
-from genenv_cli.contract import StagePlan, StageResult, Staging, execute
+from genenv_cli.contract import StagePlan, StageResult, Staging, execute, manifests_problem
 from genenv_cli.curriculum import (
     env_reward,
     epoch_statistics,
@@ -50,6 +50,9 @@ CONFIG_SECTIONS = ["run.domain", "run.domains", "curriculum"]
 
 def rollout_sources(run: RunDir, epoch: int) -> list[tuple[str, str]]:
     """[(input name, rollout stage)] to merge: the unsharded file, else every shard of one split."""
+    problem = manifests_problem(run, epoch)
+    if problem:
+        raise InputError(f"{problem}; `score --epoch {epoch}` cannot see which rollouts completed.")
     if run.manifest_path(epoch, "rollout").exists():
         return [("rollouts", "rollout")]
     mdir = run.manifests_dir(epoch)
@@ -99,7 +102,7 @@ def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI
             _score(run_dir, cfg, epoch, out.plan, out, ui)
 
     return execute(run_dir, cfg, STAGE, epoch, lambda: plan(run_dir, cfg, epoch), body, force=force,
-                   after_commit=after_stage)
+                   derived=after_stage)
 
 
 @contextlib.contextmanager

@@ -18,7 +18,7 @@ from typing import Any
 
 from genenv_cli.checkpoints import ENV_STAGE, env_model_for, env_trained
 from genenv_cli.config import Config
-from genenv_cli.contract import StagePlan, StageResult, Staging, execute
+from genenv_cli.contract import StagePlan, StageResult, Staging, execute, process_rank
 from genenv_cli.curriculum import normalized_weights
 from genenv_cli.metrics import after_stage
 from genenv_cli.pools import check_parquet, reading
@@ -51,13 +51,6 @@ def plan(run_dir: RunDir, cfg: Config, epoch: int) -> StagePlan:
     return p
 
 
-def _after_commit(run_dir: RunDir, cfg: Config, p: StagePlan) -> None:
-    from genenv_cli.pruning import prune
-
-    after_stage(run_dir, cfg, p)
-    prune(run_dir, cfg)  # run.keep_checkpoints: full checkpoints no stage needs any more
-
-
 def summary(counts: dict[str, Any], metrics: dict[str, Any]) -> str:
     from genenv_cli.summaries import num
 
@@ -83,8 +76,13 @@ def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI
         ui.info(f"update-env epoch {epoch}: sharding {sharding} over {world_size()} processes")
         _update(cfg, epoch, out, ui)
 
-    return execute(run_dir, cfg, STAGE, epoch, lambda: plan(run_dir, cfg, epoch), body, force=force,
-                   after_commit=_after_commit)
+    result = execute(run_dir, cfg, STAGE, epoch, lambda: plan(run_dir, cfg, epoch), body, force=force,
+                     derived=after_stage)
+    if process_rank() == 0:  # after the commit: run.keep_checkpoints' full checkpoints no stage needs any more
+        from genenv_cli.pruning import prune
+
+        prune(run_dir, cfg)
+    return result
 
 
 def select_pairs(paths: list[Path], lam: float) -> tuple[list[dict[str, Any]], Any]:
