@@ -413,3 +413,22 @@ def test_score_never_writes_a_non_finite_reward(run, monkeypatch):
     r = cli("score", "--epoch", 1, "--run", run, "--force")
     assert "reward" in r.stderr and "tool_call" in r.stderr and "not a finite number" in r.stderr, r.stderr
     assert files_of(run) == before
+
+
+def test_a_huge_bamboogle_cell_is_refused_whatever_read_a_csv_before(tmp_path):
+    """The csv module's field limit is process-wide: a TravelPlanner split file read earlier in the same process
+    (whose reader needs a higher limit) must not lift the Bamboogle reader's."""
+    import csv
+
+    from genenv_cli.errors import InputError
+    from genenv_cli.evals.bamboogle import read_bamboogle
+    from genenv_cli.evals.travelplanner import _read_records
+
+    split = tmp_path / "validation.csv"
+    split.write_text("query,days\n" + '"' + "q" * 200_000 + '",3\n')
+    assert len(_read_records(split)[0]["query"]) == 200_000
+    assert csv.field_size_limit() == 131_072
+    big = tmp_path / "big.csv"
+    big.write_text('Question,Answer\nWho wrote Hamlet?,Shakespeare\n"' + "x" * 140_000 + '",y\n')
+    with pytest.raises(InputError, match="line 3"):
+        read_bamboogle(big)

@@ -46,7 +46,7 @@ from typing import Any
 from genenv_cli.errors import InputError
 from genenv_cli.evals import toolrl
 from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, Verdict
-from genenv_cli.evals.datasource import no_data_error, sha256_paths, try_download
+from genenv_cli.evals.datasource import CSV_FIELD_DEFAULT, csv_field_limit, no_data_error, sha256_paths, try_download
 from genenv_cli.pools import json_records
 
 SHEET_ID = "1jwcsA5kE4TObr9YHn9Gc-wQHYjTbLhDGx6tmIzMhl_U"
@@ -186,7 +186,8 @@ def read_bamboogle(path: Path) -> list[tuple[str, list[str]]]:
             raise InputError(f"{path}: cannot read the Bamboogle file ({exc}).") from None
         reader = csv.reader(io.StringIO(text))
         try:
-            rows = list(reader)
+            with csv_field_limit(CSV_FIELD_DEFAULT):  # a question and an answer are short texts
+                rows = list(reader)
         except csv.Error as exc:  # a cell past the csv module's field size limit (131,072 characters), a stray NUL
             raise InputError(f"{path}, line {reader.line_num}: not a readable CSV row ({exc}); expected a Question "
                              f"and an Answer per row, each a short text.") from None

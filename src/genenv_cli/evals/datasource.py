@@ -7,6 +7,8 @@ URL and the sha256 are recorded beside it (`<name>.source.json`) so results can 
 
 from __future__ import annotations
 
+import contextlib
+import csv
 import hashlib
 import json
 import os
@@ -15,6 +17,19 @@ import urllib.request
 from pathlib import Path
 
 from genenv_cli.errors import InputError
+
+CSV_FIELD_DEFAULT = 131_072  # the csv module's own default field size limit
+
+
+@contextlib.contextmanager
+def csv_field_limit(limit: int):
+    """The csv module's field size limit is one setting for the whole process: a reader that needs another sets it
+    for its own read and puts the previous one back, so no reader's rule depends on which ran before it."""
+    before = csv.field_size_limit(limit)
+    try:
+        yield
+    finally:
+        csv.field_size_limit(before)
 
 
 def sha256_paths(paths: list[Path]) -> str:

@@ -82,7 +82,7 @@ from genenv_cli.callparse import (
 )
 from genenv_cli.errors import InputError
 from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, Verdict
-from genenv_cli.evals.datasource import no_data_error, sha256_paths, try_download
+from genenv_cli.evals.datasource import csv_field_limit, no_data_error, sha256_paths, try_download
 from genenv_cli.evals.travelplanner_checks import (
     COMMONSENSE,
     HARD,
@@ -270,8 +270,7 @@ def _read_records(path: Path) -> list[dict[str, Any]]:
     suffix = path.suffix.lower()
     try:
         if suffix == ".csv":
-            csv.field_size_limit(2**31 - 1)
-            with open(path, newline="", encoding="utf-8-sig") as fh:
+            with csv_field_limit(2**31 - 1), open(path, newline="", encoding="utf-8-sig") as fh:
                 return list(csv.DictReader(fh))
         if suffix == ".parquet":
             import polars as pl
