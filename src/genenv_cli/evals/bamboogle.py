@@ -46,7 +46,13 @@ from typing import Any
 from genenv_cli.errors import InputError
 from genenv_cli.evals import toolrl
 from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, Verdict
-from genenv_cli.evals.datasource import CSV_FIELD_DEFAULT, csv_field_limit, no_data_error, sha256_paths, try_download
+from genenv_cli.evals.datasource import (
+    CSV_FIELD_DEFAULT,
+    csv_field_limit,
+    no_data_error,
+    sha256_paths,
+    try_download,
+)
 from genenv_cli.pools import json_records
 
 SHEET_ID = "1jwcsA5kE4TObr9YHn9Gc-wQHYjTbLhDGx6tmIzMhl_U"
