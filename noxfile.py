@@ -1,5 +1,5 @@
 """Sessions: `nox -s tests` (the whole suite), `lint`, `demo` (one whole co-evolution epoch on the embedded model),
-`bench` (speed benchmarks, issue-5 scripts in benchmarks/), `demonstration` (genenv vs frozen, several epochs),
+`bench` (the speed benchmarks in benchmarks/), `demonstration` (genenv vs frozen, several epochs),
 `curriculum` (the multi-seed curriculum experiment), `tests-transformers4` (the suite on transformers 4.x),
 `vllm-resolve` (does `.[vllm]` resolve? needs network).
 
