@@ -166,7 +166,7 @@ def complete_stage(run: Any, module: Any, epoch: int, writers: dict[str, Any]) -
                 shutil.copy(w, out.path(name))
 
     plan = module.plan(run, cfg, epoch)
-    execute(run, cfg, plan.stage, epoch, lambda: plan, body, force=True, after_commit=after_stage)
+    execute(run, cfg, plan.stage, epoch, lambda: plan, body, force=True, derived=after_stage)
 
 
 def synthetic_run(root: Path, epochs: int, n_tasks: int, k: int, *, train_stages: bool = True, seed: int = 0) -> Any:
