@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,16 +28,21 @@ def _literal(node: ast.AST) -> Any:
     return literal_value(node, concat=True)
 
 
-def _docs_from_apis_dir(apis_dir: Path) -> tuple[dict[str, dict[str, Any]], list[Path]]:
-    docs: dict[str, dict[str, Any]] = {}
-    files = []
+def _api_modules(apis_dir: Path) -> Iterator[tuple[Path, ast.Module]]:
+    """Each apis/*.py that parses, with its syntax tree (read with `ast`, never imported)."""
     for py in sorted(apis_dir.glob("*.py")):
         if py.name in ("__init__.py", "api.py"):
             continue
         try:
-            tree = ast.parse(py.read_text(encoding="utf-8"))
+            yield py, ast.parse(py.read_text(encoding="utf-8"))
         except (SyntaxError, UnicodeDecodeError, ValueError):
             continue
+
+
+def _docs_from_apis_dir(apis_dir: Path) -> tuple[dict[str, dict[str, Any]], list[Path]]:
+    docs: dict[str, dict[str, Any]] = {}
+    files = []
+    for py, tree in _api_modules(apis_dir):
         files.append(py)
         for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
             attrs: dict[str, Any] = {}
@@ -56,13 +62,7 @@ def _docs_from_apis_dir(apis_dir: Path) -> tuple[dict[str, dict[str, Any]], list
 def api_files(apis_dir: Path) -> dict[str, Path]:
     """Which apis/*.py file declares each API class (read with `ast`, never imported)."""
     out: dict[str, Path] = {}
-    for py in sorted(apis_dir.glob("*.py")):
-        if py.name in ("__init__.py", "api.py"):
-            continue
-        try:
-            tree = ast.parse(py.read_text(encoding="utf-8"))
-        except (SyntaxError, UnicodeDecodeError, ValueError):
-            continue
+    for py, tree in _api_modules(apis_dir):
         for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
             out.setdefault(cls.name, py)
     return out
