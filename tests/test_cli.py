@@ -195,3 +195,13 @@ def test_an_empty_tasks_file_is_refused(make_run):
     (run / "epochs" / "0001" / "tasks.jsonl").write_text("")
     r = invoke("rollout", "--epoch", "1", "--run", str(run), ok=False)
     assert r.exit_code == 2 and "no tasks in the file" in r.stderr
+
+
+def test_the_main_module_runs_the_cli_only_as_main():
+    """A `spawn`ed child (vLLM's engine workers) re-imports `python -m genenv_cli`'s main module as `__mp_main__`:
+    that import must not run the command again."""
+    code = ("import runpy, sys; sys.argv = ['genenv', '--help']\n"
+            "runpy.run_module('genenv_cli', run_name='__mp_main__')\n"
+            "print('imported without running')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "imported without running", out.stdout + out.stderr
