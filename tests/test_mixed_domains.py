@@ -315,12 +315,14 @@ def test_files_written_before_the_domain_column_still_read(tmp_path):
 
 def test_heldout_on_a_mixed_run_scores_each_domain_by_its_own_rules(tmp_path):
     from genenv_cli.config import load_config
+    from genenv_cli.domains.seedfiles import domains_for_run
     from genenv_cli.evals.heldout import HeldOut
 
     invoke_init = CliRunner().invoke(app, ["init", str(tmp_path / "run"), "--domain", "arith", "--domain", "tool_call"])
     assert invoke_init.exit_code == 0, invoke_init.output
     held = HeldOut()
-    held.configure(load_config(tmp_path / "run" / "genenv.toml"), tmp_path / "run")
+    cfg = load_config(tmp_path / "run" / "genenv.toml")
+    held.configure(cfg, tmp_path / "run", domains=domains_for_run(cfg, tmp_path / "run"))
     samples = held.load(data=None, split=None, version=None, protocol="official", cache_dir=tmp_path).samples
     for name in NAMES:
         own = [s for s in samples if s.meta["domain"] == name]

@@ -30,7 +30,8 @@ from genenv_cli.domains.tool_call import ToolCallDomain
 from genenv_cli.errors import InputError
 from genenv_cli.evals import api_bank
 from genenv_cli.evals.bfcl_checker import DecodeError, decode_answer
-from genenv_cli.pools import iter_jsonl, json_lines
+from genenv_cli.jsonio import json_lines
+from genenv_cli.pools import iter_jsonl
 
 FAST = settings(max_examples=150, deadline=2000, suppress_health_check=[HealthCheck.too_slow])
 LIMIT_S = 2.0  # no single parse may take longer, whatever the input

@@ -88,10 +88,12 @@ def test_own_seed_format_keeps_the_stated_split(tmp_path):
     manifest = json.loads((tmp_path / "run" / "seeds" / "manifest.json").read_text())
     assert manifest["split"] == "stated in the seed files" and manifest["counts"] == {"train": 2, "validation": 1}
     from genenv_cli.config import load_config
+    from genenv_cli.domains.seedfiles import domains_for_run
     from genenv_cli.evals.heldout import HeldOut
 
     held = HeldOut()
-    held.configure(load_config(tmp_path / "run" / "genenv.toml"), tmp_path / "run")
+    cfg = load_config(tmp_path / "run" / "genenv.toml")
+    held.configure(cfg, tmp_path / "run", domains=domains_for_run(cfg, tmp_path / "run"))
     loaded = held.load(data=None, split=None, version=None, protocol="official", cache_dir=tmp_path)
     assert [s.id for s in loaded.samples] == ["a2"]  # the held-out set is the run's own validation split
     src.write_text('{"id": "a1", "split": "train", "shape": "weird", "expression": "2 + 3", "answer": 5}\n')

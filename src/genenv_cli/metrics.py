@@ -27,40 +27,6 @@ MAPPINGS = {"env_shape_mix", "shape_success", "by_domain"}
 SOURCES: dict[str, tuple[str, str, str]] = {key: (stage.name, part, name) for stage in STAGES.values()
                                             for key, (part, name) in stage.metrics.items()}
 
-DOCS: dict[str, str] = {
-    "tasks": "tasks in tasks.jsonl",
-    "env_tasks": "tasks written by the environment",
-    "seed_tasks": "seed (base) tasks",
-    "valid_generation_rate": "environment generations that became tasks (valid and novel) / all generations",
-    "rollouts": "agent rollouts scored (tasks x K)",
-    "success_rate": "successful rollouts / rollouts (pooled p-hat)",
-    "batch_p_mean": "mean p_batch over the epoch's task batches",
-    "band_share": "share of tasks whose p_task is in [band_low, band_high]",
-    "env_r_mean": "mean R_env over environment batches",
-    "env_batches_kept": "environment batches that passed the difficulty filter",
-    "env_batches": "environment task batches scored",
-    "env_batch_band_share": "share of environment batches whose p_batch is in [band_low, band_high]",
-    "informative_share": "share of GRPO groups (tasks with K >= 2 rollouts) whose rewards are not all equal",
-    "env_shape_mix": "mapping: shape -> share of the environment's tasks of that shape",
-    "shape_success": "mapping: shape -> {p: pooled success, tasks, informative: share of informative groups}",
-    "mean_prompt_tokens": "mean agent prompt length in tokens (task length)",
-    "mean_completion_tokens": "mean agent completion length in tokens",
-    "agent_train_reward": "mean reward of the epoch's on-policy traces (the agent's training reward)",
-    "agent_loss": "mean GRPO loss over update-agent's steps",
-    "agent_kl": "mean KL of the agent to its reference over update-agent's steps",
-    "agent_logp_mismatch": "mean absolute difference between the sampler's and the trainer's logprob per completion token (nats), over the "
-                           "on-policy samples update-agent trained on",
-    "agent_sampler_kl": "KL(sampler ‖ trainer) per completion token (k3 estimate), same samples",
-    "agent_is_truncated": "share of those tokens whose importance weight trainer / sampler was truncated at "
-                          "agent_update.is_cap",
-    "env_loss": "mean weighted SFT loss over update-env's steps",
-    "env_kl": "mean per-token KL of the environment to the initial model, on update-env's last batch before its step (or the KL that stopped it)",
-    "env_kl_stopped": "true when update-env stopped because the KL passed env_update.kl_max",
-    "by_domain": "mixed runs only (null otherwise): mapping domain -> {tasks, seed_tasks, env_tasks, generations, "
-                 "accepted, valid_generation_rate (generate-tasks); rollouts, successes, success_rate, in_band, "
-                 "band_share, groups, informative, informative_share, env_batches, env_r_mean (score)}; the counts "
-                 "add up over the domains to the epoch's",
-}
 # by_domain merges two stages' manifests: generate-tasks' counts, then score's metrics
 BY_DOMAIN = (("generate-tasks", "counts"), ("score", "metrics"))
 

@@ -14,14 +14,15 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
-from genenv_cli.errors import InputError, elide
+from genenv_cli.errors import InputError
+from genenv_cli.jsonio import json_lines
+from genenv_cli.safefiles import open_new
 
 
 @dataclass(frozen=True)
@@ -227,6 +228,43 @@ SCHEMAS: dict[str, FileSchema] = {s.key: s for s in [
 ]}
 
 
+# The keys of epochs/NNNN/metrics.json (written by `metrics`), described with the run's other files
+METRICS_DOCS: dict[str, str] = {
+    "tasks": "tasks in tasks.jsonl",
+    "env_tasks": "tasks written by the environment",
+    "seed_tasks": "seed (base) tasks",
+    "valid_generation_rate": "environment generations that became tasks (valid and novel) / all generations",
+    "rollouts": "agent rollouts scored (tasks x K)",
+    "success_rate": "successful rollouts / rollouts (pooled p-hat)",
+    "batch_p_mean": "mean p_batch over the epoch's task batches",
+    "band_share": "share of tasks whose p_task is in [band_low, band_high]",
+    "env_r_mean": "mean R_env over environment batches",
+    "env_batches_kept": "environment batches that passed the difficulty filter",
+    "env_batches": "environment task batches scored",
+    "env_batch_band_share": "share of environment batches whose p_batch is in [band_low, band_high]",
+    "informative_share": "share of GRPO groups (tasks with K >= 2 rollouts) whose rewards are not all equal",
+    "env_shape_mix": "mapping: shape -> share of the environment's tasks of that shape",
+    "shape_success": "mapping: shape -> {p: pooled success, tasks, informative: share of informative groups}",
+    "mean_prompt_tokens": "mean agent prompt length in tokens (task length)",
+    "mean_completion_tokens": "mean agent completion length in tokens",
+    "agent_train_reward": "mean reward of the epoch's on-policy traces (the agent's training reward)",
+    "agent_loss": "mean GRPO loss over update-agent's steps",
+    "agent_kl": "mean KL of the agent to its reference over update-agent's steps",
+    "agent_logp_mismatch": "mean absolute difference between the sampler's and the trainer's logprob per completion token (nats), over the "
+                           "on-policy samples update-agent trained on",
+    "agent_sampler_kl": "KL(sampler ‖ trainer) per completion token (k3 estimate), same samples",
+    "agent_is_truncated": "share of those tokens whose importance weight trainer / sampler was truncated at "
+                          "agent_update.is_cap",
+    "env_loss": "mean weighted SFT loss over update-env's steps",
+    "env_kl": "mean per-token KL of the environment to the initial model, on update-env's last batch before its step (or the KL that stopped it)",
+    "env_kl_stopped": "true when update-env stopped because the KL passed env_update.kl_max",
+    "by_domain": "mixed runs only (null otherwise): mapping domain -> {tasks, seed_tasks, env_tasks, generations, "
+                 "accepted, valid_generation_rate (generate-tasks); rollouts, successes, success_rate, in_band, "
+                 "band_share, groups, informative, informative_share, env_batches, env_r_mean (score)}; the counts "
+                 "add up over the domains to the epoch's",
+}
+
+
 # ---------------------------------------------------------------- JSONL
 
 _JSON_TYPES = {
@@ -274,121 +312,6 @@ def read_jsonl(path: Path, schema_key: str) -> list[dict[str, Any]]:
     return list(iter_jsonl(path, schema_key))
 
 
-_BOM = b"\xef\xbb\xbf"  # a UTF-8 byte-order mark, as spreadsheet exports write it
-
-
-def _open_bytes(path: Path, expected: str) -> BinaryIO:
-    if path.is_dir():
-        raise InputError(f"{path} is a folder; expected a file holding {expected}.")
-    from genenv_cli.rundir import open_regular  # here: rundir imports this module
-
-    try:  # bytes: text that is not UTF-8 is named by line, not a UnicodeDecodeError; never a device or a pipe
-        return os.fdopen(open_regular(path), "rb")
-    except OSError as exc:
-        raise InputError(f"{path}: cannot be read ({exc.strerror or exc}); expected {expected}.") from None
-
-
-def _utf8(raw: bytes, where: str, expected: str, first_line: int = 1) -> str:
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = first_line + raw.count(b"\n", 0, exc.start)
-        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise InputError(f"{where}, line {line}: not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column {column}); "
-                         f"expected {expected}, in UTF-8.") from None
-
-
-# A \uD800-\uDFFF escape: valid JSON, but a lone one decodes to a string that UTF-8 cannot hold, so every later
-# write of it fails. Escapes that pair up (an emoji written as two escapes) decode to one ordinary character.
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _lone_surrogate(value: Any) -> str | None:
-    """The first string (key or value) in a decoded JSON value that holds a lone surrogate, else None."""
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, str):
-            if _SURROGATE.search(v):
-                return v
-        elif isinstance(v, dict):
-            stack.extend(v.keys())
-            stack.extend(v.values())
-        elif isinstance(v, list):
-            stack.extend(v)
-    return None
-
-
-def _loads(text: str, where: str, expected: str, line: int | None = None) -> Any:
-    """json.loads naming the place of a failure: `where` is the file, and `line` the line `text` starts on (None
-    when `text` is the whole file: the decoder's own line is named then). A string holding a lone surrogate
-    escape (`"\\ud800"`) is refused here, on reading, rather than failing every write of it later."""
-    value = _loads_json(text, where, expected, line)
-    hit = _SURROGATE_ESCAPE.search(text)
-    if hit is not None:
-        bad = _lone_surrogate(value)
-        if bad is not None:
-            at = line if line is not None else text.count("\n", 0, hit.start()) + 1
-            char = _SURROGATE.search(bad).group()  # type: ignore[union-attr]
-            raise InputError(f"{where}, line {at}: the string {elide(ascii(bad), 80)} holds a lone surrogate "
-                             f"(\\u{ord(char):04x}), which is not a character; expected {expected}, with text that "
-                             f"UTF-8 can hold.")
-    return value
-
-
-def _loads_json(text: str, where: str, expected: str, line: int | None = None) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        at = f"line {line}" if line is not None else f"line {exc.lineno}"
-        raise InputError(f"{where}, {at}: not valid JSON ({exc.msg} at column {exc.colno}); expected {expected}.") from None
-    except (ValueError, RecursionError) as exc:  # a number past Python's digit limit, nesting past its depth
-        at = f", line {line}" if line is not None else ""
-        raise InputError(f"{where}{at}: JSON that cannot be read ({type(exc).__name__}: {str(exc)[:100]}); "
-                         f"expected {expected}.") from None
-
-
-def json_lines(path: Path, expected: str) -> Iterator[tuple[str, Any]]:
-    """(where, value) for each non-blank line of a JSONL file; a line that is not JSON raises InputError naming
-    the file, the line and `expected` (what a line should hold). A UTF-8 byte-order mark is allowed."""
-    with _open_bytes(path, expected) as fh:
-        for lineno, raw in enumerate(fh, 1):
-            if lineno == 1:
-                raw = raw.removeprefix(_BOM)
-            line = _utf8(raw, str(path), expected, lineno)
-            if line.strip():
-                yield f"{path}, line {lineno}", _loads(line, str(path), expected, lineno)
-
-
-def json_document(path: Path, expected: str) -> Any:
-    """The one JSON value a whole file holds; InputError naming the file and the line when it is not UTF-8 or
-    not JSON (or nests deeper / holds longer numbers than Python reads)."""
-    with _open_bytes(path, expected) as fh:
-        raw = fh.read().removeprefix(_BOM)
-    return _loads(_utf8(raw, str(path), expected), str(path), expected)
-
-
-def json_records(path: Path, expected: str, *, array: bool | None = None) -> list[tuple[str, Any]]:
-    """(where, record) for each record of a file holding either one JSON array of records or JSON lines, one
-    record a line (benchmark files come both ways). `where` is "<path>, line N" for JSON lines and
-    "<path>, record i" (the 0-based index) for an array. `array=None` decides by the file's first non-blank
-    character (`[`: an array); True or False accepts only that form. `expected` says what a record is."""
-    if array is None:
-        with _open_bytes(path, expected) as fh:
-            array = fh.read(1 << 16).removeprefix(_BOM).lstrip()[:1] == b"["
-    if not array:
-        return list(json_lines(path, f"{expected}, one per line"))
-    value = json_document(path, f"a JSON list of {expected}")
-    if not isinstance(value, list):
-        raise InputError(f"{path}: expected a JSON list of {expected}, got a JSON {_json_kind(value)}.")
-    return [(f"{path}, record {i}", rec) for i, rec in enumerate(value)]
-
-
-def _json_kind(value: Any) -> str:
-    return {dict: "object", str: "string", bool: "boolean", type(None): "null"}.get(type(value), "number")
-
-
 def iter_jsonl(path: Path, schema_key: str, validate: bool = True) -> Iterator[dict[str, Any]]:
     """Records of a JSONL file, each checked against the schema (`validate=False`: JSON only, for a file the
     caller knows its own stage wrote and nothing changed since)."""
@@ -402,8 +325,6 @@ def iter_jsonl(path: Path, schema_key: str, validate: bool = True) -> Iterator[d
 
 def write_jsonl(path: Path, records: Iterable[dict[str, Any]]) -> int:
     """Write records (to a staging path: the stage contract renames it into place). Returns the count."""
-    from genenv_cli.rundir import open_new  # here: rundir imports this module
-
     n = 0
     try:
         with open_new(path, "w", encoding="utf-8") as fh:  # never through a link left at the temporary name
@@ -527,8 +448,6 @@ MARKER = "<!-- generated below by `python -m genenv_cli.pools --write docs/pools
 
 def markdown_tables() -> str:
     """The per-file column tables of docs/pools.md, and the keys of metrics.json."""
-    from genenv_cli.metrics import DOCS
-
     out = []
     for s in SCHEMAS.values():
         out.append(f"### `{s.path}`\n\n{s.doc} Format: {s.format}. Written by `{s.writer}`.\n")
@@ -540,7 +459,7 @@ def markdown_tables() -> str:
                "(null until the stage that produces a number has run). Also: `epoch`, `alpha`, `band_low`, "
                "`band_high`.\n")
     out.append("| key | meaning |\n|---|---|")
-    out.extend(f"| `{k}` | {v} |" for k, v in DOCS.items())
+    out.extend(f"| `{k}` | {v} |" for k, v in METRICS_DOCS.items())
     out.append("")
     return "\n".join(out)
 

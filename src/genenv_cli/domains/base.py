@@ -170,9 +170,3 @@ class Domain(ABC):
         """(file, name) of the files the seed sources share (API-Bank's apis/*.py), copied once per import into
         the copy's `shared/` folder; only those the imported `tasks` need."""
         return []
-
-    def with_seeds(self, seeds: list[SeedTask], fingerprint: str) -> Domain:
-        """This domain with `seeds` (a run's imported base tasks) in place of its built-in ones."""
-        from genenv_cli.domains.seeded import SeededDomain
-
-        return SeededDomain(self, seeds, fingerprint)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from genenv_cli.domains.base import Domain, SeedTask
+from genenv_cli.domains.seeded import SeededDomain
 from genenv_cli.errors import ConfigError, InputError
 
 SEEDS_DIR = "seeds"
@@ -202,7 +203,7 @@ def stage_seeds(domain: Domain, paths: list[Path], run_root: Path, *, seed: int,
 
 def load_run_seeds(domain: Domain, path: Path) -> list[SeedTask]:
     """The tasks of a run's seeds.jsonl (written by import_seeds; checked again, since users may edit it)."""
-    from genenv_cli.pools import json_lines
+    from genenv_cli.jsonio import json_lines
 
     if not path.is_file():
         raise InputError(f"{path}: the run's seed file is missing (run.seeds in genenv.toml names it); rerun "
@@ -257,7 +258,7 @@ def _cached(domain: Domain, path: Path, mtime: int) -> Domain:
     if key not in _CACHE:
         seeds = load_run_seeds(domain, path)
         fingerprint = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-        _CACHE[key] = domain.with_seeds(seeds, fingerprint)
+        _CACHE[key] = SeededDomain(domain, seeds, fingerprint)
     return _CACHE[key]
 
 
@@ -265,7 +266,7 @@ def read_seed_jsonl(path: Path, fields: tuple[str, ...], shape_of: Any = None, c
     """The built-in domains' own seed format, one JSON object per line: `{"id", "split", "shape", <fields>}`
     (the shipped `data/*_seeds.jsonl`); `split` may be left out (then drawn), `shape_of(payload)` fills a
     missing shape; `check(payload)` (the domain's check_payload) refuses a bad task with its line."""
-    from genenv_cli.pools import json_lines
+    from genenv_cli.jsonio import json_lines
 
     out = []
     for where, rec in json_lines(path, '{"id", "split", "shape", ' + ", ".join(f'"{f}"' for f in fields) + "}"):

@@ -75,7 +75,7 @@ from genenv_cli.evals.alfworld_games import (
 )
 from genenv_cli.evals.base import PROTOCOLS, Benchmark, Episode, EvalSample, LoadedData, Verdict
 from genenv_cli.evals.datasource import sha256_paths
-from genenv_cli.pools import json_document
+from genenv_cli.jsonio import json_document
 
 MAX_STEPS = 50
 SPLITS = ["valid_unseen", "valid_seen"]

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from genenv_cli.errors import InputError
-from genenv_cli.pools import json_document
+from genenv_cli.jsonio import json_document
 
 TASK_TYPES = (
     "pick_and_place_simple",

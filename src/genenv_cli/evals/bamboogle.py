@@ -53,7 +53,7 @@ from genenv_cli.evals.datasource import (
     sha256_paths,
     try_download,
 )
-from genenv_cli.pools import json_records
+from genenv_cli.jsonio import json_records
 
 SHEET_ID = "1jwcsA5kE4TObr9YHn9Gc-wQHYjTbLhDGx6tmIzMhl_U"
 SHEET_CSV_URL = f"https://docs.google.com/spreadsheets/d/{SHEET_ID}/export?format=csv&gid=0"

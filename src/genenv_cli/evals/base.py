@@ -73,9 +73,14 @@ class Benchmark(ABC):
         """{"overall": {metric: value, ...}, "categories": {category: {metric: value, "n": count}}, ...}.
         Percentages are on a 0-100 scale, as the benchmarks publish them."""
 
-    def configure(self, cfg: Any, run_root: Path | None = None) -> None:  # noqa: B027 - optional hook
+    # True for a suite made of the run's own tasks (heldout): the caller then resolves the run's domains (with
+    # their imported seeds) and hands them to `configure`, so no suite imports the domains built on the suites
+    uses_run_domains: bool = False
+
+    def configure(self, cfg: Any, run_root: Path | None = None,  # noqa: B027 - optional hook
+                  domains: dict[str, Any] | None = None) -> None:
         """Called with the run's Config (and its directory, when there is a run) before `load` (most suites need
-        nothing from it)."""
+        nothing from it); `domains`: the run's domains by name, for a suite that `uses_run_domains`."""
 
     def start_episode(self, sample: EvalSample, max_steps: int) -> Episode:
         """Interactive suites: a fresh episode of `sample`, stepped from outside."""

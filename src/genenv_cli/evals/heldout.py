@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from genenv_cli.curriculum import is_success
-from genenv_cli.domains.seedfiles import domains_for_run
 from genenv_cli.errors import ConfigError
 from genenv_cli.evals.base import Benchmark, EvalSample, LoadedData, Verdict
 
@@ -38,8 +37,10 @@ class HeldOut(Benchmark):
         self.mixed = False
         self.threshold = 1.0
 
-    def configure(self, cfg: Any, run_root: Path | None = None) -> None:
-        self.domains = domains_for_run(cfg, run_root)
+    uses_run_domains = True
+
+    def configure(self, cfg: Any, run_root: Path | None = None, domains: dict[str, Any] | None = None) -> None:
+        self.domains = dict(domains or {})
         self.mixed = bool(cfg.run.mixed)
         self.threshold = cfg.curriculum.success_threshold
 

@@ -91,7 +91,7 @@ from genenv_cli.evals.travelplanner_checks import (
     hard_total,
 )
 from genenv_cli.evals.travelplanner_db import FILES, Database, find_database
-from genenv_cli.pools import json_document, json_lines
+from genenv_cli.jsonio import json_document, json_lines
 
 LEVELS = ["easy", "medium", "hard"]
 PAPER_REFERENCE = {"GenEnv 7B": 16.6, "Qwen2.5-7B-Instruct": 14.3}

@@ -37,12 +37,14 @@ from typing import Any
 from genenv_cli import __version__
 from genenv_cli.config import Config
 from genenv_cli.contract import require_done
+from genenv_cli.domains.seedfiles import domains_for_run
 from genenv_cli.errors import ConfigError, GenenvError, InputError, elide
 from genenv_cli.evals import BENCHMARKS, get_benchmark
 from genenv_cli.evals.base import CONTEXT_OVERFLOW, PROTOCOLS, Benchmark, EvalSample, Verdict
 from genenv_cli.evals.episodes import overflow_reason
+from genenv_cli.jsonio import json_lines
 from genenv_cli.paths import cache_dir
-from genenv_cli.pools import json_lines, write_jsonl
+from genenv_cli.pools import write_jsonl
 from genenv_cli.rundir import (
     RunDir,
     clean_stale_tmp,
@@ -110,7 +112,8 @@ def evaluate(run: RunDir | None, cfg: Config, bench_name: str, *, epoch: int | N
     if sum(x is not None for x in (epoch, model, predictions)) > 1:
         raise ConfigError("give at most one of --epoch, --model and --predictions.")
     bench: Benchmark = get_benchmark(bench_name)
-    bench.configure(cfg, run.root if run is not None else None)
+    root = run.root if run is not None else None
+    bench.configure(cfg, root, domains=domains_for_run(cfg, root) if bench.uses_run_domains else None)
     loaded = bench.load(data=data, split=split, version=version, protocol=protocol,
                         cache_dir=cache_dir() / "benchmarks" / bench_name)
     samples = loaded.samples[:limit] if limit else loaded.samples

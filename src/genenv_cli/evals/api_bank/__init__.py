@@ -103,4 +103,4 @@ from genenv_cli.evals.api_bank.scoring import (  # noqa: F401
 from genenv_cli.evals.api_bank.summary import PAPER_REFERENCE  # noqa: F401
 from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, Verdict  # noqa: F401
 from genenv_cli.evals.datasource import no_data_error, sha256_paths, try_download  # noqa: F401
-from genenv_cli.pools import json_lines  # noqa: F401
+from genenv_cli.jsonio import json_lines  # noqa: F401

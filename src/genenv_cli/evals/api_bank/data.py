@@ -28,7 +28,7 @@ from urllib.parse import quote
 
 from genenv_cli.errors import InputError
 from genenv_cli.evals.datasource import try_download
-from genenv_cli.pools import json_lines, json_records
+from genenv_cli.jsonio import json_lines, json_records
 
 LEVELS = ("level-1", "level-2", "level-3")
 LEVEL_DIRS = {"level-1": "level-1-given-desc", "level-2": "level-2-toolsearcher"}

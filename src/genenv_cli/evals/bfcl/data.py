@@ -41,7 +41,7 @@ from genenv_cli.evals.bfcl.categories import (
 )
 from genenv_cli.evals.bfcl.prompts import annotate_functions, prompt_messages
 from genenv_cli.evals.datasource import no_data_error, try_download
-from genenv_cli.pools import json_records
+from genenv_cli.jsonio import json_records
 
 # ----------------------------------------------------------------------------- reading files
 

@@ -1,0 +1,95 @@
+"""Opening files without following links or reading devices: the primitives under every read and write of a run.
+
+A run directory is trusted to its owner, but what is found in it is data: a symbolic link planted at an output
+would send a write anywhere, and a device or a pipe (`/dev/zero`, a FIFO) at an input would never end or block.
+Every file genenv reads inside a run is opened here as a regular file, and every file it creates is created
+afresh without following a link. These functions take a path and know nothing of a run's layout (that is
+`rundir`'s).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import stat
+from pathlib import Path
+from typing import Any
+
+from genenv_cli.errors import InputError
+
+RECORD_MAX = 1 << 20  # a lock's record or a leniently read file: anything longer is not one genenv wrote
+
+
+def link_refusal(path: Path, what: str = "a file genenv writes") -> InputError:
+    return InputError(f"{path} is a symbolic link, where the run keeps {what}. genenv does not follow links inside a "
+                      f"run directory (it would write to wherever the link points); remove the link "
+                      f"(`rm {path}`) and rerun. To keep a run on another disk, link or mount the run directory "
+                      f"itself.")
+
+
+def refuse_link(path: Path, what: str = "a file genenv writes") -> None:
+    """InputError when `path` itself is a symbolic link (dangling or not)."""
+    if path.is_symlink():
+        raise link_refusal(path, what)
+
+
+def refuse_links_below(root: Path, path: Path, what: str = "a file genenv writes") -> None:
+    """InputError when `path` or any folder between the run's root and it is a symbolic link: what genenv
+    writes stays inside the run."""
+    try:
+        parts = path.relative_to(root).parts
+    except ValueError:
+        return
+    here = root
+    for part in parts:
+        here = here / part
+        if here.is_symlink():
+            raise link_refusal(here, what if here == path else "a folder of the run")
+
+
+def open_regular(path: Path, *, follow: bool = True) -> int:
+    """A read-only descriptor of a regular file. A device, FIFO or socket (`/dev/zero`, a pipe) is refused with an
+    InputError naming it: reading one never ends or blocks. `follow=False` also refuses a symbolic link."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow:
+            raise link_refusal(path, "a file genenv reads") from None
+        raise
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        kind = "a folder" if stat.S_ISDIR(st.st_mode) else "a device, pipe or socket"
+        raise InputError(f"{path} is {kind}, not a regular file; genenv reads only regular files there. Move it "
+                         f"aside and rerun.")
+    os.set_blocking(fd, True)
+    return fd
+
+
+def read_regular(path: Path, *, limit: int | None = None, follow: bool = True) -> bytes:
+    """The bytes of a regular file (see `open_regular`); at most `limit` bytes, when given."""
+    with os.fdopen(open_regular(path, follow=follow), "rb") as fh:
+        return fh.read() if limit is None else fh.read(limit)
+
+
+def open_new(path: Path, mode: str = "wb", **kw: Any) -> Any:
+    """Create `path` for writing without following a symbolic link: a leftover (a killed writer's file with this
+    process's id, or a link planted there) is removed first, then the file is created exclusively."""
+    remove_entry(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    return os.fdopen(fd, mode, **kw)
+
+
+def remove_entry(path: Path) -> None:
+    """Remove whatever is at `path` without following it: a link is unlinked (its target untouched), a folder
+    removed with its contents, a missing entry ignored."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        shutil.rmtree(path)
+    else:
+        os.unlink(path)
