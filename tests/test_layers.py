@@ -39,7 +39,7 @@ FLOORS: list[tuple[str, list[str]]] = [
     ("stages", ["stages.*"]),
     ("views", ["status", "views", "report", "report.*", "report_charts", "compare", "paper_table", "runner",
                "create_run"]),
-    ("command line", ["cli", "__main__"]),
+    ("command line", ["cli", "errorpath", "__main__"]),
 ]
 
 

@@ -81,9 +81,9 @@ def flat_settings(cfg: Any) -> dict[str, Any]:
 def read_run(path: Path) -> RunData:
     from genenv_cli.report import read_evals, read_metrics
 
-    if not (path / "genenv.toml").is_file():
-        raise InputError(f"{path}: not a genenv run (no genenv.toml). Pass run directories made by `genenv init`.")
     run = RunDir(path)
+    if not run.config_path.is_file():
+        raise InputError(f"{path}: not a genenv run (no genenv.toml). Pass run directories made by `genenv init`.")
     cfg = run.load_config()
     settings = flat_settings(cfg)
     seed = settings.pop("run.seed")

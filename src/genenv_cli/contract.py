@@ -36,7 +36,9 @@ Besides:
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -51,19 +53,17 @@ from genenv_cli.rundir import (
     RunDir,
     fingerprint,
     json_bytes,
-    link_refusal,
-    read_json,
     read_pruned,
-    read_regular,
     recover_commit,
-    refuse_links_below,
-    remove_entry,
     shard_of,
     swap_in,
     tmp_name,
     unchanged,
+    write_bytes_atomic,
     write_new,
 )
+from genenv_cli.safefiles import link_refusal, read_regular, refuse_links_below, remove_entry
+from genenv_cli.ui import open_log
 
 # the caller's hook for files derived from the epoch's manifests: (run, cfg, plan, the new manifest or None for
 # the manifests as they are) -> {path: content}
@@ -178,7 +178,7 @@ def check_state(run: RunDir, cfg: Config, plan: StagePlan) -> StageState:
     if not os.path.lexists(path):
         return StageState("missing", ["no manifest"], None)
     try:
-        manifest = read_json(path, "stage manifest")
+        manifest = run.read_manifest(plan.epoch, plan.stage)
     except InputError as exc:
         why = str(exc).split(";")[0] if path.is_symlink() or not path.is_file() else "not a JSON object"
         return StageState("incomplete", [f"{run.rel(path)} is not a valid manifest ({why})"], None)
@@ -227,16 +227,12 @@ def _compare(run: RunDir, cfg: Config, plan: StagePlan, manifest: dict[str, Any]
 
 def _report_crashed(run: RunDir, info: dict[str, Any]) -> None:
     """The lock's record was left by a holder that never released it cleanly: say so, and where its log is."""
-    import sys
-
     stage = str(info.get("stage", "?"))
     log = run.logs_dir() / f"{stage.split('.')[0]}.log"
     text = (f"warning: the previous `{stage}` (pid {info.get('pid')} on {info.get('host')}, started "
             f"{info.get('since')}) did not finish: it crashed or was killed. Its outputs were never put in place; "
             f"its log is {log}. Carrying on.")
     print(text, file=sys.stderr, flush=True)
-    from genenv_cli.ui import open_log
-
     with contextlib.suppress(OSError), open_log(log) as fh:
         fh.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} WARNING: {text[len('warning: '):]}\n")
 
@@ -249,23 +245,18 @@ def _config_entry(cfg: Config, name: str) -> Any:
 
 
 def _jsonable(values: dict[str, Any]) -> dict[str, Any]:
-    import json
-
     return json.loads(json.dumps(values, sort_keys=True, default=str))
 
 
 def _recorded_outputs(run: RunDir, epoch: int) -> dict[str, dict[str, Any]]:
     """Fingerprints the epoch's manifests recorded for their outputs, by path (an upstream stage's outputs are
     this stage's inputs: no need to hash a gigabyte of rollouts twice)."""
-    import json
-
     found: dict[str, dict[str, Any]] = {}
-    mdir = run.manifests_dir(epoch)
-    for m in mdir.glob("*.json") if mdir.is_dir() and not mdir.is_symlink() else []:
+    for manifest in run.manifests(epoch).values():
         try:
-            for rec in json.loads(read_regular(m, follow=False)).get("outputs", {}).values():
+            for rec in manifest.get("outputs", {}).values():
                 found[rec["path"]] = rec["fingerprint"]
-        except (OSError, ValueError, KeyError, AttributeError, TypeError, RecursionError, InputError):
+        except (KeyError, AttributeError, TypeError):  # a manifest of another shape records nothing usable
             continue
     return found
 
@@ -289,7 +280,7 @@ def require_done(run: RunDir, epoch: int, stage: str, needed_by: str) -> dict[st
     if not os.path.lexists(path):
         raise InputError(f"`{needed_by} --epoch {epoch}` needs `{stage}` of epoch {epoch} to have completed, "
                          f"but {run.rel(path)} does not exist. Run `genenv {stage} --epoch {epoch}` first.")
-    manifest = read_json(path, f"manifest of `{stage}`")
+    manifest = run.read_manifest(epoch, stage, f"manifest of `{stage}`")
     if manifest.get("stage") != stage or not isinstance(manifest.get("outputs"), dict):
         raise InputError(f"{path}: not a manifest of `{stage}` (no `stage: {stage}` or no `outputs` mapping), so "
                          f"`{needed_by} --epoch {epoch}` cannot trust its outputs. Rerun `genenv {stage} --epoch "
@@ -417,8 +408,6 @@ def _manifest(run: RunDir, cfg: Config, plan: StagePlan, staging: Staging, input
 def _refresh_derived(run: RunDir, cfg: Config, plan: StagePlan, derived: Derived) -> None:
     """A no-op run rewrites a derived file that no longer matches the manifests (a kill between an older
     genenv's manifest and its metrics.json, a hand edit). Best effort: on read-only storage it stays as it is."""
-    from genenv_cli.rundir import read_regular, write_bytes_atomic
-
     for path, content in derived(run, cfg, plan, None).items():
         try:
             same = read_regular(path, follow=False) == content

@@ -9,12 +9,11 @@ stage that produces it has run.
 
 from __future__ import annotations
 
-import contextlib
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from genenv_cli.rundir import RunDir, json_bytes, read_regular
+from genenv_cli.pools import METRICS_DOCS
+from genenv_cli.rundir import RunDir, json_bytes
 from genenv_cli.stages import STAGES
 
 if TYPE_CHECKING:
@@ -27,6 +26,8 @@ MAPPINGS = {"env_shape_mix", "shape_success", "by_domain"}
 SOURCES: dict[str, tuple[str, str, str]] = {key: (stage.name, part, name) for stage in STAGES.values()
                                             for key, (part, name) in stage.metrics.items()}
 
+DOCS = METRICS_DOCS  # what each key means: with the other files' columns in pools, which docs/pools.md is made from
+
 # by_domain merges two stages' manifests: generate-tasks' counts, then score's metrics
 BY_DOMAIN = (("generate-tasks", "counts"), ("score", "metrics"))
 
@@ -35,17 +36,7 @@ def gather(run: RunDir, epoch: int, band: tuple[float, float], alpha: float,
            override: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The epoch's numbers from its manifests (`override`: stage -> a manifest to use instead of the file, the
     one a stage is about to commit)."""
-    from genenv_cli.errors import GenenvError
-
-    manifests: dict[str, dict[str, Any]] = {}
-    for stage in {s for s, _, _ in SOURCES.values()} | {s for s, _ in BY_DOMAIN}:
-        if override and stage in override:
-            manifests[stage] = override[stage]
-            continue
-        path = run.manifest_path(epoch, stage)
-        if path.exists():
-            with contextlib.suppress(OSError, ValueError, RecursionError, GenenvError):
-                manifests[stage] = json.loads(read_regular(path, follow=False))
+    manifests: dict[str, Any] = {**run.manifests(epoch), **(override or {})}
     recorded = manifests.get("score", {}).get("config", {}) if isinstance(manifests.get("score"), dict) else {}
     recorded = recorded.get("curriculum") if isinstance(recorded, dict) else None
     if isinstance(recorded, dict):  # the α and band score's numbers were computed with

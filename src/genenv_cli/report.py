@@ -39,7 +39,7 @@ from typing import Any
 from genenv_cli.config import Config
 from genenv_cli.errors import InputError
 from genenv_cli.metrics import DOCS, MAPPINGS, SOURCES
-from genenv_cli.rundir import RunDir, read_regular, refuse_links_below, write_bytes_atomic, write_text_atomic
+from genenv_cli.rundir import REPORT, RunDir, refuse_links_below, write_bytes_atomic, write_text_atomic
 
 # the GenEnv paper's "Curriculum dynamics" figure (the paper: docs/design.md): agent success on generated
 # tasks and agent response length, epochs 1-6
@@ -90,15 +90,9 @@ def read_metrics(run: RunDir, epoch: int, cfg: Any = None) -> dict[str, Any] | N
         path = run.manifests_dir(epoch)
     else:
         path = run.metrics_path(epoch)
-        if not path.exists():
+        data = run.read_metrics_file(epoch)
+        if data is None:
             return None
-        try:
-            data = json.loads(read_regular(path).decode("utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise InputError(f"{path}: not valid JSON ({exc}); expected the object of per-epoch numbers that every "
-                             f"stage rewrites. Rerun the epoch's last stage with --force to rewrite it.") from None
-        if not isinstance(data, dict):
-            raise InputError(f"{path}: expected a JSON object of per-epoch numbers, got {type(data).__name__}.")
     out: dict[str, Any] = {"epoch": epoch}
     for key in _NUMBER_KEYS:
         out[key] = _number(data.get(key), str(path), key)
@@ -127,36 +121,14 @@ def read_task_stats(run: RunDir, epoch: int) -> dict[str, list[Any]] | None:
 
 
 def read_evals(run: RunDir) -> list[dict[str, Any]]:
-    """Every `evals/<bench>/<model-tag>.json`, checked for the keys the report uses."""
-    root = run.evals_root
-    if not root.is_dir():
-        return []
+    """Every `evals/<bench>/<model-tag>.json` (`RunDir.read_evals` checks the keys the report uses), as rows."""
     found = []
-    for path in sorted(root.glob("*/*.json")):
-        where = str(path)
-        try:
-            data = json.loads(path.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise InputError(f"{where}: not valid JSON ({exc}); expected the result object `genenv evaluate` "
-                             f"writes. Rerun the evaluation or remove the file.") from None
-        expected = ('expected {"bench", "model_tag", "epoch": int|null, "protocol", '
-                    '"headline": {"name", "value"}, ...} as written by `genenv evaluate`')
-        if not isinstance(data, dict):
-            raise InputError(f"{where}: {expected}; got {type(data).__name__}.")
-        head = data.get("headline")
-        if not isinstance(head, dict) or not isinstance(head.get("name"), str) or "value" not in head:
-            raise InputError(f"{where}: `headline` missing or malformed; {expected}.")
-        epoch = data.get("epoch")
-        if epoch is not None and (isinstance(epoch, bool) or not isinstance(epoch, int)):
-            raise InputError(f"{where}: `epoch` must be an integer or null, got {json.dumps(epoch)[:40]}; {expected}.")
-        for key in ("model_tag", "protocol"):
-            if not isinstance(data.get(key), str):
-                raise InputError(f"{where}: `{key}` must be a string; {expected}.")
-        n = data.get("n")
+    for path, data in run.read_evals():
+        head, n = data["headline"], data.get("n")
         found.append({
             "bench": data.get("bench") if isinstance(data.get("bench"), str) else path.parent.name,
-            "model_tag": data["model_tag"], "epoch": epoch, "protocol": data["protocol"],
-            "metric": head["name"], "value": _number(head["value"], where, "headline.value"),
+            "model_tag": data["model_tag"], "epoch": data.get("epoch"), "protocol": data["protocol"],
+            "metric": head["name"], "value": _number(head["value"], str(path), "headline.value"),
             "n": n if isinstance(n, int) and not isinstance(n, bool) else None,
             "split": data.get("split"), "version": data.get("version"), "created": data.get("created"),
             "file": run.rel(path), "charted": True,
@@ -642,6 +614,15 @@ BUILDERS: list[tuple[str, Callable[[_Run], Built], bool]] = [
 ]
 
 
+def report_output(run: RunDir, out: Path | None) -> tuple[Path | None, bool]:
+    """(where the report goes, moved): `out` when given; else None (RUN/report/report.html, `build_report`'s
+    default), or report.html in the user cache when the run is read-only (moved True)."""
+    if out is not None:
+        return out, False
+    folder, moved = run.output_dir(REPORT)
+    return (folder / "report.html" if moved else None), moved
+
+
 def build_report(run: RunDir, cfg: Config, out: Path | None = None) -> dict[str, Any]:
     """Write the HTML report (default RUN/report/report.html) and the chart PNGs beside it.
 
@@ -649,7 +630,7 @@ def build_report(run: RunDir, cfg: Config, out: Path | None = None) -> dict[str,
     chart, keyed by chart id, plus "metrics" (every epoch's metrics.json) and "notes"}."""
     from genenv_cli import __version__
 
-    default_dir = run.root / "report"
+    default_dir = run.report_dir
     if out is None:
         refuse_links_below(run.root, default_dir / "report.html", "the report")
         out = default_dir / "report.html"

@@ -21,13 +21,15 @@ import json
 import os
 import re
 import stat
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.config import CONFIG_NAME, Config, load_config
+from genenv_cli.config import CONFIG_NAME, Config, apply_overrides, config_from_dict, load_config
 from genenv_cli.errors import ConfigError, GenenvError, InputError, LockError
+from genenv_cli.paths import cache_dir
 from genenv_cli.pools import SCHEMAS
 from genenv_cli.safefiles import (
     RECORD_MAX,
@@ -40,6 +42,8 @@ from genenv_cli.safefiles import (
 )
 
 POOLS = ("agent_train", "env_sft")
+# the run's folders outside its epochs, named here only
+EVALS, REPORT, STATIC = "evals", "report", "static"
 EPOCH_MAX = 99_999  # epochs are folder names (`epochs/0003`): a bound keeps them names, not numbers too big to use
 _PARTITION = re.compile(r"^epoch=(\d{4,})\.parquet$")
 _SHARD = re.compile(r"\.shard-(\d{1,6})-of-(\d{1,6})$")
@@ -135,13 +139,116 @@ class RunDir:
 
     @property
     def evals_root(self) -> Path:
-        return self.root / "evals"
+        return self.root / EVALS
 
     def evals_dir(self, bench: str) -> Path:
         return self.evals_root / bench
 
     def logs_dir(self) -> Path:
         return self.root / "logs"
+
+    @property
+    def report_dir(self) -> Path:
+        """Where `genenv report` writes report.html and its PNG charts by default."""
+        return self.root / REPORT
+
+    def static_tasks(self, domain: str | None = None) -> Path:
+        """The `static` mode's task set, generated once: RUN/static/tasks.jsonl, or RUN/static/<domain>/tasks.jsonl
+        for each domain of a mixed run."""
+        return self.root / STATIC / (domain or "") / self.file("tasks", 0).name
+
+    # ------------------------------------------------------------ outputs outside the epochs
+
+    def output_dir(self, kind: str, *below: str) -> tuple[Path, bool]:
+        """(folder, moved) for the run's `report` or `evals` output: RUN/<kind> when files can be created there
+        (in its subfolder `below`, when given), else (read-only storage) a folder of the user cache kept for this
+        run, with moved True. Reading a finished run works on read-only storage; only where its outputs go
+        changes."""
+        folder = {REPORT: self.report_dir, EVALS: self.evals_root}[kind]
+        if writable(folder.joinpath(*below)):
+            return folder, False
+        tag = hashlib.sha256(str(self.root).encode()).hexdigest()[:8]
+        return cache_dir() / kind / f"{self.root.name}-{tag}", True
+
+    # ------------------------------------------------------------ manifests
+
+    def read_manifest(self, epoch: int, stage: str, what: str | None = None) -> dict[str, Any]:
+        """The stage's manifest, a JSON object: InputError naming the file when it is unreadable, not UTF-8, not
+        JSON or not an object (`what` names it in the message; default "stage manifest")."""
+        return read_json(self.manifest_path(epoch, stage), what or "stage manifest")
+
+    def manifests(self, epoch: int) -> dict[str, dict[str, Any]]:
+        """Every readable manifest of the epoch by stage name (shards included), leniently: a file that is not a
+        JSON object, a link or a device is left out (`status` and the numbers show such a stage as it is, the
+        stage's own check calls it incomplete). {} when the manifests folder is a link or not a folder."""
+        folder = self.manifests_dir(epoch)
+        if folder.is_symlink() or not folder.is_dir():
+            return {}
+        found = {}
+        for path in sorted(folder.glob("*.json")):
+            data = read_record(path, follow=False, limit=None)
+            if data:
+                found[path.stem] = data
+        return found
+
+    def recorded_output(self, epoch: int, stage: str, name: str) -> dict[str, Any] | None:
+        """{path, fingerprint} the stage's manifest recorded for its output `name`; None when there is no such
+        manifest or record (absent, edited or damaged)."""
+        rec = read_record(self.manifest_path(epoch, stage), follow=False, limit=None).get("outputs")
+        rec = rec.get(name) if isinstance(rec, dict) else None
+        ok = isinstance(rec, dict) and isinstance(rec.get("path"), str) and isinstance(rec.get("fingerprint"), dict)
+        return rec if ok else None
+
+    def rollout_shards(self, epoch: int) -> list[tuple[int, int]]:
+        """(I, N) of every rollout shard of the epoch with a manifest, sorted. A name found on disk is data: only
+        names `shard_tag` spells, in range (SHARD_MAX), count."""
+        folder = self.manifests_dir(epoch)
+        if folder.is_symlink() or not folder.is_dir():
+            return []
+        return sorted(s for p in folder.glob("rollout.shard-*.json")
+                      if (s := shard_of(p.stem)) and p.stem == shard_stage("rollout", s))
+
+    def manifest_record(self, epoch: int, stage: str) -> dict[str, Any]:
+        """The stage's manifest leniently: {} when it is absent, unreadable or not a JSON object (`status` shows
+        what it can of a stage whose plan cannot be built)."""
+        return read_record(self.manifest_path(epoch, stage))
+
+    def running(self, epoch: int) -> dict[str, dict[str, Any]]:
+        """Stages holding the epoch's lock right now: {stage: the holder's record}. Read-only: the lock files are
+        opened for reading and tested with a shared lock, so this works on read-only storage and creates nothing."""
+        path = self.epoch_dir(epoch) / ".lock"
+        running: dict[str, dict[str, Any]] = {}
+        if lock_held(path):
+            info = read_record(path)
+            if info.get("stage"):
+                return {str(info["stage"]): info}
+        for own in path.parent.glob(".lock.*"):  # rollout shards share the epoch lock and each hold their own
+            if lock_held(own):
+                info = read_record(own)
+                running[str(info.get("stage", own.name[6:]))] = info
+        return running
+
+    # ------------------------------------------------------------ metrics.json and evaluation results
+
+    def read_metrics_file(self, epoch: int) -> dict[str, Any] | None:
+        """epochs/N/metrics.json as a JSON object; None when absent. InputError naming it when it is not one.
+        (The numbers come from the manifests, `metrics.gather`; the file is read only for an epoch kept without
+        them, as archived results are.)"""
+        path = self.metrics_path(epoch)
+        if not path.exists():
+            return None
+        return read_json(path, "metrics.json (the object of per-epoch numbers that every stage rewrites)")
+
+    def read_evals(self, bench: str | None = None) -> list[tuple[Path, dict[str, Any]]]:
+        """(path, result) of every `evals/<bench>/<model-tag>.json` `genenv evaluate` wrote (of one benchmark when
+        `bench` is given), sorted by path, each checked for the keys its readers use (`headline` {name, value},
+        `epoch` an integer or null, `model_tag` and `protocol` strings, `config` an object when present): an
+        InputError names the file and what was expected. The `*.samples.jsonl` beside them are not read."""
+        root = self.evals_root
+        if not root.is_dir():
+            return []
+        paths = sorted((root / bench).glob("*.json") if bench is not None else root.glob("*/*.json"))
+        return [(path, _eval_result(path)) for path in paths]
 
     def rel(self, path: Path) -> str:
         try:
@@ -169,12 +276,14 @@ def lock_held(path: Path) -> bool:
     return False
 
 
-def read_record(path: Path) -> dict[str, Any]:
+def read_record(path: Path, *, follow: bool = True, limit: int | None = RECORD_MAX) -> dict[str, Any]:
     """A JSON object the run wrote, leniently: {} when the file is missing, empty, unreadable or not an object.
     The one reader of a lock's holder ({stage, pid, host, since}; a clean exit empties it), also used where a
-    damaged file should add nothing rather than fail (`status`)."""
+    damaged file should add nothing rather than fail (`status`, the epoch's numbers). `follow=False` also reads
+    nothing through a symbolic link; `limit=None` reads the whole file (a manifest: a score of 4,096 shards
+    records that many inputs)."""
     try:
-        info = json.loads(read_regular(path, limit=RECORD_MAX) or b"{}")
+        info = json.loads(read_regular(path, limit=limit, follow=follow) or b"{}")
     except (OSError, ValueError, RecursionError, GenenvError):
         return {}
     return info if isinstance(info, dict) else {}
@@ -205,6 +314,51 @@ def read_json(path: Path, what: str, expect: type = dict) -> Any:
                          f"got {type(data).__name__}. It was changed by hand or damaged; remove it and rerun the "
                          f"stage that writes it.")
     return data
+
+
+_EVAL_EXPECTED = ('expected {"bench", "model_tag", "epoch": int|null, "protocol", "headline": {"name", "value"}, '
+                  '...} as written by `genenv evaluate`')
+
+
+def _eval_result(path: Path) -> dict[str, Any]:
+    """One evaluation result, checked for the keys its readers use (`RunDir.read_evals`)."""
+    where = str(path)
+    try:
+        data = json.loads(read_regular(path).decode("utf-8"))
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise InputError(f"{where}: not valid JSON ({exc}); expected the result object `genenv evaluate` "
+                         f"writes. Rerun the evaluation or remove the file.") from None
+    except OSError as exc:
+        raise InputError(f"{where}: cannot read the evaluation result ({exc.strerror or exc}).") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{where}: {_EVAL_EXPECTED}; got {type(data).__name__}.")
+    head = data.get("headline")
+    if not isinstance(head, dict) or not isinstance(head.get("name"), str) or "value" not in head:
+        raise InputError(f"{where}: `headline` missing or malformed; {_EVAL_EXPECTED}.")
+    epoch = data.get("epoch")
+    if epoch is not None and (isinstance(epoch, bool) or not isinstance(epoch, int)):
+        raise InputError(f"{where}: `epoch` must be an integer or null, got {json.dumps(epoch)[:40]}; "
+                         f"{_EVAL_EXPECTED}.")
+    for key in ("model_tag", "protocol"):
+        if not isinstance(data.get(key), str):
+            raise InputError(f"{where}: `{key}` must be a string; {_EVAL_EXPECTED}.")
+    if not isinstance(data.get("config", {}), dict):
+        raise InputError(f"{where}: `config` must be an object; {_EVAL_EXPECTED}.")
+    return data
+
+
+def writable(folder: Path) -> bool:
+    """Whether files can be created in `folder` (or, when it does not exist yet, in its nearest existing parent)."""
+    probe = folder
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir() or not os.access(probe, os.W_OK):
+        return False
+    try:  # os.access says yes to root on a read-only mount: ask the file system itself
+        with tempfile.TemporaryFile(dir=probe):
+            return True
+    except OSError:
+        return False
 
 
 PRUNED = "pruned.json"  # epochs/N/pruned.json: the checkpoints run.keep_checkpoints deleted (pruning.py)
@@ -542,6 +696,19 @@ def _pid_alive(pid: int) -> bool:
     except OSError as exc:
         return exc.errno == errno.EPERM
     return True
+
+
+def open_run(run: Path | None, overrides: list[str], *, required: bool = True) -> tuple[RunDir | None, Config]:
+    """(run, its config with `overrides`) found by `find_run`. `required=False` is for a command that can work
+    without a run (evaluate --model, --predictions, --export): when no run is found there (and none was named)
+    it gets (None, the defaults with `overrides`)."""
+    try:
+        found = find_run(run)
+        return found, found.load_config(overrides)
+    except ConfigError:
+        if required or run is not None:
+            raise
+        return None, config_from_dict(apply_overrides({}, overrides), "--set") if overrides else Config()
 
 
 # ---------------------------------------------------------------- the lock

@@ -13,33 +13,8 @@ from genenv_cli.config import Config
 from genenv_cli.contract import check_state, manifests_problem
 from genenv_cli.errors import GenenvError
 from genenv_cli.metrics import gather
-from genenv_cli.rundir import RunDir, lock_held, read_record, shard_of, shard_stage
+from genenv_cli.rundir import RunDir, shard_of, shard_stage
 from genenv_cli.stages import EPOCH_STAGES, STAGES, available, stage_module
-
-
-def _running(run: RunDir, epoch: int) -> dict[str, dict[str, Any]]:
-    """Stages holding the epoch's lock right now: {stage: holder info}. Read-only: the lock files are opened for
-    reading and tested with a shared lock, so this works on read-only storage and creates nothing."""
-    path = run.epoch_dir(epoch) / ".lock"
-    running: dict[str, dict[str, Any]] = {}
-    if lock_held(path):
-        info = read_record(path)
-        if info.get("stage"):
-            return {str(info["stage"]): info}
-    for own in path.parent.glob(".lock.*"):  # rollout shards share the epoch lock and each hold their own
-        if lock_held(own):
-            info = read_record(own)
-            running[str(info.get("stage", own.name[6:]))] = info
-    return running
-
-
-def _shard_stages(run: RunDir, epoch: int) -> list[str]:
-    mdir = run.manifests_dir(epoch)
-    if not mdir.is_dir() or mdir.is_symlink():
-        return []
-    # a name found on disk is data: only shard names in range (rundir.SHARD_MAX) count
-    return sorted(p.stem for p in mdir.glob("rollout.shard-*.json")
-                  if (s := shard_of(p.stem)) and p.stem == shard_stage("rollout", s))
 
 
 def stage_state(run: RunDir, cfg: Config, epoch: int, stage: str) -> dict[str, Any]:
@@ -53,8 +28,7 @@ def stage_state(run: RunDir, cfg: Config, epoch: int, stage: str) -> dict[str, A
         st = check_state(run, cfg, p)
         state, reasons, manifest = st.state, st.reasons, st.manifest
     except GenenvError as exc:
-        path = run.manifest_path(epoch, stage)
-        manifest = read_record(path) if path.is_file() else None
+        manifest = run.manifest_record(epoch, stage) or None
         problem = manifests_problem(run, epoch)
         state = "incomplete" if problem else "stale" if manifest else "missing"
         reasons = [problem or str(exc).split(". ")[0]]
@@ -70,10 +44,10 @@ def collect(run: RunDir, cfg: Config) -> list[dict[str, Any]]:
     band = (c.band_low, c.band_high)
     rows = []
     for epoch in run.epochs():
-        running = _running(run, epoch)
+        running = run.running(epoch)
         stages: dict[str, Any] = {}
         names = [s for s in EPOCH_STAGES if available(s)]
-        shards = _shard_stages(run, epoch)
+        shards = sorted(shard_stage("rollout", s) for s in run.rollout_shards(epoch))
         if shards and not run.manifest_path(epoch, "rollout").exists():
             names = [n for n in names if n != "rollout"]
             names[1:1] = shards

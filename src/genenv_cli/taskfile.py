@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -12,24 +11,26 @@ from genenv_cli.pools import iter_jsonl
 from genenv_cli.rundir import unchanged
 
 
-def written_unchanged(path: Path) -> bool:
-    """True when `path` is exactly what the generate-tasks manifest beside it recorded writing (so the domain
-    already checked every payload); editing the file by hand makes this False and the next read re-checks."""
-    manifest = path.parent / "manifests" / "generate-tasks.json"
+def written_unchanged(path: Path, recorded: dict[str, Any] | None) -> bool:
+    """True when `path` is exactly what generate-tasks recorded writing (`recorded`: the {path, fingerprint} of
+    its manifest, `RunDir.recorded_output`), so the domain already checked every payload; editing the file by
+    hand makes this False and the next read re-checks."""
     try:
-        rec = json.loads(manifest.read_text())["outputs"]["tasks"]
-        return Path(rec["path"]).name == path.name and unchanged(path, rec["fingerprint"])
-    except (OSError, LookupError, TypeError, AttributeError, ValueError, RecursionError):  # absent or edited
+        return recorded is not None and Path(recorded["path"]).name == path.name \
+            and unchanged(path, recorded["fingerprint"])
+    except (LookupError, TypeError, AttributeError, ValueError):  # a record of another shape: check the file
         return False
 
 
-def load_tasks(path: Path, domains: Domain | dict[str, Domain]) -> list[dict[str, Any]]:
+def load_tasks(path: Path, domains: Domain | dict[str, Domain],
+               recorded: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Every task, validated; the first bad record raises InputError naming the file and the task. A file
-    generate-tasks wrote and nobody changed since was checked when it was written, so only its JSON is read.
-    `domains`: the run's domain, or its domains by name (a mixed run); each task is checked by its own."""
+    generate-tasks wrote and nobody changed since (`recorded`: what its manifest recorded for it) was checked
+    when it was written, so only its JSON is read. `domains`: the run's domain, or its domains by name (a mixed
+    run); each task is checked by its own."""
     if not isinstance(domains, dict):
         domains = {domains.name: domains}
-    check = not written_unchanged(path)
+    check = not written_unchanged(path, recorded)
     tasks = []
     seen: dict[str, int] = {}
     for n, rec in enumerate(iter_jsonl(path, "tasks", validate=check), 1):

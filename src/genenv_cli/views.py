@@ -1,8 +1,16 @@
-"""Rich tables for `genenv evaluate` (status's live in status.py). Imported only when a table is printed."""
+"""What the commands show: `genenv status` (its table is built in status.py) and `genenv evaluate`'s tables.
+Imported only when something is shown; rich only when a rich table is."""
 
 from __future__ import annotations
 
+import json
+import sys
 from typing import Any
+
+from genenv_cli import status
+from genenv_cli.config import Config
+from genenv_cli.pruning import disk_lines
+from genenv_cli.rundir import RunDir
 
 
 def benchmark_table(rows: list[dict[str, Any]]) -> Any:
@@ -41,3 +49,45 @@ def eval_table(result: dict[str, Any]) -> Any:
         table.add_row(escape(str(cat)), *[cell(vals.get(m)) for m in metrics], cell(vals.get("n")))
     table.add_row("[bold]overall[/]", *[cell(overall.get(m)) for m in metrics], cell(overall.get("n")))
     return table
+
+
+def print_status(run: RunDir, cfg: Config, *, as_json: bool) -> None:
+    """`genenv status`: JSON for scripts; else the table (rich on a terminal, aligned plain text off one, without
+    rich's import and layout cost), a mixed run's lines per domain, the disk used, and why a stage is not done."""
+    rows = status.collect(run, cfg)
+    if as_json:
+        print(json.dumps({"run": str(run.root), "epochs": rows}, indent=2, default=str))
+        return
+    if not rows:
+        print(f"{run.root}: no epoch started yet. Next: genenv generate-tasks --epoch 1")
+        return
+    lines = status.domain_lines(rows, cfg) + disk_lines(run)
+    notes = status.stale_notes(rows)
+    if not sys.stdout.isatty():
+        print("\n".join([status.render_plain(rows, run, cfg), *lines, *notes]))
+        return
+    from rich.console import Console
+
+    console = Console()
+    console.print(status.render(rows, run, cfg))
+    for line in lines:
+        console.print(line, highlight=False)
+    for note in notes:
+        console.print(note, style="yellow")
+
+
+def print_benchmarks(rows: list[dict[str, Any]], *, as_json: bool) -> None:
+    """`genenv evaluate --list`."""
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    from rich.console import Console
+
+    Console(width=160).print(benchmark_table(rows))
+
+
+def print_eval_table(result: dict[str, Any]) -> None:
+    """One evaluation's table, on stderr (stdout keeps the summary line)."""
+    from rich.console import Console
+
+    Console(stderr=True).print(eval_table(result))

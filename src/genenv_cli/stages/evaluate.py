@@ -46,6 +46,7 @@ from genenv_cli.jsonio import json_lines
 from genenv_cli.paths import cache_dir
 from genenv_cli.pools import write_jsonl
 from genenv_cli.rundir import (
+    EVALS,
     RunDir,
     clean_stale_tmp,
     refuse_links_below,
@@ -112,6 +113,11 @@ def evaluate(run: RunDir | None, cfg: Config, bench_name: str, *, epoch: int | N
     if sum(x is not None for x in (epoch, model, predictions)) > 1:
         raise ConfigError("give at most one of --epoch, --model and --predictions.")
     bench: Benchmark = get_benchmark(bench_name)
+    if run is not None and out_dir is None and export is None:
+        folder, moved = run.output_dir(EVALS, bench_name)
+        if moved:  # read-only storage: the results go to the user cache
+            out_dir = folder
+            ui.warn(f"{run.root} is read-only; the results go to {out_dir / bench_name} instead")
     root = run.root if run is not None else None
     bench.configure(cfg, root, domains=domains_for_run(cfg, root) if bench.uses_run_domains else None)
     loaded = bench.load(data=data, split=split, version=version, protocol=protocol,
@@ -149,7 +155,8 @@ def evaluate(run: RunDir | None, cfg: Config, bench_name: str, *, epoch: int | N
     summary = bench.summarize(samples, verdicts, protocol)
     suffix = ("" if protocol == "official" else f".{protocol}") + (f".{split}" if split else "") \
         + (f".{version}" if version else "") + (f".limit{limit}" if limit else "")
-    base = out_dir / bench_name if out_dir else run.evals_dir(bench_name) if run else Path("evals") / bench_name
+    # without a run, the results go to ./evals/<bench>, as if the current directory were one
+    base = out_dir / bench_name if out_dir else (run or RunDir(Path())).evals_dir(bench_name)
     result = {
         "bench": bench_name, "model_tag": tag, "epoch": ep, "protocol": protocol, "split": split,
         "version": loaded.version, "data_source": loaded.source, "data_fingerprint": loaded.fingerprint,

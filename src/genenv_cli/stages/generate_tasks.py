@@ -50,7 +50,7 @@ CONFIG_SECTIONS = ["run.domain", "run.domains", "run.seed", "env", "generate", "
 
 def static_set_path(run: RunDir, domain: str | None = None) -> Path:
     """RUN/static/tasks.jsonl; a mixed run keeps one set per domain, RUN/static/<domain>/tasks.jsonl."""
-    return run.root / "static" / (domain or "") / run.file("tasks", 0).name
+    return run.static_tasks(domain)
 
 
 def split_budget(total: int, shares: dict[str, float]) -> dict[str, int]:

@@ -81,7 +81,7 @@ def run(run_dir: RunDir, cfg: Config, epoch: int, *, shard: tuple[int, int] | No
     domains = run_domains(cfg)
 
     def body(out: Staging) -> None:
-        tasks = load_tasks(out.plan.inputs["tasks"], domains)
+        tasks = load_tasks(out.plan.inputs["tasks"], domains, run_dir.recorded_output(epoch, "generate-tasks", "tasks"))
         if shard is not None:
             tasks = tasks[shard[0] - 1::shard[1]]
         name, tag = out.plan.models["agent"]

@@ -55,9 +55,7 @@ def rollout_sources(run: RunDir, epoch: int) -> list[tuple[str, str]]:
         raise InputError(f"{problem}; `score --epoch {epoch}` cannot see which rollouts completed.")
     if run.manifest_path(epoch, "rollout").exists():
         return [("rollouts", "rollout")]
-    mdir = run.manifests_dir(epoch)
-    shards = sorted(s for p in (mdir.glob("rollout.shard-*.json") if mdir.is_dir() else [])
-                    if (s := shard_of(p.stem)) and p.stem == shard_stage("rollout", s))
+    shards = run.rollout_shards(epoch)
     if not shards:
         raise InputError(f"`score --epoch {epoch}` needs the epoch's rollouts, but neither `rollout` nor any "
                          f"`rollout --shard I/N` of epoch {epoch} has completed. Run `genenv rollout --epoch {epoch}`.")
@@ -131,7 +129,7 @@ def _score(run_dir: RunDir, cfg: Config, epoch: int, p: StagePlan, out: Staging,
     with ThreadPoolExecutor(1) as pool:
         reading = pool.submit(lambda: [read_parquet(path, "rollouts") for name, path in p.inputs.items()
                                        if name.startswith("rollouts")])
-        tasks = load_tasks(p.inputs["tasks"], domains)
+        tasks = load_tasks(p.inputs["tasks"], domains, run_dir.recorded_output(epoch, "generate-tasks", "tasks"))
         frames = reading.result()
     by_id = {t["task_id"]: t for t in tasks}
     roll = pl.concat(frames) if len(frames) > 1 else frames[0]
