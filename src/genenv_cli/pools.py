@@ -388,6 +388,14 @@ def read_parquet(path: Path, schema_key: str, columns: list[str] | None = None) 
     return df.select(columns) if columns else df
 
 
+def scan_parquet(path: Path) -> Any:
+    """A lazy polars scan of a run's Parquet file, to read a few columns of a large pool without loading it. Check
+    its schema first (`check_parquet`) and collect inside `reading`, which names a file damaged past its footer."""
+    import polars as pl
+
+    return pl.scan_parquet(path)
+
+
 def check_parquet(path: Path, schema_key: str) -> None:
     """Check a Parquet file's schema from its footer alone, before anything heavy reads it: InputError naming the
     file when it is missing, empty, truncated, not Parquet or of the wrong schema."""

@@ -23,7 +23,7 @@ from genenv_cli.checkpoints import AGENT_STAGE, agent_model_for
 from genenv_cli.config import Config
 from genenv_cli.contract import StagePlan, StageResult, Staging, execute, process_rank
 from genenv_cli.metrics import after_stage
-from genenv_cli.pools import check_parquet, reading
+from genenv_cli.pools import check_parquet, reading, scan_parquet
 from genenv_cli.rundir import RunDir
 from genenv_cli.ui import UI
 
@@ -86,9 +86,9 @@ def select_samples(pool: Path, replay: list[Path], temperature: float | None = N
     from genenv_cli.training.grpo import group_advantages
 
     cheap = ["epoch", "rollout_id", "task_id", "group_id", "sample_index", "reward", "valid", "temperature"]
-    parts = [pl.scan_parquet(pool).select(*cheap, pl.col("completion_token_ids").list.len().alias("_n"),
+    parts = [scan_parquet(pool).select(*cheap, pl.col("completion_token_ids").list.len().alias("_n"),
                                          pl.lit(False).alias("replay"))]
-    parts += [pl.scan_parquet(p).select(*cheap, pl.col("completion_token_ids").list.len().alias("_n"),
+    parts += [scan_parquet(p).select(*cheap, pl.col("completion_token_ids").list.len().alias("_n"),
                                         pl.lit(True).alias("replay")) for p in replay]
     df = pl.concat(parts).collect()
     adv, why = group_advantages(df["reward"].to_list(),
@@ -112,7 +112,7 @@ def select_samples(pool: Path, replay: list[Path], temperature: float | None = N
         want = chosen.filter(pl.col("replay") == is_replay)
         if want.height == 0:
             continue
-        got = (pl.scan_parquet(path).select("epoch", "rollout_id", "prompt_token_ids", "completion_token_ids",
+        got = (scan_parquet(path).select("epoch", "rollout_id", "prompt_token_ids", "completion_token_ids",
                                             "logprobs")
                .join(want.lazy(), on=["epoch", "rollout_id"], how="inner", maintain_order="left").collect())
         for d in got.iter_rows(named=True):
@@ -141,7 +141,7 @@ def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
     for p in [pool_path, *replay_paths]:
         check_parquet(p, "agent_train")  # schema, before anything heavy
     with reading([pool_path, *replay_paths], f"update-agent epoch {epoch}"):
-        temps = pl.scan_parquet(pool_path).select("temperature").head(1).collect()["temperature"]
+        temps = scan_parquet(pool_path).select("temperature").head(1).collect()["temperature"]
         temperature = float(temps[0]) if len(temps) else cfg.rollout.temperature
         rows, records = select_samples(pool_path, replay_paths, temperature)
     groups_used = records.filter(pl.col("used")).select("epoch", "group_id").n_unique()

@@ -21,7 +21,7 @@ from genenv_cli.config import Config
 from genenv_cli.contract import StagePlan, StageResult, Staging, execute, process_rank
 from genenv_cli.curriculum import normalized_weights
 from genenv_cli.metrics import after_stage
-from genenv_cli.pools import check_parquet, reading
+from genenv_cli.pools import check_parquet, reading, scan_parquet
 from genenv_cli.rundir import RunDir
 from genenv_cli.ui import UI
 
@@ -90,7 +90,7 @@ def select_pairs(paths: list[Path], lam: float) -> tuple[list[dict[str, Any]], A
     exp(lambda R) / sum exp(lambda R) over them. The prompts and outputs are read for those pairs only."""
     import polars as pl
 
-    df = pl.concat([pl.scan_parquet(p).select("epoch", "task_id", "batch_id", "r_env", "kept",
+    df = pl.concat([scan_parquet(p).select("epoch", "task_id", "batch_id", "r_env", "kept",
                                               pl.col("output").str.strip_chars().str.len_chars().alias("_n"))
                     for p in paths]).collect()
     why = (pl.when(~pl.col("kept")).then(pl.lit("filtered"))
@@ -103,7 +103,7 @@ def select_pairs(paths: list[Path], lam: float) -> tuple[list[dict[str, Any]], A
         (pl.col("weight") * len(used_r)).alias("weight_rel")).select(
         "epoch", "task_id", "batch_id", "r_env", "weight", "weight_rel", "used", "skip_reason")
     want = records.filter(pl.col("used")).select("epoch", "task_id", "weight_rel")
-    pairs = (pl.concat([pl.scan_parquet(p).select("epoch", "task_id", "prompt", "output") for p in paths])
+    pairs = (pl.concat([scan_parquet(p).select("epoch", "task_id", "prompt", "output") for p in paths])
              .join(want.lazy(), on=["epoch", "task_id"], how="inner", maintain_order="right").collect())
     return pairs.to_dicts(), records
 
