@@ -179,7 +179,7 @@ def status(run: RunOpt = None, sets: SetOpt = None,
         print_status(*_open(run, sets, where), as_json=as_json)
 
 
-@app.command("evaluate", help=STAGES["evaluate"].help)
+@app.command("evaluate")
 def evaluate(
     bench: Annotated[str | None, typer.Option("--bench", help="Benchmark (see --list).")] = None,
     epoch: Annotated[int | None, typer.Option("--epoch", min=0, max=EPOCH_MAX, help="Evaluate epoch N's agent (default: the run's latest; 0: the base agent model).")] = None,
@@ -194,6 +194,7 @@ def evaluate(
     list_: Annotated[bool, typer.Option("--list", help="List the benchmarks and exit.")] = False,
     run: RunOpt = None, sets: SetOpt = None, quiet: QuietOpt = False, as_json: JsonOpt = False,
 ) -> None:
+    """Run an agent on a benchmark, or score predictions made elsewhere, with the benchmark's metric."""
     from genenv_cli import views
     from genenv_cli.stages import evaluate as stage
 

@@ -6,6 +6,11 @@ stage imports another. Its `Stage` entry below adds what must
 be known without importing it (the CLI's `--help` stays light): the command's help, status's column header
 and count, and which of its manifest's numbers go into metrics.json. `EPOCH_STAGES` is the order an epoch
 runs them in.
+
+`evaluate.py` lives here but is not a stage, so it is not in `STAGES`: it evaluates any checkpoint or model (or
+predictions made elsewhere) on a benchmark, outside the epochs, under no lock and with no manifest (its result
+file, which records the samples' sha256, is its own record). Giving it a `plan` would mean inventing an epoch and
+a manifest it does not have.
 """
 
 from __future__ import annotations
@@ -65,12 +70,10 @@ STAGES: dict[str, Stage] = {s.name: s for s in [
           short="upd-env", count="samples_used",
           metrics={"env_loss": ("metrics", "loss_mean"), "env_kl": ("metrics", "kl_final"),
                    "env_kl_stopped": ("metrics", "kl_stopped")}),
-    Stage("evaluate", "genenv_cli.stages.evaluate",
-          "Run an agent on a benchmark, or score predictions made elsewhere, with the benchmark's metric."),
 ]}
 
-# an epoch is every stage but evaluate, in the order STAGES lists them (which is the order they run in)
-EPOCH_STAGES = [name for name in STAGES if name != "evaluate"]
+# an epoch is every stage, in the order STAGES lists them (which is the order they run in)
+EPOCH_STAGES = list(STAGES)
 
 
 def stage_of(name: str) -> Stage:

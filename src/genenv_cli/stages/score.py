@@ -39,7 +39,7 @@ from genenv_cli.domains import domain_data, run_domains
 from genenv_cli.errors import InputError
 from genenv_cli.grading import grade_pairs
 from genenv_cli.metrics import after_stage
-from genenv_cli.pools import polars_schema, read_parquet, write_parquet
+from genenv_cli.pools import SCHEMAS, polars_schema, read_parquet, write_parquet
 from genenv_cli.rundir import RunDir, shard_of, shard_stage
 from genenv_cli.taskfile import load_tasks
 from genenv_cli.ui import UI
@@ -118,22 +118,48 @@ def collector_paused() -> Iterator[None]:
 
 
 def _score(run_dir: RunDir, cfg: Config, epoch: int, p: StagePlan, out: Staging, ui: UI) -> None:
-    import polars as pl
-
+    """The stage's steps: read, check, grade, the curriculum's task statistics, the pools, the metrics."""
     domains = run_domains(cfg)
     c = cfg.curriculum
-    # polars decodes the rollouts on its own threads while this one parses the tasks' JSON (both take seconds
-    # on a big epoch); nothing is left running when grading forks its workers
-    from concurrent.futures import ThreadPoolExecutor  # here: `genenv status` imports this module
+    tasks, roll = read_inputs(run_dir, epoch, p, domains)
+    check_rollouts(run_dir, epoch, tasks, roll)
+    scored, distinct = grade(roll, tasks, domains, c.success_threshold, cfg.score.item_timeout_s, ui, epoch)
+    scores = scored.select(*SCORE_COLUMNS)
+    stats = task_statistics(scored, tasks, c)
+    env_sft = write_outputs(out, epoch, scores, stats, agent_train_partition(scored, roll, epoch), tasks, c.lam)
+    out.counts.update({"tasks": stats.height, "rollouts": scores.height, "graded_distinct": distinct,
+                       "valid_rollouts": int(scores["valid"].sum()), "env_generations": env_sft.height,
+                       "env_kept": int(env_sft["kept"].sum())})
+    out.metrics.update(epoch_metrics(stats, scores, c, list(domains) if cfg.run.mixed else None))
+
+
+SCORE_COLUMNS = ("rollout_id", "task_id", "batch_id", "sample_index", "source", "domain", "shape", "reward",
+                 "partial", "success", "valid", "error", "completion_tokens", "finish_reason")
+
+
+def read_inputs(run_dir: RunDir, epoch: int, p: StagePlan, domains: dict[str, Any]) -> tuple[list[dict[str, Any]], Any]:
+    """(the epoch's tasks, its rollouts as one frame, every shard merged). polars decodes the rollouts on its own
+    threads while this one parses the tasks' JSON (both take seconds on a big epoch); nothing is left running when
+    grading forks its workers."""
+    # here, not at the top: `genenv status` imports this module for its plan
+    from concurrent.futures import ThreadPoolExecutor
+
+    import polars as pl
 
     with ThreadPoolExecutor(1) as pool:
         reading = pool.submit(lambda: [read_parquet(path, "rollouts") for name, path in p.inputs.items()
                                        if name.startswith("rollouts")])
         tasks = load_tasks(p.inputs["tasks"], domains, run_dir.recorded_output(epoch, "generate-tasks", "tasks"))
         frames = reading.result()
-    by_id = {t["task_id"]: t for t in tasks}
-    roll = pl.concat(frames) if len(frames) > 1 else frames[0]
+    return tasks, pl.concat(frames) if len(frames) > 1 else frames[0]
 
+
+def check_rollouts(run_dir: RunDir, epoch: int, tasks: list[dict[str, Any]], roll: Any) -> None:
+    """The rollouts are one consistent set for these tasks: each names a task of tasks.jsonl, no rollout_id
+    twice, every task attempted. Otherwise an InputError saying which stage to rerun."""
+    import polars as pl
+
+    by_id = {t["task_id"] for t in tasks}
     unknown = roll.filter(~pl.col("task_id").is_in(list(by_id)))
     if unknown.height:
         raise InputError(f"{run_dir.rel(run_dir.epoch_dir(epoch))}: {unknown.height} rollouts name tasks that are not in "
@@ -143,14 +169,21 @@ def _score(run_dir: RunDir, cfg: Config, epoch: int, p: StagePlan, out: Staging,
         raise InputError(f"epoch {epoch}: rollout_id {dup['rollout_id'][0]} appears more than once; the rollouts "
                          f"are not one consistent set. Rerun `genenv rollout --epoch {epoch} --force`.")
     covered = set(roll["task_id"].unique().to_list())
-    missing = [t for t in by_id if t not in covered]
+    missing = [t["task_id"] for t in tasks if t["task_id"] not in covered]
     if missing:
         raise InputError(f"epoch {epoch}: {len(missing)} of {len(by_id)} tasks have no rollouts (first: {missing[0]}); "
                          f"the rollouts are older than tasks.jsonl. Rerun `genenv rollout --epoch {epoch}`.")
 
-    # grade each distinct (task, completion) once: K samples of a task often coincide. A pair is keyed by the
-    # 64-bit hash of (task_id, completion), so grades join back on one integer column. The joins and group-bys
-    # run on a narrow frame; the token lists are only attached (same row order) to the agent_train partition.
+
+def grade(roll: Any, tasks: list[dict[str, Any]], domains: dict[str, Any], threshold: float, limit: float, ui: UI,
+          epoch: int) -> tuple[Any, int]:
+    """(one row per rollout with its grade, task and success, the number of distinct pairs graded).
+
+    Each distinct (task, completion) is graded once by its task's domain: K samples of a task often coincide. A
+    pair is keyed by the 64-bit hash of (task_id, completion), so grades join back on one integer column; the
+    joins run on a narrow frame (the token lists stay in `roll`, in the same row order)."""
+    import polars as pl
+
     meta = roll.select("rollout_id", "task_id", "batch_id", "sample_index", "completion", "finish_reason",
                        "temperature", "model",
                        pl.col("prompt_token_ids").list.len().cast(pl.Int64).alias("prompt_tokens"),
@@ -159,78 +192,122 @@ def _score(run_dir: RunDir, cfg: Config, epoch: int, p: StagePlan, out: Staging,
     pairs = meta.select("_pair", "task_id", "completion").unique("_pair", maintain_order=True)
     with ui.progress(f"score e{epoch}", pairs.height, "completions") as bar:
         graded = _grade_by_domain(domains, tasks, pairs["task_id"].to_list(), pairs["completion"].to_list(),
-                                  bar.advance, cfg.score.item_timeout_s)
+                                  bar.advance, limit)
     _refuse_non_finite_grades(graded, pairs["task_id"].to_list(), {t["task_id"]: t["domain"] for t in tasks})
     reward, partial, valid, error = (list(col) for col in zip(*graded, strict=True)) if graded else ([], [], [], [])
     grades = pl.DataFrame({"_pair": pairs["_pair"], "reward": reward, "partial": partial, "valid": valid,
                            "error": error}, schema={"_pair": pl.UInt64, "reward": pl.Float64, "partial": pl.Float64,
                                                    "valid": pl.Boolean, "error": pl.String})
-    task_info = pl.DataFrame({"task_id": [t["task_id"] for t in tasks], "source": [t["source"] for t in tasks],
-                              "domain": [t["domain"] for t in tasks], "shape": [t["shape"] for t in tasks]},
-                             schema={k: pl.String for k in ("task_id", "source", "domain", "shape")})
     scored = (meta.drop("completion").join(grades, on="_pair", how="left", maintain_order="left")
-              .join(task_info, on="task_id", how="left", maintain_order="left")
-              .with_columns(success(c.success_threshold)))
-    scores = scored.select("rollout_id", "task_id", "batch_id", "sample_index", "source", "domain", "shape", "reward",
-                           "partial", "success", "valid", "error", "completion_tokens", "finish_reason")
+              .join(_task_info(tasks), on="task_id", how="left", maintain_order="left")
+              .with_columns(success(threshold)))
+    return scored, pairs.height
+
+
+def _task_info(tasks: list[dict[str, Any]]) -> Any:
+    import polars as pl
+
+    return pl.DataFrame({"task_id": [t["task_id"] for t in tasks], "source": [t["source"] for t in tasks],
+                         "domain": [t["domain"] for t in tasks], "shape": [t["shape"] for t in tasks]},
+                        schema={k: pl.String for k in ("task_id", "source", "domain", "shape")})
+
+
+def task_statistics(scored: Any, tasks: list[dict[str, Any]], c: Any) -> Any:
+    """task_stats: per task p_task over its K rollouts; per batch p_batch over its n x K, R_env and the filter flag,
+    carried to every task of the batch; the band and informative flags (curriculum.py's expressions)."""
+    import polars as pl
 
     per_task = scored.group_by("task_id").agg(
         pl.len().cast(pl.Int64).alias("attempts"), pl.col("success").sum().cast(pl.Int64).alias("successes"),
         pl.col("reward").mean().alias("mean_reward"), pl.col("prompt_tokens").first(), informative_expr("reward"))
     batch_of = pl.DataFrame({"task_id": [t["task_id"] for t in tasks], "batch_id": [t["batch_id"] for t in tasks]})
-    per_task = per_task.join(batch_of, on="task_id").join(task_info, on="task_id")
+    per_task = per_task.join(batch_of, on="task_id").join(_task_info(tasks), on="task_id")
     per_batch = per_task.group_by("batch_id").agg(
         (pl.col("successes").sum() / pl.col("attempts").sum()).alias("p_batch"))
-    stats = (per_task.join(per_batch, on="batch_id")
-             .with_columns((pl.col("successes") / pl.col("attempts")).alias("p_task"))
-             .with_columns(env_reward(alpha=c.alpha, beta=c.beta), filtered(alpha=c.alpha, k_min=c.k_min),
-                           pl.col("p_task").is_between(c.band_low, c.band_high).alias("in_band"))
-             .sort("task_id")
-             .select("task_id", "batch_id", "source", "domain", "shape", "attempts", "successes", "p_task", "mean_reward",
-                     "p_batch", "r_env", "filtered", "in_band", "informative", "prompt_tokens"))
+    return (per_task.join(per_batch, on="batch_id")
+            .with_columns((pl.col("successes") / pl.col("attempts")).alias("p_task"))
+            .with_columns(env_reward(alpha=c.alpha, beta=c.beta), filtered(alpha=c.alpha, k_min=c.k_min),
+                          pl.col("p_task").is_between(c.band_low, c.band_high).alias("in_band"))
+            .sort("task_id")
+            .select(*SCHEMAS["task_stats"].names()))
 
-    agent_train = pl.concat([
+
+def agent_train_partition(scored: Any, roll: Any, epoch: int) -> Any:
+    """The epoch's D_train partition: every trace with its group, tokens, behaviour logprobs and reward."""
+    import polars as pl
+
+    return pl.concat([
         scored.select(pl.lit(epoch, pl.Int64).alias("epoch"), "rollout_id", "task_id",
                       pl.col("task_id").alias("group_id"), "sample_index", "source", "domain"),
         roll.select("prompt_token_ids", "completion_token_ids", "logprobs"),
         scored.select("reward", "success", "valid", "finish_reason", "temperature", "model"),
     ], how="horizontal")
 
-    for name, df in (("scores", scores), ("task_stats", stats)):
-        _refuse_non_finite(df, name, epoch)
 
+def write_outputs(out: Staging, epoch: int, scores: Any, stats: Any, agent_train: Any, tasks: list[dict[str, Any]],
+                  lam: float) -> Any:
+    """Write the four outputs to their staging paths (nothing NaN or infinite: a refusal leaves nothing behind);
+    returns the env_sft partition. The largest file is written (polars, off the GIL) while the environment's
+    pairs are built in Python."""
     from concurrent.futures import ThreadPoolExecutor
 
+    for name, df in (("scores", scores), ("task_stats", stats)):
+        _refuse_non_finite(df, name, epoch)
     with ThreadPoolExecutor(1) as pool:
-        # the largest file is written (polars, off the GIL) while the environment's pairs are built in Python
-        # (to the staging folder: a refusal below leaves nothing behind)
         writing = pool.submit(write_parquet, agent_train, out.path("agent_train"), "agent_train")
-        env_sft = _env_sft(tasks, stats, epoch, c.lam)
+        env_sft = _env_sft(tasks, stats, epoch, lam)
         _refuse_non_finite(env_sft, "env_sft", epoch)
         write_parquet(scores, out.path("scores"), "scores")
         write_parquet(stats, out.path("task_stats"), "task_stats")
         write_parquet(env_sft, out.path("env_sft"), "env_sft")
         writing.result()
+    return env_sft
 
+
+def task_counts(stats: Any) -> dict[str, Any]:
+    """What a set of tasks (the epoch's, or one domain's) adds up to, from task_stats: counts that add up over
+    domains to the epoch's (tasks, rollouts, successes, tasks in band, GRPO groups and the informative ones,
+    environment batches and the kept ones) and the rates made of them."""
+    import polars as pl
+
+    def share(num: int, den: int) -> float | None:
+        return round(num / den, 4) if den else None
+
+    groups = stats.filter(pl.col("attempts") >= 2)
     env_batches = stats.filter(pl.col("source") == "env").unique("batch_id")
-    attempts = int(stats["attempts"].sum())
-    out.counts.update({"tasks": stats.height, "rollouts": scores.height, "graded_distinct": pairs.height,
-                       "valid_rollouts": int(scores["valid"].sum()), "env_generations": env_sft.height,
-                       "env_kept": int(env_sft["kept"].sum())})
-    out.metrics.update({
-        "success_rate": round(int(stats["successes"].sum()) / attempts, 4) if attempts else None,
-        "mean_reward": round(float(scores["reward"].mean()), 4) if scores.height else None,
-        "batch_p_mean": round(float(stats.unique("batch_id")["p_batch"].mean()), 4) if stats.height else None,
-        "band_share": round(float(stats["in_band"].mean()), 4) if stats.height else None,
+    attempts, successes = int(stats["attempts"].sum()), int(stats["successes"].sum())
+    in_band, informative = int(stats["in_band"].sum()), int(groups["informative"].sum())
+    return {
+        "tasks": stats.height, "env_tasks": int((stats["source"] == "env").sum()), "rollouts": attempts,
+        "successes": successes, "success_rate": share(successes, attempts),
+        "in_band": in_band, "band_share": share(in_band, stats.height),
+        "groups": groups.height, "informative": informative, "informative_share": share(informative, groups.height),
         "env_batches": env_batches.height,
         "env_r_mean": round(float(env_batches["r_env"].mean()), 4) if env_batches.height else None,
         "env_batches_kept": int((~env_batches["filtered"]).sum()) if env_batches.height else 0,
+    }
+
+
+# the keys of metrics.json's by_domain that score gives (docs/pools.md)
+BY_DOMAIN_KEYS = ("tasks", "env_tasks", "rollouts", "successes", "success_rate", "in_band", "band_share", "groups",
+                  "informative", "informative_share", "env_batches", "env_r_mean")
+
+
+def epoch_metrics(stats: Any, scores: Any, c: Any, domains: list[str] | None = None) -> dict[str, Any]:
+    """The manifest's metrics: the epoch's `task_counts` rates, the rollout-level means, the curriculum's epoch
+    statistics (curriculum.epoch_statistics), and for a mixed run (`domains`) `by_domain`."""
+    n = task_counts(stats)
+    metrics = {
+        **{k: n[k] for k in ("success_rate", "band_share", "env_batches", "env_r_mean", "env_batches_kept")},
+        "mean_reward": round(float(scores["reward"].mean()), 4) if scores.height else None,
+        "batch_p_mean": round(float(stats.unique("batch_id")["p_batch"].mean()), 4) if stats.height else None,
         "mean_prompt_tokens": round(float(stats["prompt_tokens"].mean()), 2) if stats.height else None,
         "mean_completion_tokens": round(float(scores["completion_tokens"].mean()), 2) if scores.height else None,
         **epoch_statistics(stats, band=(c.band_low, c.band_high)),
-    })
-    if cfg.run.mixed:
-        out.metrics["by_domain"] = domain_breakdown(stats, list(domains))
+    }
+    if domains is not None:
+        metrics["by_domain"] = domain_breakdown(stats, domains)
+    return metrics
 
 
 # the setting most likely at fault when a derived column is not a finite number
@@ -287,30 +364,11 @@ def _grade_by_domain(domains: dict[str, Any], tasks: list[dict[str, Any]], task_
 
 
 def domain_breakdown(stats: Any, names: list[str]) -> dict[str, dict[str, Any]]:
-    """Per domain of a mixed run, from task_stats: counts that add up over the domains to the epoch's (tasks,
-    rollouts, successes, tasks in band, GRPO groups and the informative ones, environment batches) and the
-    rates made of them."""
+    """Per domain of a mixed run: its `task_counts`, which add up over the domains to the epoch's."""
     import polars as pl
 
-    def share(num: int, den: int) -> float | None:
-        return round(num / den, 4) if den else None
-
-    out = {}
-    for name in names:
-        st = stats.filter(pl.col("domain") == name)
-        groups = st.filter(pl.col("attempts") >= 2)
-        env_batches = st.filter(pl.col("source") == "env").unique("batch_id")
-        attempts, successes = int(st["attempts"].sum()), int(st["successes"].sum())
-        in_band, informative = int(st["in_band"].sum()), int(groups["informative"].sum())
-        out[name] = {
-            "tasks": st.height, "env_tasks": int((st["source"] == "env").sum()), "rollouts": attempts,
-            "successes": successes, "success_rate": share(successes, attempts),
-            "in_band": in_band, "band_share": share(in_band, st.height),
-            "groups": groups.height, "informative": informative, "informative_share": share(informative, groups.height),
-            "env_batches": env_batches.height,
-            "env_r_mean": round(float(env_batches["r_env"].mean()), 4) if env_batches.height else None,
-        }
-    return out
+    return {name: {k: v for k, v in task_counts(stats.filter(pl.col("domain") == name)).items() if k in BY_DOMAIN_KEYS}
+            for name in names}
 
 
 def _env_sft(tasks: list[dict[str, Any]], stats: Any, epoch: int, lam: float) -> Any:
