@@ -204,7 +204,7 @@ def evaluate(
             return
         if bench is None:
             raise ConfigError("--bench NAME is required (see `genenv evaluate --list`).")
-        stage.get_benchmark(bench)  # an unknown name fails here, with the nearest known one
+        stage.BENCHMARKS.get(bench)  # an unknown name fails here, with the nearest known one
         run_dir, cfg = _open(run, sets, where, "evaluate",
                              required=predictions is None and export is None and model is None)
         ui = _ui(run_dir, "evaluate", quiet, as_json)

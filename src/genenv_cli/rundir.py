@@ -1,4 +1,5 @@
-"""The run directory: where every file lives, fingerprints, the per-epoch lock, atomic replacement.
+"""The run directory: where every file lives, reading what the run records, fingerprints, the per-epoch lock,
+atomic replacement.
 
 Layout (docs/pools.md describes every file and column):
 
@@ -7,8 +8,14 @@ Layout (docs/pools.md describes every file and column):
                      agent/, env/, agent_update.parquet, env_update.parquet, metrics.json, manifests/<stage>.json}
     RUN/pools/agent_train/epoch=0003.parquet   RUN/pools/env_sft/epoch=0003.parquet
     RUN/evals/<bench>/<model-tag>.json         RUN/logs/<stage>.log
+    RUN/report/report.html                     RUN/static/[<domain>/]tasks.jsonl
 
-The paths of the data files come from `pools.SCHEMAS` (`RunDir.file`), so a file's place is written once.
+`RunDir` owns these files: no other module builds a path into a run or opens one (tests/test_run_files.py);
+they ask it for the path, or for the content. The paths of the data files come from `pools.SCHEMAS`
+(`RunDir.file`), so a file's place is written once, and the data files are read through `pools` with their
+schema. The JSON the run records is read here: manifests (`read_manifest`, strict; `manifests` and
+`manifest_record`, lenient, for status and the numbers), evaluation results (`read_evals`), an archived
+metrics.json (`read_metrics_file`), rollout shards (`rollout_shards`) and who holds the lock (`running`).
 """
 
 from __future__ import annotations
