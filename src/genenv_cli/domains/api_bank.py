@@ -34,16 +34,15 @@ from typing import Any
 from genenv_cli.domains.base import EnvContext, Reject, SeedTask
 from genenv_cli.domains.family import FamilyDomain
 from genenv_cli.errors import InputError
-from genenv_cli.evals.api_bank import (
+from genenv_cli.evals.api_bank.apis import TOOL_SEARCHER_DOC, _catalog
+from genenv_cli.evals.api_bank.benchmark import point_sample
+from genenv_cli.evals.api_bank.data import (
     LEVELS,
-    TOOL_SEARCHER_DOC,
-    _catalog,
     _layout,
     _points_from_dialogue,
     _read_dialogue,
     _read_level3,
 )
-from genenv_cli.evals.api_bank.benchmark import point_sample
 from genenv_cli.evals.base import EvalSample
 
 TYPES = ("str", "int", "float", "bool", "list", "list(str)", "dict", "datetime")
