@@ -1,6 +1,6 @@
 """Game backends for the ALFWorld benchmark: one small interface, two implementations.
 
-`GameBackend` is what the episode loop in `alfworld.py` talks to:
+`GameBackend` is what the episode loop in `benchmark.py` talks to:
 
     reset() -> (observation, info)          info = {"admissible_commands": [str, ...], "won": bool}
     step(action) -> (observation, done, info)
