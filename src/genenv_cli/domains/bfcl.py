@@ -7,7 +7,7 @@ v3: the prompt lists the documents as that version did). Categories are BFCL's A
 the shape is the kind of item: `simple`, `multiple`, `parallel`, `parallel_multiple`, `irrelevance`.
 `live_relevance` items have no ground truth; as seeds they are left out (category not trainable).
 
-**Agent prompt and R_agent**: the `bfcl` suite's (`evals/bfcl.py`: `prompt_messages`, `annotate_functions`,
+**Agent prompt and R_agent**: the `bfcl` suite's (`evals/bfcl/`: `prompt_messages`, `annotate_functions`,
 `BFCL.score` with the official protocol): the answer `[func(a=1), g(b='x')]` is decoded and judged by BFCL's AST
 rules; reward 1 when the suite says correct, else 0.
 
