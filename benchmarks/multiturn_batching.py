@@ -64,7 +64,7 @@ def main() -> None:
 
     from genenv_cli.engines import SamplingParams
     from genenv_cli.engines.hf import HFEngine
-    from genenv_cli.evals.alfworld import ALFWorld
+    from genenv_cli.evals.alfworld.benchmark import ALFWorld
     from genenv_cli.evals.episodes import play_episodes
     from genenv_cli.models import resolve
 

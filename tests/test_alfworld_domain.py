@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from genenv_cli.cli import app
 from genenv_cli.domains import get_domain
 from genenv_cli.domains.base import EnvContext, Reject
-from genenv_cli.evals.alfworld_games import TASK_TYPES
+from genenv_cli.evals.alfworld.games import TASK_TYPES
 
 FIX = Path(__file__).parent / "fixtures" / "alfworld"
 SPLIT = FIX / "json_2.1.1" / "valid_unseen"

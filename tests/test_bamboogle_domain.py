@@ -11,7 +11,7 @@ from genenv_cli.domains import get_domain
 from genenv_cli.domains.bamboogle import shape_of
 from genenv_cli.domains.base import EnvContext, Reject
 from genenv_cli.errors import InputError
-from genenv_cli.evals.bamboogle import Bamboogle
+from genenv_cli.evals.bamboogle.benchmark import Bamboogle
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

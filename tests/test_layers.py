@@ -37,7 +37,7 @@ FLOORS: list[tuple[str, list[str]]] = [
     ("models and machinery", ["models", "engines", "engines.*", "launch", "training", "training.*", "grading",
                               "taskfile", "checkpoints", "pruning"]),
     ("stages", ["stages.*"]),
-    ("views", ["status", "views", "report", "report.*", "report_charts", "compare", "paper_table", "runner",
+    ("views", ["status", "views", "report", "report.*", "compare", "paper_table", "runner",
                "create_run"]),
     ("command line", ["cli", "errorpath", "__main__"]),
 ]

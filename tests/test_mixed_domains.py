@@ -316,7 +316,7 @@ def test_files_written_before_the_domain_column_still_read(tmp_path):
 def test_heldout_on_a_mixed_run_scores_each_domain_by_its_own_rules(tmp_path):
     from genenv_cli.config import load_config
     from genenv_cli.domains.seedfiles import domains_for_run
-    from genenv_cli.evals.heldout import HeldOut
+    from genenv_cli.evals.heldout.benchmark import HeldOut
 
     invoke_init = CliRunner().invoke(app, ["init", str(tmp_path / "run"), "--domain", "arith", "--domain", "tool_call"])
     assert invoke_init.exit_code == 0, invoke_init.output

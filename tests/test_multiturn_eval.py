@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from genenv_cli.cli import app
 from genenv_cli.engines.base import Engine, Generation
-from genenv_cli.evals.alfworld import ALFWorld
+from genenv_cli.evals.alfworld.benchmark import ALFWorld
 from genenv_cli.evals.base import CONTEXT_OVERFLOW
 from genenv_cli.evals.episodes import play_episodes
 

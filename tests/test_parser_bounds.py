@@ -27,10 +27,10 @@ from genenv_cli.domains import DOMAINS, get_domain
 from genenv_cli.domains.arith import ArithDomain, read_answer
 from genenv_cli.domains.base import EnvContext
 from genenv_cli.evals import get_benchmark
-from genenv_cli.evals.alfworld import parse_action
-from genenv_cli.evals.bamboogle import _last_tag, extract_answer
-from genenv_cli.evals.bfcl_checker import decode_answer
-from genenv_cli.evals.travelplanner import _balanced, _drop_think, extract_plan
+from genenv_cli.evals.alfworld.benchmark import parse_action
+from genenv_cli.evals.bamboogle.benchmark import _last_tag, extract_answer
+from genenv_cli.evals.bfcl.decode import decode_answer
+from genenv_cli.evals.travelplanner.benchmark import _balanced, _drop_think, extract_plan
 
 FIX = Path(__file__).resolve().parent / "fixtures"
 # A megabyte parses in well under 0.2 s on an idle core (benchmarks/parser_bounds.py records the times); the
@@ -270,6 +270,6 @@ def _old_balanced(text: str, start: int) -> str | None:
 def test_alfworld_reads_the_action_the_old_pattern_read(text):
     m = re.search(r"<action>(.*?)</action>", text, re.DOTALL | re.IGNORECASE)
     if m:
-        from genenv_cli.evals.alfworld import _clean
+        from genenv_cli.evals.alfworld.benchmark import _clean
 
         assert parse_action(text) == _clean(m.group(1))

@@ -28,8 +28,10 @@ from genenv_cli.domains.arith import ArithDomain, ArithError, evaluate_expressio
 from genenv_cli.domains.base import EnvContext, Reject, Score
 from genenv_cli.domains.tool_call import ToolCallDomain
 from genenv_cli.errors import InputError
-from genenv_cli.evals import api_bank
-from genenv_cli.evals.bfcl_checker import DecodeError, decode_answer
+from genenv_cli.evals.api_bank import parsing as api_bank_parsing
+from genenv_cli.evals.api_bank import scoring as api_bank_scoring
+from genenv_cli.evals.bfcl.calls import DecodeError
+from genenv_cli.evals.bfcl.decode import decode_answer
 from genenv_cli.jsonio import json_lines
 from genenv_cli.pools import iter_jsonl
 
@@ -121,11 +123,11 @@ def test_bfcl_decoder_returns_calls_or_its_error(text, language):
 @given(MODEL_TEXT)
 def test_api_bank_parsers_return_calls_or_their_error(text):
     try:
-        calls = timed(api_bank.parse_official, text)
+        calls = timed(api_bank_parsing.parse_official, text)
         assert all(isinstance(c.name, str) for c in calls)
     except CallParseError:
         pass
-    paper = timed(api_bank.parse_paper, text)  # ToolRL's reading never fails: unreadable text is no call
+    paper = timed(api_bank_parsing.parse_paper, text)  # ToolRL's reading never fails: unreadable text is no call
     assert isinstance(paper, list)
 
 
@@ -133,7 +135,7 @@ def test_api_bank_parsers_return_calls_or_their_error(text):
 @given(st.one_of(MODEL_TEXT, st.integers(), st.floats(), st.booleans(),
                  st.lists(MODEL_TEXT, max_size=3)), st.booleans())
 def test_api_bank_value_comparison_never_raises(value, numeric):
-    out = timed(api_bank._canon, value, numeric)
+    out = timed(api_bank_scoring._canon, value, numeric)
     assert _is_data(out)
 
 

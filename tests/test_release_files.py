@@ -16,7 +16,8 @@ from genenv_cli.cli import app
 from genenv_cli.domains import get_domain
 from genenv_cli.domains.base import EnvContext
 from genenv_cli.evals.api_bank import APIBank
-from genenv_cli.evals.bfcl_checker import DecodeError, decode_answer
+from genenv_cli.evals.bfcl.calls import DecodeError
+from genenv_cli.evals.bfcl.decode import decode_answer
 
 FIX = Path(__file__).parent / "fixtures"
 runner = CliRunner()

@@ -89,7 +89,7 @@ def test_own_seed_format_keeps_the_stated_split(tmp_path):
     assert manifest["split"] == "stated in the seed files" and manifest["counts"] == {"train": 2, "validation": 1}
     from genenv_cli.config import load_config
     from genenv_cli.domains.seedfiles import domains_for_run
-    from genenv_cli.evals.heldout import HeldOut
+    from genenv_cli.evals.heldout.benchmark import HeldOut
 
     held = HeldOut()
     cfg = load_config(tmp_path / "run" / "genenv.toml")

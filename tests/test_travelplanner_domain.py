@@ -17,7 +17,7 @@ from genenv_cli.cli import app
 from genenv_cli.domains import get_domain
 from genenv_cli.domains.base import EnvContext, Reject
 from genenv_cli.domains.travelplanner import TravelPlannerDomain, travelplanner_sandbox
-from genenv_cli.evals.travelplanner import TravelPlanner
+from genenv_cli.evals.travelplanner.benchmark import TravelPlanner
 
 FIX = Path(__file__).parent / "fixtures" / "travelplanner"
 GOLD = json.loads((FIX / "gold_plans.json").read_text())
@@ -263,7 +263,7 @@ def test_init_with_official_files_and_a_malformed_record(tmp_path):
 
 def test_open_databases_are_shared_and_bounded(tmp_path):
     """One instance per folder while in use; a long run's many small item databases do not pile up in memory."""
-    from genenv_cli.evals.travelplanner import open_database
+    from genenv_cli.evals.travelplanner.benchmark import open_database
 
     first = open_database(tmp_path / "db-first")
     assert open_database(tmp_path / "db-first") is first

@@ -190,7 +190,7 @@ def build_compare(paths: list[Path], out: Path) -> dict[str, Any]:
 def render_compare(runs: list[RunData], out: Path) -> dict[str, Any]:
     """The page for runs already read: from their folders (`read_run`), or rebuilt from what a caller kept of
     them (benchmarks/curriculum.py draws finished runs from its records once their folders are gone)."""
-    from genenv_cli import report_charts as ch
+    from genenv_cli.report import charts as ch
 
     arms, flags = group_arms(runs)
     out = out.expanduser().resolve()
@@ -247,7 +247,7 @@ def render_compare(runs: list[RunData], out: Path) -> dict[str, Any]:
 
 
 def _series_table(nums: dict[str, dict[str, Any]], x: str = "epoch", kind: str = "pct") -> str:
-    from genenv_cli.report import _esc, fmt
+    from genenv_cli.report.html import esc, fmt
 
     rows = []
     for label, s in nums.items():
@@ -255,21 +255,21 @@ def _series_table(nums: dict[str, dict[str, Any]], x: str = "epoch", kind: str =
             lo, hi = s["low"][i], s["high"][i]
             interval = f"[{fmt(lo, kind)}, {fmt(hi, kind)}]" if lo is not None else "-"
             xv = fmt(e, "int") if x == "epoch" else f"{fmt(e, 'int') if e is not None else '-'} (epoch {s['epoch'][i]})"
-            rows.append(f"<tr><td class=\"row\">{_esc(label)}</td><td>{_esc(xv)}</td><td>{_esc(fmt(s['mean'][i], kind))}"
-                        f"</td><td>{_esc(interval)}</td><td>{s['n'][i]}</td></tr>")
-    head = (f'<tr><th class="row">arm</th><th>{_esc(x)}</th><th>mean</th><th>95% interval</th>'
+            rows.append(f"<tr><td class=\"row\">{esc(label)}</td><td>{esc(xv)}</td><td>{esc(fmt(s['mean'][i], kind))}"
+                        f"</td><td>{esc(interval)}</td><td>{s['n'][i]}</td></tr>")
+    head = (f'<tr><th class="row">arm</th><th>{esc(x)}</th><th>mean</th><th>95% interval</th>'
             "<th>runs</th></tr>")
     return f'<div class="scroll"><table>{head}{"".join(rows)}</table></div>'
 
 
 def _mix_table(mixes: dict[str, dict[str, Any]]) -> str:
-    from genenv_cli.report import _esc, fmt
+    from genenv_cli.report.html import esc, fmt
 
     rows = []
     for label, m in mixes.items():
         for shape, vals in m["mix"].items():
-            rows.append(f'<tr><td class="row">{_esc(label)}</td><td class="row">{_esc(shape)}</td>'
-                        + "".join(f"<td>{_esc(fmt(v, 'pct'))}</td>" for v in vals) + "</tr>")
+            rows.append(f'<tr><td class="row">{esc(label)}</td><td class="row">{esc(shape)}</td>'
+                        + "".join(f"<td>{esc(fmt(v, 'pct'))}</td>" for v in vals) + "</tr>")
     epochs = sorted({e for m in mixes.values() for e in m["epoch"]})
     if not rows:
         return '<p class="empty">No arm has environment tasks.</p>'
@@ -280,10 +280,10 @@ def _mix_table(mixes: dict[str, dict[str, Any]]) -> str:
 
 
 def _mix_table_uneven(mixes: dict[str, dict[str, Any]]) -> str:
-    from genenv_cli.report import _esc, fmt
+    from genenv_cli.report.html import esc, fmt
 
-    rows = [f'<tr><td class="row">{_esc(label)}</td><td class="row">{_esc(shape)}</td><td>{e}</td>'
-            f"<td>{_esc(fmt(v, 'pct'))}</td></tr>"
+    rows = [f'<tr><td class="row">{esc(label)}</td><td class="row">{esc(shape)}</td><td>{e}</td>'
+            f"<td>{esc(fmt(v, 'pct'))}</td></tr>"
             for label, m in mixes.items() for shape, vals in m["mix"].items() for e, v in zip(m["epoch"], vals, strict=True)]
     head = '<tr><th class="row">arm</th><th class="row">shape</th><th>epoch</th><th>share</th></tr>'
     return f'<div class="scroll"><table>{head}{"".join(rows)}</table></div>'
@@ -291,7 +291,7 @@ def _mix_table_uneven(mixes: dict[str, dict[str, Any]]) -> str:
 
 def _page(arms: list[ArmData], flags: list[str], numbers: dict[str, Any], pngs: dict[str, bytes],
           band: tuple[float, float] | None) -> str:
-    from genenv_cli.report import _CSS, _esc, _img
+    from genenv_cli.report.html import CSS, esc, img
 
     heading = dict(CHARTS)
     band_text = f"[{band[0]:g}, {band[1]:g}]" if band else "the runs' band"
@@ -315,21 +315,21 @@ def _page(arms: list[ArmData], flags: list[str], numbers: dict[str, Any], pngs: 
         "heldout": _series_table(numbers["heldout"], x="rollouts"),
     }
     arm_rows = "".join(
-        f'<tr><td class="row">{_esc(a.label)}</td><td>{len(a.runs)}</td>'
-        f'<td>{_esc(", ".join(str(r.seed) for r in a.runs))}</td>'
-        f'<td class="row">{_esc(", ".join(str(r.root) for r in a.runs))}</td></tr>' for a in arms)
+        f'<tr><td class="row">{esc(a.label)}</td><td>{len(a.runs)}</td>'
+        f'<td>{esc(", ".join(str(r.seed) for r in a.runs))}</td>'
+        f'<td class="row">{esc(", ".join(str(r.root) for r in a.runs))}</td></tr>' for a in arms)
     parts = ["<header><h1>genenv compare</h1>"
              f"<p>{len(arms)} arm(s) from {sum(len(a.runs) for a in arms)} run(s). Runs equal in every setting but "
              "run.seed form an arm.</p></header>",
              '<section id="arms"><h2>Arms</h2><div class="scroll"><table><tr><th class="row">arm</th><th>runs</th>'
              f'<th>seeds</th><th class="row">run directories</th></tr>{arm_rows}</table></div></section>']
-    parts += [f'<p class="note flag">⚠ {_esc(f)}</p>' for f in flags]
+    parts += [f'<p class="note flag">⚠ {esc(f)}</p>' for f in flags]
     for cid, title in CHARTS:
-        parts.append(f'<section id="{cid}"><h2>{_esc(heading[cid])}</h2><p class="what">{what[cid]}</p>'
-                     f"{_img(pngs.get(cid), title)}{tables[cid]}</section>")
+        parts.append(f'<section id="{cid}"><h2>{esc(heading[cid])}</h2><p class="what">{what[cid]}</p>'
+                     f"{img(pngs.get(cid), title)}{tables[cid]}</section>")
     parts.append("<footer>Written by <code>genenv compare</code>. Self-contained: the charts are embedded, and each "
                  "is also saved beside this file as a PNG.</footer>")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"<title>genenv compare</title><style>{_CSS}</style></head>"
+            f"<title>genenv compare</title><style>{CSS}</style></head>"
             f"<body><main>{''.join(parts)}</main></body></html>\n")

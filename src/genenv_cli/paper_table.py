@@ -1,6 +1,7 @@
 """Table 1 of the GenEnv paper, measured: the headline of each benchmark's results file in RUN/evals beside the
 paper's reference rows. Measured cells come only from `genenv evaluate` results; the reference rows are the
-PAPER_REFERENCE of each evaluation suite, labelled as such."""
+`paper_column.reference` of each evaluation suite, labelled as such. The columns are the registered suites that
+declare a `paper_column`, in its order."""
 
 from __future__ import annotations
 
@@ -8,16 +9,18 @@ from typing import Any
 
 from genenv_cli.rundir import RunDir
 
-COLUMNS = [("ALFWorld", "alfworld"), ("BFCL", "bfcl"), ("API-Bank", "api-bank"), ("Bamboogle", "bamboogle"),
-           ("TravelPlanner", "travelplanner")]
 
+def columns() -> list[tuple[str, str, dict[str, float]]]:
+    """(title, benchmark name, paper reference) of every registered suite with a column in the paper's Table 1,
+    in the paper's order."""
+    from genenv_cli.evals import BENCHMARKS
 
-def _reference() -> dict[str, dict[str, float]]:
-    from genenv_cli.evals import alfworld, api_bank, bamboogle, bfcl, travelplanner
-
-    refs = {"alfworld": alfworld, "bfcl": bfcl, "api-bank": api_bank, "bamboogle": bamboogle,
-            "travelplanner": travelplanner}
-    return {bench: dict(mod.PAPER_REFERENCE) for bench, mod in refs.items()}
+    found = []
+    for bench in BENCHMARKS.names():
+        col = BENCHMARKS.get(bench).paper_column
+        if col is not None:
+            found.append((col.position, col.title, bench, dict(col.reference)))
+    return [(title, bench, ref) for _, title, bench, ref in sorted(found, key=lambda c: (c[0], c[2]))]
 
 
 def _latest(run: RunDir, bench: str, protocol: str, tag: str | None) -> dict[str, Any] | None:
@@ -36,20 +39,23 @@ def _latest(run: RunDir, bench: str, protocol: str, tag: str | None) -> dict[str
 
 
 def table_rows(run: RunDir, protocol: str = "paper", tag: str | None = None) -> dict[str, Any]:
-    """{"measured": {bench: value or None}, "model_tags": {...}, "reference": {model: {bench: value}}, avgs}."""
+    """{"columns": [(title, bench)], "measured": {bench: value or None}, "model_tags": {...},
+    "reference": {model: {bench: value}}, "protocol": ...}."""
+    cols = columns()
     measured: dict[str, float | None] = {}
     tags: dict[str, str] = {}
-    for _, bench in COLUMNS:
+    for _, bench, _ in cols:
         result = _latest(run, bench, protocol, tag)
         value = result["headline"]["value"] if result else None
         measured[bench] = float(value) if isinstance(value, (int, float)) else None
         if result:
             tags[bench] = result.get("model_tag", "")
     reference: dict[str, dict[str, float]] = {}
-    for bench, rows in _reference().items():
+    for _, bench, rows in cols:
         for model, value in rows.items():
             reference.setdefault(model, {})[bench] = value
-    return {"measured": measured, "model_tags": tags, "reference": reference, "protocol": protocol}
+    return {"columns": [(title, bench) for title, bench, _ in cols], "measured": measured, "model_tags": tags,
+            "reference": reference, "protocol": protocol}
 
 
 def _avg(cells: list[float | None]) -> float | None:
@@ -58,20 +64,21 @@ def _avg(cells: list[float | None]) -> float | None:
 
 def render_table(rows: dict[str, Any]) -> str:
     """Markdown, Table 1's layout: measured first, then the paper's rows marked as reference."""
-    head = "| model | " + " | ".join(c for c, _ in COLUMNS) + " | avg |"
-    lines = [head, "|" + "---|" * (len(COLUMNS) + 2)]
+    cols = rows["columns"]
+    head = "| model | " + " | ".join(c for c, _ in cols) + " | avg |"
+    lines = [head, "|" + "---|" * (len(cols) + 2)]
 
     def fmt(v: float | None) -> str:
         return "-" if v is None else f"{v:.1f}"
 
-    cells = [rows["measured"][b] for _, b in COLUMNS]
+    cells = [rows["measured"][b] for _, b in cols]
     tags = sorted(set(rows["model_tags"].values())) or ["no results"]
     lines.append(f"| this run ({', '.join(tags)}) | " + " | ".join(fmt(v) for v in cells) + f" | {fmt(_avg(cells))} |")
     for model, ref in rows["reference"].items():
-        ref_cells = [ref.get(b) for _, b in COLUMNS]
+        ref_cells = [ref.get(b) for _, b in cols]
         lines.append(f"| {model} (paper, reference) | " + " | ".join(fmt(v) for v in ref_cells)
                      + f" | {fmt(_avg(ref_cells))} |")
-    missing = [c for c, b in COLUMNS if rows["measured"][b] is None]
+    missing = [c for c, b in cols if rows["measured"][b] is None]
     if missing:
         lines.append(f"\nno `--protocol {rows['protocol']}` result in the run for: {', '.join(missing)} "
                      f"(run `genenv evaluate --bench NAME --protocol {rows['protocol']} --run RUN`).")

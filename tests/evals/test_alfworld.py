@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from genenv_cli.errors import InputError
-from genenv_cli.evals.alfworld import ALFWorld, normalize, parse_action, parse_action_list
-from genenv_cli.evals.alfworld_games import NOTHING_HAPPENS, ScriptedGame
+from genenv_cli.evals.alfworld.benchmark import ALFWorld, normalize, parse_action, parse_action_list
+from genenv_cli.evals.alfworld.games import NOTHING_HAPPENS, ScriptedGame
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "alfworld"
 SPLIT = FIX / "json_2.1.1" / "valid_unseen"

@@ -11,9 +11,10 @@ import pytest
 
 from genenv_cli.callparse import Call
 from genenv_cli.errors import InputError
-from genenv_cli.evals import api_bank as ab
 from genenv_cli.evals.api_bank import APIBank
 from genenv_cli.evals.api_bank import data as ab_data
+from genenv_cli.evals.api_bank.prompts import OFFICIAL_PROMPT, PAPER_FINAL_USER
+from genenv_cli.evals.api_bank.scoring import check_official
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "api_bank"
 L1 = FIX / "lv1-lv2-samples" / "level-1-given-desc"
@@ -63,8 +64,8 @@ def test_official_prompt_level1():
     s = {s.id: s for s in load().samples}["AddAlarm-GetUserToken-level-2-1#1"]
     system = s.messages[0]
     assert system["role"] == "system"
-    assert system["content"].startswith(ab.OFFICIAL_PROMPT)
-    docs = [json.loads(line) for line in system["content"][len(ab.OFFICIAL_PROMPT):].splitlines()]
+    assert system["content"].startswith(OFFICIAL_PROMPT)
+    docs = [json.loads(line) for line in system["content"][len(OFFICIAL_PROMPT):].splitlines()]
     # every API of the dialogue, in order of first use, described from apis/*.py (implicit concatenation read)
     assert [d["name"] for d in docs] == ["GetUserToken", "AddAlarm"]
     assert docs[1]["description"] == "Set an alarm at a given time."
@@ -83,7 +84,7 @@ def test_official_prompt_level1():
 def test_official_prompt_levels_2_and_3_offer_only_toolsearcher():
     by = {s.id: s for s in load().samples}
     for sid in ("AddReminder-level-3-1#2", "level-3-0#3"):
-        docs = by[sid].messages[0]["content"][len(ab.OFFICIAL_PROMPT):].splitlines()
+        docs = by[sid].messages[0]["content"][len(OFFICIAL_PROMPT):].splitlines()
         assert [json.loads(d)["name"] for d in docs] == ["ToolSearcher"]
     lv3 = by["level-3-0#1"].messages
     assert lv3[1] == {"role": "user", "content": "Find the coordinates of Lyon and tell me the weather there."}
@@ -104,7 +105,7 @@ def test_paper_samples_and_prompt():
     assert user.startswith("**Dialogue Records History**\n<user>Remind me to call the dentist")
     assert '<tool_call>\n{"name": "GetUserToken", "parameters": {"username": "leo", "password": "pine88"}}\n' \
            "</tool_call>\n<obs> {'token': 'tk-leo-3'} </obs>" in user
-    assert user.endswith(ab.PAPER_FINAL_USER + "\n")
+    assert user.endswith(PAPER_FINAL_USER + "\n")
 
 
 def test_layouts(tmp_path):
@@ -119,7 +120,7 @@ def test_layouts(tmp_path):
     data = load(data=tmp_path)
     assert "reconstructed" in data.version
     s = {s.id: s for s in data.samples}["BookHotel-level-1-1#0"]
-    doc = json.loads(s.messages[0]["content"][len(ab.OFFICIAL_PROMPT):])
+    doc = json.loads(s.messages[0]["content"][len(OFFICIAL_PROMPT):])
     assert doc["name"] == "BookHotel" and list(doc["input_parameters"]) == list(s.gold["arguments"])
 
 
@@ -163,19 +164,19 @@ def test_download_layout(monkeypatch, tmp_path):
         if url.startswith("https://api.github.com/"):
             folder = url.split("/contents/api-bank/")[1].split("?")[0]
             src = FIX / folder
-            assert f"?ref={ab.COMMIT}" in url
+            assert f"?ref={ab_data.COMMIT}" in url
             dest.write_text(json.dumps([{"name": p.name, "type": "file"} for p in sorted(src.iterdir())]))
-        elif url == ab._LEVEL3_URL:
+        elif url == ab_data._LEVEL3_URL:
             shutil.copy(FIX / "test-data" / "level-3.json", dest)
         else:
-            assert url.startswith(f"https://raw.githubusercontent.com/{ab.REPO}/{ab.COMMIT}/api-bank/")
-            shutil.copy(FIX / url.split(f"{ab.COMMIT}/api-bank/")[1], dest)
+            assert url.startswith(f"https://raw.githubusercontent.com/{ab_data.REPO}/{ab_data.COMMIT}/api-bank/")
+            shutil.copy(FIX / url.split(f"{ab_data.COMMIT}/api-bank/")[1], dest)
         return dest
 
     monkeypatch.setattr(ab_data, "try_download", fake)
     data = APIBank().load(data=None, split=None, version=None, protocol="official", cache_dir=tmp_path)
     assert [s.id for s in data.samples] == OFFICIAL_IDS
-    assert data.version.startswith(ab.VERSION) and data.fingerprint == load().fingerprint
+    assert data.version.startswith(ab_data.VERSION) and data.fingerprint == load().fingerprint
     n = len(calls)
     assert n == 3 + 3 + 2 + 3 + 1  # 3 listings, 3 + 2 dialogues, 3 api files, level-3.json
     APIBank().load(data=None, split=None, version=None, protocol="official", cache_dir=tmp_path)
@@ -270,7 +271,7 @@ def test_parse_errors_and_unknown_parameter():
 ])
 def test_value_rules(api, key, gold, pred, ok):
     types = {"room_count": "int", "account": "str"}
-    err, _ = ab.check_official({"name": api, "arguments": {key: gold}}, Call(api, {key: pred}), types=types)
+    err, _ = check_official({"name": api, "arguments": {key: gold}}, Call(api, {key: pred}), types=types)
     assert (err is None) is ok
 
 
@@ -279,7 +280,7 @@ def test_toolsearcher_rule():
                                                                                                   "AddMeeting"]}
     for kw, ok in [("schedule a meeting", True), ("AddMeeting", True), ("add new meeting", True),
                    ("meeting", False), ("", False), ("book hotel", False)]:
-        err, _ = ab.check_official(gold, Call("ToolSearcher", {"keywords": kw}))
+        err, _ = check_official(gold, Call("ToolSearcher", {"keywords": kw}))
         assert (err is None) is ok, kw
 
 

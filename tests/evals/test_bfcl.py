@@ -15,19 +15,16 @@ from pathlib import Path
 
 import pytest
 
+from genenv_cli.callparse import standardize_string
 from genenv_cli.errors import InputError
-from genenv_cli.evals import bfcl as bfcl_mod
-from genenv_cli.evals.bfcl import BFCL, render_calls
+from genenv_cli.evals.bfcl import BFCL
+from genenv_cli.evals.bfcl import categories as bfcl_categories
 from genenv_cli.evals.bfcl import data as bfcl_data
-from genenv_cli.evals.bfcl_checker import (
-    BCall,
-    DecodeError,
-    check_calls,
-    decode_answer,
-    java_value,
-    js_value,
-    standardize_string,
-)
+from genenv_cli.evals.bfcl.ast_checker import check_calls
+from genenv_cli.evals.bfcl.calls import BCall, DecodeError
+from genenv_cli.evals.bfcl.decode import decode_answer
+from genenv_cli.evals.bfcl.multi_turn import render_calls
+from genenv_cli.evals.bfcl.values import java_value, js_value
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "bfcl"
 BENCH = BFCL()
@@ -346,7 +343,7 @@ def test_download_goes_to_the_cache_with_pinned_urls(tmp_path, monkeypatch):
     monkeypatch.setattr(bfcl_data, "wheel_data_dir", lambda: None)
     monkeypatch.setattr(bfcl_data, "try_download", fake_download)
     data = load(tmp_path, data=None, split="simple_python,java", version="v3")
-    assert requested == [bfcl_mod.RAW_URL.format(commit=bfcl_mod.COMMITS["v3"], path=p) for p in (
+    assert requested == [bfcl_categories.RAW_URL.format(commit=bfcl_categories.COMMITS["v3"], path=p) for p in (
         "BFCL_v3_simple.json", "possible_answer/BFCL_v3_simple.json", "BFCL_v3_java.json",
         "possible_answer/BFCL_v3_java.json")]
     assert data.version == "v3 (gorilla@cd9429c)" and len(data.samples) == 3

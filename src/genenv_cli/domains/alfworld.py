@@ -46,8 +46,8 @@ from typing import Any
 from genenv_cli.domains.base import EnvContext, Reject, SeedTask
 from genenv_cli.domains.family import FamilyDomain
 from genenv_cli.errors import InputError
-from genenv_cli.evals.alfworld import MAX_STEPS, normalize, resolve
-from genenv_cli.evals.alfworld_games import SCRIPTED_FILE, TASK_TYPES
+from genenv_cli.evals.alfworld.benchmark import MAX_STEPS, normalize, resolve
+from genenv_cli.evals.alfworld.games import SCRIPTED_FILE, TASK_TYPES
 from genenv_cli.evals.base import EvalSample
 
 SHAPES = TASK_TYPES

@@ -7,7 +7,7 @@ v3: the prompt lists the documents as that version did). Categories are BFCL's A
 the shape is the kind of item: `simple`, `multiple`, `parallel`, `parallel_multiple`, `irrelevance`.
 `live_relevance` items have no ground truth; as seeds they are left out (category not trainable).
 
-**Agent prompt and R_agent**: the `bfcl` suite's (`evals/bfcl.py`: `prompt_messages`, `annotate_functions`,
+**Agent prompt and R_agent**: the `bfcl` suite's (`evals/bfcl/`: `prompt_messages`, `annotate_functions`,
 `BFCL.score` with the official protocol): the answer `[func(a=1), g(b='x')]` is decoded and judged by BFCL's AST
 rules; reward 1 when the suite says correct, else 0.
 
@@ -36,15 +36,11 @@ from typing import Any
 from genenv_cli.domains.base import EnvContext, Reject, Score, SeedTask
 from genenv_cli.domains.family import FamilyDomain
 from genenv_cli.evals.base import EvalSample
-from genenv_cli.evals.bfcl import (
-    AST_CATEGORIES,
-    annotate_functions,
-    language_of,
-    prompt_messages,
-    render_calls,
-    system_prompt,
-)
-from genenv_cli.evals.bfcl_checker import _PY_TYPES, BCall
+from genenv_cli.evals.bfcl.calls import BCall
+from genenv_cli.evals.bfcl.categories import AST_CATEGORIES, language_of
+from genenv_cli.evals.bfcl.multi_turn import render_calls
+from genenv_cli.evals.bfcl.prompts import annotate_functions, prompt_messages, system_prompt
+from genenv_cli.evals.bfcl.values import PY_TYPES
 from genenv_cli.plaintext import plain_answer_problem
 
 SHAPES = ("simple", "multiple", "parallel", "parallel_multiple", "irrelevance")
@@ -352,9 +348,9 @@ def _check_documents(functions: Any, allow_empty: bool = False) -> str | None:
 def _type_ok(value: Any, typ: str) -> bool:
     """A Python possible-answer value is of its documented type (BFCL's checker would accept a value of another
     type as a "variable", so a mistyped gold value would pass its own check; it is refused here)."""
-    if typ == "any" or typ not in _PY_TYPES:
+    if typ == "any" or typ not in PY_TYPES:
         return True
-    expected = _PY_TYPES[typ]
+    expected = PY_TYPES[typ]
     return type(value) is expected or (expected is float and type(value) is int) or (
         typ == "tuple" and type(value) is tuple)
 

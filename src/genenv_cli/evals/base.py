@@ -39,6 +39,16 @@ class Verdict:
     end: str = ""                         # episodes: how it ended ("won", "max_steps", "context_overflow")
 
 
+@dataclass(frozen=True)
+class PaperColumn:
+    """A suite's column in the GenEnv paper's Table 1: `genenv paper-table` orders its columns by `position`
+    (1 = first), heads them with `title` and prints `reference` ({model: value}) as the paper's rows."""
+
+    position: int
+    title: str
+    reference: dict[str, float]
+
+
 @dataclass
 class LoadedData:
     samples: list[EvalSample]
@@ -55,6 +65,7 @@ class Benchmark(ABC):
     splits: list[str] = []                # splits the loader knows; the first is the default
     versions: list[str] = []              # data versions the loader knows; the first is the default
     interactive: bool = False             # True: samples are episodes played with run_episode
+    paper_column: PaperColumn | None = None  # the suite's column in the paper's Table 1 (None: not in it)
 
     @abstractmethod
     def load(self, *, data: Path | None, split: str | None, version: str | None, protocol: str,

@@ -1,6 +1,6 @@
 """ToolRL's system-prompt layout (qiancheng0/ToolRL, the evaluation the GenEnv paper follows for API-Bank and
 Bamboogle): an introduction, the tools, the steps of a turn, the output format, and notes. Shared by the
-`--protocol paper` prompts of api_bank/prompts.py and bamboogle.py, which fill in the parts that differ."""
+`--protocol paper` prompts of api_bank/prompts.py and bamboogle/benchmark.py, which fill in the parts that differ."""
 
 INTRO = ("You are a helpful multi-turn dialogue assistant capable of leveraging tool calls to solve user tasks and "
          "provide structured chat responses.")

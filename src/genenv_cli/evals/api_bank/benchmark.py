@@ -23,12 +23,13 @@ from genenv_cli.evals.api_bank.data import (
     read_points,
 )
 from genenv_cli.evals.api_bank.prompts import _doc, _official_messages, _paper_messages, _result_output
-from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, Verdict
+from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, PaperColumn, Verdict
 from genenv_cli.evals.datasource import no_data_error, sha256_paths
 
 
 class APIBank(Benchmark):
     name = "api-bank"
+    paper_column = PaperColumn(3, "API-Bank", summary.PAPER_REFERENCE)
     description = "API-Bank level-1/2 dialogues (level 3 when given): API-call accuracy per level"
     categories = list(LEVELS)
     sources = [

@@ -11,7 +11,7 @@ from level 1/2's of the same name). `EvalSample.tools` holds the same APIs as Op
 for export only: the descriptions are already in the system message.
 
 Paper protocol (ToolRL's layout, `toolrl.py`): the tools offered listed as `N. Name: / Description: /
-Parameters:`, the history in one user message (see the package docstring).
+Parameters:`, the history in one user message (README.md beside this file gives the whole protocol).
 """
 
 from __future__ import annotations

@@ -7,9 +7,15 @@ from pathlib import Path
 from typing import Any
 
 from genenv_cli.errors import InputError
-from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, Verdict
+from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, PaperColumn, Verdict
 from genenv_cli.evals.bfcl import scoring, summary
-from genenv_cli.evals.bfcl.categories import COMMITS, OFFICIAL_CATEGORIES, PAPER_CATEGORY, UNSUPPORTED
+from genenv_cli.evals.bfcl.categories import (
+    COMMITS,
+    OFFICIAL_CATEGORIES,
+    PAPER_CATEGORY,
+    PAPER_REFERENCE,
+    UNSUPPORTED,
+)
 from genenv_cli.evals.bfcl.data import load_single_turn, locate, resolve_categories, resolve_version
 from genenv_cli.evals.bfcl.multi_turn import load_multi_turn
 from genenv_cli.evals.datasource import sha256_paths
@@ -17,6 +23,7 @@ from genenv_cli.evals.datasource import sha256_paths
 
 class BFCL(Benchmark):
     name = "bfcl"
+    paper_column = PaperColumn(2, "BFCL", PAPER_REFERENCE)
     description = ("Berkeley Function Calling Leaderboard: single-turn AST categories (python, java, "
                    "javascript, live) and irrelevance/relevance; --protocol paper scores multi_turn_long_context "
                    "turn by turn")

@@ -7,7 +7,7 @@ assistant message holding turn j's ground-truth calls in BFCL syntax (`[cd(folde
 mkdir(dir_name='temp')]`, positional arguments written as keywords; `[]` for a turn whose ground truth is
 empty); then turn k's user message(s). No execution results are in the history: they exist only in BFCL's
 simulated backends (which also hold the "long context", so this decomposition does not see it). The answer is
-decoded as the official protocol decodes it (`bfcl_checker.decode_answer`) and compared with turn k's
+decoded as the official protocol decodes it (`decode.decode_answer`) and compared with turn k's
 ground-truth calls (parsed from BFCL's call strings as data; positional arguments are named in the order of
 the function document's parameters). Match rule: the same multiset of calls -- same function name (a `Class.`
 prefix is dropped), same arguments after dropping those equal to the documented default ("None" meaning
@@ -26,17 +26,11 @@ from typing import Any
 
 from genenv_cli.errors import InputError
 from genenv_cli.evals.base import EvalSample, Verdict
+from genenv_cli.evals.bfcl.calls import BCall, DecodeError, json_safe
 from genenv_cli.evals.bfcl.categories import MULTI_TURN_DOCS, PAPER_CATEGORY, file_name
 from genenv_cli.evals.bfcl.data import _check_answer, _check_question, _read_records, _read_records_docs
+from genenv_cli.evals.bfcl.decode import decode_answer, decode_python, positional_value
 from genenv_cli.evals.bfcl.prompts import annotate_functions, system_prompt
-from genenv_cli.evals.bfcl_checker import (
-    BCall,
-    DecodeError,
-    decode_answer,
-    decode_python,
-    json_safe,
-    positional_value,
-)
 
 
 def load_multi_turn(root: Path, version: str, read: list[Path]) -> list[EvalSample]:

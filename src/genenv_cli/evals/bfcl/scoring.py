@@ -1,9 +1,9 @@
 """Scoring one answer, as BFCL's `eval_checker/eval_runner.py` picks the checker for each category.
 
-The answer is decoded by `bfcl_checker.decode_answer` (BFCL's prompting decoder, with genenv's
+The answer is decoded by `decode.decode_answer` (BFCL's prompting decoder, with genenv's
 `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` format accepted too). AST categories (simple_python,
 simple_java, simple_javascript, multiple, parallel, parallel_multiple, live_simple, live_multiple,
-live_parallel, live_parallel_multiple) are judged by `bfcl_checker.check_calls`; `irrelevance` and
+live_parallel, live_parallel_multiple) are judged by `ast_checker.check_calls`; `irrelevance` and
 `live_irrelevance` pass when no call can be decoded (or the decoded list is empty); `live_relevance` passes
 when at least one call is decoded. The paper protocol's turns are scored in multi_turn.py.
 """
@@ -13,9 +13,11 @@ from __future__ import annotations
 from typing import Any
 
 from genenv_cli.evals.base import EvalSample, Verdict
+from genenv_cli.evals.bfcl.ast_checker import check_calls
+from genenv_cli.evals.bfcl.calls import DecodeError
 from genenv_cli.evals.bfcl.categories import PAPER_CATEGORY, checker_kind, language_of
+from genenv_cli.evals.bfcl.decode import decode_answer
 from genenv_cli.evals.bfcl.multi_turn import _score_turn
-from genenv_cli.evals.bfcl_checker import DecodeError, check_calls, decode_answer
 
 
 def score(sample: EvalSample, output: str) -> Verdict:

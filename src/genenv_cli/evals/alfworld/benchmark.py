@@ -10,7 +10,7 @@ ReAct and the papers report; 134 games) and `valid_seen` are known. `--data` nam
 `json_2.1.1/` (or the split folder itself); without it ALFWORLD_DATA, then ~/.cache/alfworld, are tried. The
 games are played by alfworld's TextWorld environment, so the `genenv-cli[alfworld]` extra (alfworld==0.4.2,
 scores changed between releases) is needed; it is imported only then. A folder may instead hold a
-`game.scripted.json`, a small game this project's tests play without alfworld (see `alfworld_games.py`).
+`game.scripted.json`, a small game this project's tests play without alfworld (see `games.py`).
 Task types (categories): pick_and_place_simple, look_at_obj_in_light, pick_clean_then_place_in_recep,
 pick_heat_then_place_in_recep, pick_cool_then_place_in_recep, pick_two_obj_and_place.
 
@@ -61,7 +61,7 @@ from typing import Any
 
 from genenv_cli.callparse import CallParseError, load_json
 from genenv_cli.errors import ConfigError, InputError
-from genenv_cli.evals.alfworld_games import (
+from genenv_cli.evals.alfworld.games import (
     INSTALL_HINT,
     SCRIPTED_FILE,
     TASK_TYPES,
@@ -73,7 +73,7 @@ from genenv_cli.evals.alfworld_games import (
     load_scripted_spec,
     require_alfworld,
 )
-from genenv_cli.evals.base import PROTOCOLS, Benchmark, Episode, EvalSample, LoadedData, Verdict
+from genenv_cli.evals.base import PROTOCOLS, Benchmark, Episode, EvalSample, LoadedData, PaperColumn, Verdict
 from genenv_cli.evals.datasource import sha256_paths
 from genenv_cli.jsonio import json_document
 
@@ -249,6 +249,7 @@ def open_game(kind: str, path: Path, walkthrough: bool = False) -> GameBackend:
 
 class ALFWorld(Benchmark):
     name = "alfworld"
+    paper_column = PaperColumn(1, "ALFWorld", PAPER_REFERENCE)
     description = ("ALFWorld text games (alfworld 0.4.2): multi-turn household tasks, success rate on "
                    "valid_unseen (134 games) per task type")
     categories = list(TASK_TYPES)

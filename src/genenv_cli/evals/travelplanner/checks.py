@@ -3,7 +3,7 @@
 Source: github.com/OSU-NLP-Group/TravelPlanner — `evaluation/commonsense_constraint.py` and
 `evaluation/hard_constraint.py` (their `evaluation` functions) with the helpers of `utils/func.py`
 (`get_valid_name_city`, `extract_before_parenthesis`) and the database look-ups of `tools/*/apis.py`
-(see `travelplanner_db`). Every check looks at the first `min(query days, len(plan))` day objects and
+(see `database.py`). Every check looks at the first `min(query days, len(plan))` day objects and
 returns `(passed, reason)`; hard constraints return `(None, None)` when the query does not set them.
 
 The checks are written to give the official verdicts, quirks included, because published numbers come
@@ -35,7 +35,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from genenv_cli.evals.travelplanner_db import Database, before_parenthesis, number
+from genenv_cli.evals.travelplanner.database import Database, before_parenthesis, number
 
 # official key -> the paper's name (`paper_term_mapping` in evaluation/eval.py), in eval.py's order
 COMMONSENSE = {

@@ -1,6 +1,6 @@
 """Game backends for the ALFWorld benchmark: one small interface, two implementations.
 
-`GameBackend` is what the episode loop in `alfworld.py` talks to:
+`GameBackend` is what the episode loop in `benchmark.py` talks to:
 
     reset() -> (observation, info)          info = {"admissible_commands": [str, ...], "won": bool}
     step(action) -> (observation, done, info)
@@ -125,7 +125,7 @@ _HELP = ("\nAvailable commands:\n  look:                             look around
 
 def _bad(path: str, what: str) -> InputError:
     return InputError(f"{path}: not a valid scripted ALFWorld game ({what}). Expected the JSON object described "
-                      f"in genenv_cli/evals/alfworld_games.py: format {SCRIPTED_FORMAT!r}, task_type, task, "
+                      f"in genenv_cli/evals/alfworld/games.py: format {SCRIPTED_FORMAT!r}, task_type, task, "
                       f"receptacles, goal, expert_plan.")
 
 

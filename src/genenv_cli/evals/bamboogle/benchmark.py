@@ -45,7 +45,7 @@ from typing import Any
 
 from genenv_cli.errors import InputError
 from genenv_cli.evals import toolrl
-from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, Verdict
+from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, PaperColumn, Verdict
 from genenv_cli.evals.datasource import (
     CSV_FIELD_DEFAULT,
     csv_field_limit,
@@ -229,6 +229,7 @@ def _data_file(path: Path) -> Path:
 
 class Bamboogle(Benchmark):
     name = "bamboogle"
+    paper_column = PaperColumn(4, "Bamboogle", PAPER_REFERENCE)
     description = "Bamboogle: 125 two-hop questions, closed-book; EM, token F1 and answer-contained accuracy"
     categories = [CATEGORY]
     sources = [

@@ -4,11 +4,11 @@ checked against the reference database with the official commonsense and hard co
 Official sources: github.com/OSU-NLP-Group/TravelPlanner (`evaluation/eval.py`,
 `evaluation/commonsense_constraint.py`, `evaluation/hard_constraint.py`, `tools/*/apis.py`,
 `agents/prompts.py`, `tools/planner/sole_planning.py`, `postprocess/`) and the Hugging Face dataset
-`osunlp/TravelPlanner`. The checks live in `travelplanner_checks.py`, the database in `travelplanner_db.py`.
+`osunlp/TravelPlanner`. The checks live in `checks.py`, the database in `database.py`.
 
 Data. `--data` names a folder holding the split file — `validation.csv` as the dataset ships it (also
 `.jsonl`, `.json`, `.parquet`, or `validation/*.parquet` as the Hub's parquet export lays it out) —
-and `database/`, the official database zip unpacked (its layout is in `travelplanner_db`); `--data` may
+and `database/`, the official database zip unpacked (its layout is in `database.py`); `--data` may
 also name the split file itself, with `database/` beside it. Fields read: org, dest, days,
 visiting_city_number, date, people_number, local_constraint (a dict or its Python repr, as in the CSV),
 budget, query, level, reference_information (and annotated_plan in train, kept in `gold`). Without
@@ -81,16 +81,16 @@ from genenv_cli.callparse import (
     parse_literal,
 )
 from genenv_cli.errors import InputError
-from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, Verdict
+from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, PaperColumn, Verdict
 from genenv_cli.evals.datasource import csv_field_limit, no_data_error, sha256_paths, try_download
-from genenv_cli.evals.travelplanner_checks import (
+from genenv_cli.evals.travelplanner.checks import (
     COMMONSENSE,
     HARD,
     LOCAL_CONSTRAINTS,
     evaluate_plan,
     hard_total,
 )
-from genenv_cli.evals.travelplanner_db import FILES, Database, find_database
+from genenv_cli.evals.travelplanner.database import FILES, Database, find_database
 from genenv_cli.jsonio import json_document, json_lines
 
 LEVELS = ["easy", "medium", "hard"]
@@ -405,6 +405,7 @@ def _split_file(folder: Path, split: str) -> Path | None:
 
 class TravelPlanner(Benchmark):
     name = "travelplanner"
+    paper_column = PaperColumn(5, "TravelPlanner", PAPER_REFERENCE)
     description = ("TravelPlanner sole-planning: a per-day travel plan (JSON) checked against the reference "
                    "database; delivery, commonsense and hard-constraint micro/macro pass rates, final pass rate")
     categories = list(LEVELS)
