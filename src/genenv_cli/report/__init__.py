@@ -19,8 +19,7 @@ The page opens offline: CSS inline, no script, images embedded as base64 PNG. A 
 has not run) is a gap in the chart and "-" in the table, never 0. An epoch without task_stats.parquet is
 left out of the p-hat chart and named; a run with no epoch yet gives a page that says so.
 
-Plotting: matplotlib's object API on the Agg canvas (`charts.py`), imported only when a
-report is built.
+Plotting: matplotlib's object API on the Agg canvas (`charts.py`), imported only when a report is built.
 
 The package: `read` (the run's numbers, checked), `numbers` (the numbers behind each chart), `html` (the page's
 kit: escaping, cell formats, tables, embedded images, the stylesheet; `genenv compare` uses it too), `sections`
