@@ -508,7 +508,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 def compare_run(args: argparse.Namespace, arm: str, seed: int, result: dict[str, Any]) -> RunData:
     """One run as `genenv compare` draws it: read from its folder when the folder is here, else rebuilt from its
     record (the settings the run was made with; per epoch the metrics and held-out success the page draws), so
-    the page shows every finished run, those of earlier sessions included."""
+    the page shows every finished run, those of earlier invocations (and other machines) included."""
     root = args.work / f"{args.domain}-{arm}-s{seed}"
     if not result.get("from_record") and (root / "genenv.toml").is_file():
         return read_run(root)

@@ -109,15 +109,15 @@ def main() -> None:
         ("travelplanner: 50,000 <think>", "<think>" * 50000, old_travelplanner, extract_plan),
         ("bamboogle: 50,000 <answer>", "<answer>" * 50000, old_bamboogle, extract_answer),
     ]
-    figures: dict = {"issue_inputs": {}, "megabyte": {}}
+    figures: dict = {"pathological_inputs": {}, "megabyte": {}}
     for name, text, before, after in cases:
         b = timed(before, text, args.before_limit)
         a = [timed(after, text) for _ in range(args.repeat)]
-        figures["issue_inputs"][name] = {
+        figures["pathological_inputs"][name] = {
             "chars": len(text),
             "before_s": round(b, 3) if b is not None else f"> {args.before_limit:g} (stopped)",
             "after_median_s": round(median(a), 5)}
-        print(name, figures["issue_inputs"][name], flush=True)
+        print(name, figures["pathological_inputs"][name], flush=True)
 
     import tests.test_parser_bounds as tpb  # the tests' parsers and adversarial pieces (from the repository root)
 
