@@ -1,4 +1,5 @@
-"""Shared fixtures: a private cache directory for every test, a tiny chat model, and run directories."""
+"""Shared fixtures: a private cache directory for every test, a domain module's domain, a tiny chat model, and run
+directories."""
 
 from __future__ import annotations
 
@@ -21,6 +22,14 @@ def _private_cache(tmp_path_factory, monkeypatch):
     monkeypatch.delenv("GENENV_RUN", raising=False)
     monkeypatch.setenv("GENENV_PROGRESS_INTERVAL", "0")
     monkeypatch.setenv("GENENV_OFFLINE", "1")  # tests never reach for the network
+
+
+@pytest.fixture(scope="module")
+def dom(request):
+    """The domain a test module is about: the one its module-level DOMAIN names (tests/test_<domain>_domain.py)."""
+    from genenv_cli.domains import get_domain
+
+    return get_domain(request.module.DOMAIN)
 
 
 @pytest.fixture(scope="session")
