@@ -4,14 +4,13 @@ directories."""
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from tiny import build_tiny_model  # noqa: E402
+# pytest's default import mode (prepend) puts the folder of a conftest or test file on sys.path: the helper
+# modules here (tiny, stagekit, domain_cases) import by name
+from tiny import build_tiny_model
 
 # A test that uses the tiny model (directly, or through make_run) or a whole finished run on it is slow, whatever
 # its own body costs: the fast tier (`-m "not slow"`) then never imports transformers' models, builds the model
