@@ -1,7 +1,7 @@
 """Sessions: `nox -s tests` (the whole suite), `lint`, `demo` (one whole co-evolution epoch on the embedded model),
-`bench` (the speed benchmarks in benchmarks/), `demonstration` (genenv vs frozen, several epochs),
-`curriculum` (the multi-seed curriculum experiment), `tests-transformers4` (the suite on transformers 4.x),
-`vllm-resolve` (does `.[vllm]` resolve? needs network).
+`bench` (the speed benchmarks in benchmarks/speed/), `demonstration` (genenv vs frozen, several epochs) and
+`curriculum` (the multi-seed curriculum experiment), both in experiments/; `tests-transformers4` (the suite on
+transformers 4.x), `vllm-resolve` (does `.[vllm]` resolve? needs network).
 
 Every session installs with constraints-cpu.txt, which pins the CPU build of torch; without it pip would
 resolve the newest CUDA build (several GB). On a CUDA machine, install without the constraints file.
@@ -74,7 +74,7 @@ def vllm_resolve(session: nox.Session) -> None:
 @nox.session
 def lint(session: nox.Session) -> None:
     session.install("ruff")
-    session.run("ruff", "check", "src", "tests", "benchmarks", "noxfile.py")
+    session.run("ruff", "check", "src", "tests", "benchmarks", "experiments", "noxfile.py")
 
 
 # One whole co-evolution epoch in the `arith` domain, where the embedded 135M model writes valid tasks (in
@@ -107,27 +107,29 @@ def demo(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """The speed and scale benchmarks; each writes benchmarks/results/<name>.json (compare with the recorded ones)."""
+    """The speed and scale benchmarks; each writes benchmarks/speed/results/<script>/<name>.json (compare with the
+    recorded ones)."""
     install(session)
-    for script in ("cli_startup.py", "engine_overhead.py", "score_throughput.py", "pool_scaling.py"):
-        session.run("python", f"benchmarks/{script}")
-    session.run("python", "benchmarks/engine_overhead.py", "--domain", "tool_call", "--tasks", "8",
+    for script in ("cli_startup", "engine_overhead", "score_throughput", "pool_scaling"):
+        session.run("python", "-m", f"benchmarks.speed.{script}")
+    session.run("python", "-m", "benchmarks.speed.engine_overhead", "--domain", "tool_call", "--tasks", "8",
                 "--max-new-tokens", "48", "--repeat", "2")
 
 
 @nox.session
 def demonstration(session: nox.Session) -> None:
-    """genenv against frozen mode on the embedded model (about 80 minutes on 2 cores); results in benchmarks/results/."""
+    """genenv against frozen mode on the embedded model (about 80 minutes on 2 cores); results in
+    experiments/results/demonstration/."""
     install(session)
-    session.run("python", "benchmarks/demonstration.py", "--domain", "arith", "--epochs", "4", "--modes", "genenv",
-                "frozen", "genenv-open")
-    session.run("python", "benchmarks/demonstration.py", "--domain", "tool_call", "--epochs", "3")
+    session.run("python", "-m", "experiments.demonstration", "--domain", "arith", "--epochs", "4", "--modes",
+                "genenv", "frozen", "genenv-open")
+    session.run("python", "-m", "experiments.demonstration", "--domain", "tool_call", "--epochs", "3")
 
 
 @nox.session
 def curriculum(session: nox.Session) -> None:
     """The curriculum experiment: genenv, frozen, static and seeds arms x 3 seeds x 5 epochs on arith (measured: about
-    4.5 hours of a 2-core machine; resumable: rerun to continue). Extra arguments go to benchmarks/curriculum.py (e.g.
-    --seeds 4 5 6, or --arms genenv-kmin0.2 for the departure arm)."""
+    4.5 hours of a 2-core machine; resumable: rerun to continue). Extra arguments go to experiments/curriculum.py
+    (e.g. --seeds 4 5 6, or --arms genenv-kmin0.2 for the departure arm)."""
     install(session)
-    session.run("python", "benchmarks/curriculum.py", *session.posargs)
+    session.run("python", "-m", "experiments.curriculum", *session.posargs)

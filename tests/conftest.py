@@ -1,16 +1,27 @@
-"""Shared fixtures: a private cache directory for every test, a tiny chat model, and run directories."""
+"""Shared fixtures: a private cache directory for every test, a domain module's domain, a tiny chat model, and run
+directories."""
 
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
+# pytest's default import mode (prepend) puts the folder of a conftest or test file on sys.path: the helper
+# modules here (tiny, stagekit, domain_cases) import by name
+from tiny import build_tiny_model
 
-from tiny import build_tiny_model  # noqa: E402
+# A test that uses the tiny model (directly, or through make_run) or a whole finished run on it is slow, whatever
+# its own body costs: the fast tier (`-m "not slow"`) then never imports transformers' models, builds the model
+# or runs a stage on it, which was most of its time.
+SLOW_FIXTURES = {"tiny_model", "hostile_finished_run"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(autouse=True)
@@ -21,6 +32,14 @@ def _private_cache(tmp_path_factory, monkeypatch):
     monkeypatch.delenv("GENENV_RUN", raising=False)
     monkeypatch.setenv("GENENV_PROGRESS_INTERVAL", "0")
     monkeypatch.setenv("GENENV_OFFLINE", "1")  # tests never reach for the network
+
+
+@pytest.fixture(scope="module")
+def dom(request):
+    """The domain a test module is about: the one its module-level DOMAIN names (tests/test_<domain>_domain.py)."""
+    from genenv_cli.domains import get_domain
+
+    return get_domain(request.module.DOMAIN)
 
 
 @pytest.fixture(scope="session")
@@ -53,7 +72,8 @@ def make_run(tmp_path, tiny_model):
 @pytest.fixture(scope="session")
 def hostile_finished_run(tmp_path_factory, tiny_model) -> Path:
     """One finished tool_call epoch (all five stages) on the tiny model, plus an evaluation of predictions: what
-    tests/test_hostile.py and tests/test_hostile_corpus.py damage copies of."""
+    tests/test_hostile.py, tests/test_hostile_corpus.py and tests/test_hostile_inputs.py damage copies of. Built
+    once (about 40 s on 2 cores): every test that uses it is slow (SLOW_FIXTURES)."""
     import json
 
     from typer.testing import CliRunner
@@ -67,7 +87,7 @@ def hostile_finished_run(tmp_path_factory, tiny_model) -> Path:
     root = tmp_path_factory.mktemp("finished") / "run"
     sets = ["generate.tasks_per_epoch=6", "generate.variations=2", "generate.seed_share=0.5",
             "generate.max_new_tokens=24", "generate.max_rounds=1", "rollout.group_size=3", "rollout.max_new_tokens=12",
-            "env_update.kl_max=100", "env_update.learning_rate=0.001"]
+            "env_update.kl_max=100", "env_update.learning_rate=0.001", "evaluate.max_new_tokens=4"]
     cli("init", root, "--agent-model", tiny_model, "--env-model", tiny_model, *[a for s in sets for a in ("--set", s)])
     cli("run", "--epochs", "1", "--run", root, "-q")
     preds = root.parent / "preds.jsonl"

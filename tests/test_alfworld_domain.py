@@ -1,6 +1,7 @@
 """The `alfworld` domain: step items (the next action given the trajectory so far) checked under ALFWorld's rules,
-built and scored exactly as the `alfworld` suite's paper protocol builds and scores its step samples, seeds from
-game files through the suite's loader, and the built-in seeds."""
+built as the `alfworld` suite's paper protocol builds its step samples, seeds from game files through the suite's
+loader, and the built-in seeds. The contract every domain keeps (seeds self-consistent, gold scores 1, the score
+equal to the suite's verdict item for item) is tests/test_domain_contract.py."""
 
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ import pytest
 from typer.testing import CliRunner
 
 from genenv_cli.cli import app
-from genenv_cli.domains import get_domain
 from genenv_cli.domains.base import EnvContext, Reject
 from genenv_cli.evals.alfworld.games import TASK_TYPES
 
+DOMAIN = "alfworld"
 FIX = Path(__file__).parent / "fixtures" / "alfworld"
 SPLIT = FIX / "json_2.1.1" / "valid_unseen"
 HEAT = SPLIT / "pick_heat_then_place_in_recep-Egg-None-DiningTable-905" / "trial_T20250101_090505_000005"
@@ -33,11 +34,6 @@ GOOD = {
                             "go to fridge 1", "help", "inventory", "look", "take tomato 1 from cabinet 1"],
     "action": "take tomato 1 from cabinet 1",
 }
-
-
-@pytest.fixture(scope="module")
-def dom():
-    return get_domain("alfworld")
 
 
 def ctx() -> EnvContext:
@@ -128,33 +124,23 @@ def test_items_map_one_to_one_onto_the_suites_step_samples(dom, steps):
         assert len(payload["trajectory"]) == s.meta["step"]
 
 
-def test_the_domain_scores_as_the_suite_item_for_item(dom, steps):
-    seen = 0
+def test_the_action_is_matched_as_the_suite_matches_it(dom, steps):
+    """Case, a leading `>` and a closing full stop do not matter; an empty answer is not a valid one."""
     for s in steps:
         payload = dom.seed_from_sample(s).payload
-        wrong = next(c for c in payload["admissible_commands"] if c != s.gold)
-        for output, expected in ((f"ACTION: {s.gold}", 1.0), (f"> {s.gold.upper()}.", 1.0),
-                                 (f"ACTION: {wrong}", 0.0), ("", 0.0), ("I am not sure what to do.", 0.0)):
-            suite = dom.suite.score(s, output, "paper")
-            mine = dom.score(payload, output)
-            assert mine.reward == float(suite.correct) == expected, (s.id, output)
-            assert mine.error == (None if suite.correct else suite.reason or "wrong")
-            seen += 1
-    assert seen == 42 * 5
+        assert dom.score(payload, f"> {s.gold.upper()}.").reward == 1.0, s.id
     assert dom.score(GOOD, "").valid is False and dom.score(GOOD, "ACTION: look").valid is True
 
 
 # ------------------------------------------------------------------------------- seeds
 
-def test_builtin_seeds_pass_the_domains_own_checks(dom):
+def test_builtin_seeds_cover_every_task_type_on_games_apart(dom):
     train, val = dom.seeds("train"), dom.seeds("validation")
     assert len(train) == 18 and len(val) == 6
     assert {s.shape for s in train} == set(TASK_TYPES)
     assert len({s.id for s in train + val}) == 24
     for s in train + val:
-        assert dom.check_payload(s.payload) is None, s.id
         assert s.shape == s.payload["task_type"]
-        assert dom.score(s.payload, f"ACTION: {s.payload['action']}").reward == 1.0
         assert dom.sample(s.payload).messages[-1]["content"].endswith("\n".join(s.payload["admissible_commands"]))
     train_games = {s.payload["observation"] for s in train}
     assert not train_games & {s.payload["observation"] for s in val}   # validation games are not trained on

@@ -1,5 +1,6 @@
-"""The `api-bank` domain: API-Bank points in the release's format, the self-consistency check, the environment
-parser, and its score agreeing with `genenv evaluate --bench api-bank` item for item."""
+"""The `api-bank` domain: its environment parser (each broken item rejected for its reason) and its reader of the
+release's dialogue files. The contract every domain keeps (seeds self-consistent, gold scores 1, the score equal
+to `genenv evaluate --bench api-bank`'s verdict item for item) is tests/test_domain_contract.py."""
 
 import json
 import shutil
@@ -7,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from genenv_cli.domains import get_domain
-from genenv_cli.domains.api_bank import gold_answer
-from genenv_cli.domains.base import EnvContext, Reject
+from domain_cases import seed_context
+from genenv_cli.domains.base import Reject
 from genenv_cli.errors import InputError
 from genenv_cli.evals.api_bank import APIBank
 
+DOMAIN = "api-bank"
 FIXTURES = Path(__file__).parent / "fixtures" / "api_bank"
 STOCK = {"name": "QueryStock", "description": "Price of a stock on a date.",
          "input_parameters": {"stock_code": {"type": "str", "description": "Code."},
@@ -24,16 +25,6 @@ ROOMS = {"name": "BookRooms", "description": "Book rooms.",
          "output_parameters": {}}
 
 
-@pytest.fixture(scope="module")
-def dom():
-    return get_domain("api-bank")
-
-
-def ctx(dom):
-    s = dom.seeds("train")[0]
-    return EnvContext(s.id, s.shape, s.payload, None, None, [])
-
-
 def item(params=None, apis=None, name="QueryStock", user="What was AAPL worth on 2023-03-02?"):
     return json.dumps({"apis": apis or [STOCK], "dialogue": [
         {"role": "User", "text": user},
@@ -41,22 +32,20 @@ def item(params=None, apis=None, name="QueryStock", user="What was AAPL worth on
          {"stock_code": "AAPL", "date": "2023-03-02"}}]})
 
 
-def test_builtin_seeds_are_self_consistent_and_gold_scores_one(dom):
+def test_builtin_seeds_are_enough_and_an_unknown_api_scores_zero(dom):
     seeds = dom.seeds("train") + dom.seeds("validation")
-    assert len(seeds) >= 16 and dom.seeds("validation")
+    assert len(seeds) >= 16
     for s in seeds:
-        assert dom.check_payload(s.payload) is None, s.id
-        assert dom.score(s.payload, gold_answer(s.payload)).reward == 1.0, s.id
         assert dom.score(s.payload, "[NoSuchApi(x='1')]").reward == 0.0
 
 
 def test_env_output_good_item(dom):
-    payload, shape = dom.parse_env_output("Sure:\n" + item(), ctx(dom))
+    payload, shape = dom.parse_env_output("Sure:\n" + item(), seed_context(dom))
     assert shape == "level-1" and payload["k"] == 0
     assert dom.score(payload, "[QueryStock(stock_code='AAPL', date='2023-03-02')]").reward == 1.0
     assert dom.score(payload, "[QueryStock(stock_code='AAPL', date='2023-03-03')]").reward == 0.0
     rooms = item({"hotel": "Inn", "rooms": "2"}, [ROOMS], "BookRooms", "Book 2 rooms at the Inn.")
-    assert dom.parse_env_output(rooms, ctx(dom))[1] == "level-1"
+    assert dom.parse_env_output(rooms, seed_context(dom))[1] == "level-1"
 
 
 @pytest.mark.parametrize("text, reason", [
@@ -75,37 +64,16 @@ def test_env_output_good_item(dom):
 ])
 def test_env_output_broken_items_are_rejected_with_reasons(dom, text, reason):
     with pytest.raises(Reject) as exc:
-        dom.parse_env_output(text, ctx(dom))
+        dom.parse_env_output(text, seed_context(dom))
     assert reason in str(exc.value)
 
 
-def _outputs(payload):
-    call = [t for t in payload["dialogue"] if t["role"] == "API"][payload["k"]]
-    args = call["param_dict"]
-    outs = [gold_answer(payload), "", "No call needed.", "[" + call["api_name"] + "()]",
-            "[{}({})]".format(call["api_name"], ", ".join(f"{k}='{v}'" for k, v in args.items())),
-            "[{}({})]".format(call["api_name"], ", ".join(f"{k}='{str(v).upper()}'" for k, v in args.items())),
-            gold_answer(payload) + gold_answer(payload)]
-    if args:
-        first = next(iter(args))
-        outs.append("[{}({})]".format(call["api_name"], ", ".join(f"{k}='{v}'" for k, v in args.items() if k != first)))
-    return outs
-
-
-def test_domain_score_equals_the_suite_verdict_item_for_item(dom):
+def test_read_seeds_reads_one_item_per_evaluation_point_of_the_release_folder(dom):
     suite = APIBank()
     loaded = suite.load(data=FIXTURES, split=None, version=None, protocol="official", cache_dir=FIXTURES)
-    by_id = {s.id: s for s in loaded.samples}
     tasks = dom.read_seeds(FIXTURES)
-    assert {t.id for t in tasks} == set(by_id) and {t.shape for t in tasks} == {"level-1", "level-2", "level-3"}
-    checked = 0
-    for t in tasks:
-        sample = by_id[t.id]
-        assert dom.sample(t.payload).messages == sample.messages, t.id
-        for out in _outputs(t.payload):
-            assert dom.score(t.payload, out).reward == float(suite.score(sample, out, "official").correct), (t.id, out)
-            checked += 1
-    assert checked > 100
+    assert {t.id for t in tasks} == {s.id for s in loaded.samples}
+    assert {t.shape for t in tasks} == {"level-1", "level-2", "level-3"}
 
 
 def test_read_seeds_names_the_bad_line(dom, tmp_path):

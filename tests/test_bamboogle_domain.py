@@ -1,29 +1,21 @@
-"""The `bamboogle` domain: Bamboogle records in the official formats, the answer-chain check that keeps wrong gold
-answers out (and the hand-checked sample docs/domains.md reports), and its score agreeing with `genenv evaluate
---bench bamboogle` item for item."""
+"""The `bamboogle` domain: the answer-chain check that keeps wrong gold answers out (and the hand-checked sample
+docs/domains.md reports), its reader of the official formats, and its hop-type shapes. The contract every domain
+keeps (seeds self-consistent, gold scores 1, the score equal to `genenv evaluate --bench bamboogle`'s verdict
+item for item) is tests/test_domain_contract.py."""
 
 import json
 from pathlib import Path
 
 import pytest
 
-from genenv_cli.domains import get_domain
+from domain_cases import seed_context
 from genenv_cli.domains.bamboogle import shape_of
-from genenv_cli.domains.base import EnvContext, Reject
+from genenv_cli.domains.base import Reject
 from genenv_cli.errors import InputError
 from genenv_cli.evals.bamboogle.benchmark import Bamboogle
 
+DOMAIN = "bamboogle"
 FIXTURES = Path(__file__).parent / "fixtures"
-
-
-@pytest.fixture(scope="module")
-def dom():
-    return get_domain("bamboogle")
-
-
-def ctx(dom):
-    s = dom.seeds("train")[0]
-    return EnvContext(s.id, s.shape, s.payload, None, None, [])
 
 
 def rec(q="What is the capital of the country where the Acropolis is located?", a="Athens",
@@ -31,18 +23,16 @@ def rec(q="What is the capital of the country where the Acropolis is located?", 
     return json.dumps({"Question": q, "Answer": a, "Facts": [f1, f2], "Bridge": b})
 
 
-def test_builtin_seeds_carry_checked_chains_and_gold_scores_one(dom):
+def test_builtin_seeds_carry_two_fact_chains(dom):
     seeds = dom.seeds("train") + dom.seeds("validation")
-    assert len(seeds) >= 20 and dom.seeds("validation")
+    assert len(seeds) >= 20
     for s in seeds:
-        assert dom.check_payload(s.payload) is None, s.id
-        answer = s.payload["answer"][0]
-        assert dom.score(s.payload, f"<answer> {answer} </answer>").reward == 1.0
+        assert len(s.payload["facts"]) == 2 and s.payload["bridge"], s.id
         assert dom.score(s.payload, "<answer> I don't know </answer>").reward == 0.0
 
 
 def test_env_output_good_item(dom):
-    payload, shape = dom.parse_env_output("```json\n" + rec() + "\n```", ctx(dom))
+    payload, shape = dom.parse_env_output("```json\n" + rec() + "\n```", seed_context(dom))
     assert shape == "place" and payload["answer"] == ["Athens"] and payload["bridge"] == "Greece"
     assert dom.score(payload, "The Acropolis is in Greece. <answer>Athens</answer>").reward == 1.0
     assert dom.score(payload, "<answer>Sparta</answer>").reward == 0.0
@@ -62,7 +52,7 @@ def test_env_output_good_item(dom):
 ])
 def test_env_output_broken_items_are_rejected_with_reasons(dom, text, reason):
     with pytest.raises(Reject) as exc:
-        dom.parse_env_output(text, ctx(dom))
+        dom.parse_env_output(text, seed_context(dom))
     assert reason in str(exc.value)
 
 
@@ -73,7 +63,7 @@ def test_hand_checked_sample_wrong_gold_rate(dom):
     through = []
     for r in rows:
         try:
-            dom.parse_env_output(r["output"], ctx(dom))
+            dom.parse_env_output(r["output"], seed_context(dom))
         except Reject:
             continue
         accepted[r["gold_correct"]] += 1
@@ -85,19 +75,11 @@ def test_hand_checked_sample_wrong_gold_rate(dom):
 
 
 @pytest.mark.parametrize("name", ["bamboogle.csv", "bamboogle.json", "test.jsonl"])
-def test_domain_score_equals_the_suite_verdict_item_for_item(dom, name):
-    suite = Bamboogle()
-    loaded = suite.load(data=FIXTURES / "bamboogle" / name, split=None, version=None, protocol="official",
-                        cache_dir=FIXTURES)
+def test_read_seeds_reads_every_official_format(dom, name):
+    loaded = Bamboogle().load(data=FIXTURES / "bamboogle" / name, split=None, version=None, protocol="official",
+                              cache_dir=FIXTURES)
     tasks = dom.read_seeds(FIXTURES / "bamboogle" / name)
-    assert len(tasks) == len(loaded.samples)
-    for t, sample in zip(tasks, loaded.samples, strict=True):
-        assert dom.sample(t.payload).messages == sample.messages
-        gold = sample.gold[0]
-        outs = [f"<answer>{gold}</answer>", f"The answer is {gold}", gold.upper(), f"<answer>{gold} and more</answer>",
-                "<answer>no idea</answer>", "", f"<think>{gold}</think> wrong", f"<answer>the {gold}.</answer>"]
-        for out in outs:
-            assert dom.score(t.payload, out).reward == float(suite.score(sample, out, "official").correct), out
+    assert [dom.agent_messages(t.payload) for t in tasks] == [s.messages for s in loaded.samples]
 
 
 def test_read_seeds_names_the_bad_line(dom, tmp_path):

@@ -1,5 +1,6 @@
-"""The `bfcl` domain: hand-written BFCL items in the official format, its self-consistency check, its environment
-parser, and its score agreeing with `genenv evaluate --bench bfcl` item for item."""
+"""The `bfcl` domain: its environment parser (each broken item rejected for its reason), the structure of its
+seed set and the official files it reads. The contract every domain keeps (seeds self-consistent, gold scores 1,
+the score equal to `genenv evaluate --bench bfcl`'s verdict item for item) is tests/test_domain_contract.py."""
 
 import json
 import shutil
@@ -7,16 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from genenv_cli.domains import get_domain
-from genenv_cli.domains.base import EnvContext, Reject
-from genenv_cli.domains.bfcl import gold_answer
+from domain_cases import seed_context
+from genenv_cli.domains.base import Reject
 from genenv_cli.errors import InputError
-from genenv_cli.evals.bfcl import BFCL
-from genenv_cli.plaintext import plain_answer_problem
 
+DOMAIN = "bfcl"
 FIXTURES = Path(__file__).parent / "fixtures" / "bfcl"
-CATS = ["simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance", "live_simple", "live_multiple",
-        "live_parallel", "live_parallel_multiple", "live_irrelevance", "simple_javascript", "simple_java"]
 
 WEATHER = {"name": "get_weather", "description": "Weather in a city.",
            "parameters": {"type": "dict", "properties": {"city": {"type": "string", "description": "City."},
@@ -24,40 +21,27 @@ WEATHER = {"name": "get_weather", "description": "Weather in a city.",
                           "required": ["city"]}}
 
 
-@pytest.fixture(scope="module")
-def dom():
-    return get_domain("bfcl")
-
-
-def ctx(dom):
-    s = dom.seeds("train")[0]
-    return EnvContext(s.id, s.shape, s.payload, None, None, [])
-
-
 def item(question="What is the weather in Rome for the next 2 days?", truth=None, functions=None):
     return json.dumps({"question": [[{"role": "user", "content": question}]], "function": functions or [WEATHER],
                        "ground_truth": truth if truth is not None else [{"get_weather": {"city": ["Rome"], "days": [2]}}]})
 
 
-def test_builtin_seeds_are_self_consistent_and_gold_scores_one(dom):
+def test_builtin_seeds_cover_every_shape_and_refusing_is_right_only_when_nothing_fits(dom):
     seeds = dom.seeds("train") + dom.seeds("validation")
-    assert len(seeds) >= 20 and dom.seeds("validation")
-    assert {s.shape for s in seeds} == set(dom.shapes)
+    assert len(seeds) >= 20 and {s.shape for s in seeds} == set(dom.shapes)
     for s in seeds:
-        assert dom.check_payload(s.payload) is None, s.id
-        assert dom.score(s.payload, gold_answer(s.payload)).reward == 1.0, s.id
         assert dom.score(s.payload, "I cannot help with that.").reward == (1.0 if s.shape == "irrelevance" else 0.0)
 
 
 def test_env_output_good_items(dom):
-    payload, shape = dom.parse_env_output("Here it is:\n```json\n" + item() + "\n```", ctx(dom))
+    payload, shape = dom.parse_env_output("Here it is:\n```json\n" + item() + "\n```", seed_context(dom))
     assert shape == "simple" and payload["category"] == "simple_python"
     assert dom.score(payload, "[get_weather(city='Rome', days=2)]").reward == 1.0
     assert dom.score(payload, "[get_weather(city='Rome', days=3)]").reward == 0.0
     two = item("Weather in Rome and in Oslo?", [{"get_weather": {"city": ["Rome"]}}, {"get_weather": {"city": ["Oslo"]}}])
-    assert dom.parse_env_output(two, ctx(dom))[1] == "parallel"
+    assert dom.parse_env_output(two, seed_context(dom))[1] == "parallel"
     none = item("Who wrote Hamlet?", [])
-    assert dom.parse_env_output(none, ctx(dom))[1] == "irrelevance"
+    assert dom.parse_env_output(none, seed_context(dom))[1] == "irrelevance"
 
 
 @pytest.mark.parametrize("text, reason", [
@@ -75,37 +59,8 @@ def test_env_output_good_items(dom):
 ])
 def test_env_output_broken_items_are_rejected_with_reasons(dom, text, reason):
     with pytest.raises(Reject) as exc:
-        dom.parse_env_output(text, ctx(dom))
+        dom.parse_env_output(text, seed_context(dom))
     assert reason in str(exc.value)
-
-
-def _outputs(sample, payload):
-    gold = gold_answer(payload)
-    outs = [gold, "", "I can't do that.", "[unknown_function(x=1)]", gold.replace("[", "").replace("]", ""),
-            '<tool_call>{"name": "x", "arguments": {}}</tool_call>']
-    if payload["ground_truth"]:
-        name = next(iter(payload["ground_truth"][0]))
-        outs.append(f"[{name}()]")
-        outs.append(gold + ", " + gold)
-        outs.append(gold.replace("'", '"').upper())
-    return outs
-
-
-def test_domain_score_equals_the_suite_verdict_item_for_item(dom):
-    suite = BFCL()
-    loaded = suite.load(data=FIXTURES, split=",".join(CATS), version=None, protocol="official", cache_dir=FIXTURES)
-    assert len(loaded.samples) >= 20
-    checked = 0
-    for sample in loaded.samples:
-        payload = dom.seed_from_sample(sample).payload
-        assert dom.sample(payload).messages == sample.messages, sample.id
-        for out in _outputs(sample, payload):
-            correct = suite.score(sample, out, "official").correct
-            if not payload["ground_truth"]:  # training asks more of "no call": a plain-text answer (docs/domains.md)
-                correct = correct and plain_answer_problem(out) is None
-            assert dom.score(payload, out).reward == float(correct), (sample.id, out)
-            checked += 1
-    assert checked > 150
 
 
 def test_read_seeds_reads_the_official_files_and_names_bad_lines(dom, tmp_path):

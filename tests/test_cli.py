@@ -59,6 +59,7 @@ def invoke(*args, ok=True):
 
 
 @pytest.mark.e2e
+@pytest.mark.slow
 def test_epoch_data_path_end_to_end(tmp_path, tiny_model, monkeypatch):
     run = tmp_path / "run"
     invoke("init", str(run), "--agent-model", str(tiny_model), "--env-model", str(tiny_model),
@@ -133,6 +134,7 @@ def _cli(*args, **kw):
 
 
 @pytest.mark.e2e
+@pytest.mark.slow
 def test_sigkill_in_rollout_leaves_nothing_and_rerun_completes(make_run):
     run = make_run("rollout.batch_size=1", "rollout.max_new_tokens=64", "rollout.group_size=4")
     invoke("generate-tasks", "--epoch", "1", "--run", str(run), "-q")

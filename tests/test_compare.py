@@ -58,6 +58,7 @@ def test_interval_is_students_t():
     assert mean_interval([None])["mean"] is None
 
 
+@pytest.mark.slow
 def test_compare_overlays_arms_and_flags_other_settings(runs, tmp_path):
     out = tmp_path / "cmp" / "compare.html"
     result = CliRunner().invoke(app, ["compare", *map(str, runs), "--out", str(out), "--json"])

@@ -1,17 +1,15 @@
-"""benchmarks/curriculum.py end to end on the tiny model: every arm, two seeds, two epochs; then a rerun that
+"""experiments/curriculum.py end to end on the tiny model: every arm, two seeds, two epochs; then a rerun that
 finds everything done (the experiment is resumable)."""
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).parents[1] / "benchmarks" / "curriculum.py"
 SMALL = ["generate.tasks_per_epoch=8", "generate.variations=2", "generate.max_rounds=1",
          "generate.max_new_tokens=12", "generate.static_variations=1", "rollout.group_size=3",
          "rollout.max_new_tokens=6", "evaluate.max_new_tokens=6", "agent_update.batch_size=8",
@@ -19,11 +17,8 @@ SMALL = ["generate.tasks_per_epoch=8", "generate.variations=2", "generate.max_ro
 
 
 def _load():
-    spec = importlib.util.spec_from_file_location("curriculum_script", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(SCRIPT.parent))
-    spec.loader.exec_module(mod)
-    return mod
+    """The experiment's module (the repository root is on pytest's pythonpath, as on `python -m` from it)."""
+    return importlib.import_module("experiments.curriculum")
 
 
 @pytest.mark.slow

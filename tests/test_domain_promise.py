@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from domain_cases import CASES
 from genenv_cli.cli import app
 from genenv_cli.domains import DOMAINS, get_domain
 from genenv_cli.domains.family import FamilyDomain
@@ -29,54 +29,12 @@ FIX = Path(__file__).parent / "fixtures"
 runner = CliRunner()
 
 
-def _bfcl_right(payload: dict[str, Any]) -> str:
-    from genenv_cli.domains.bfcl import gold_answer
-
-    return gold_answer(payload)
-
-
-def _bfcl_wrong(payload: dict[str, Any]) -> str:
-    if not payload["ground_truth"]:  # irrelevance: any call is wrong
-        return f"[{payload['function'][0]['name']}()]" if payload["function"] else "[no_such_function()]"
-    return "I cannot help with that."
-
-
-def _api_bank_right(payload: dict[str, Any]) -> str:
-    from genenv_cli.domains.api_bank import gold_answer
-
-    return gold_answer(payload)
-
-
-def _api_bank_wrong(payload: dict[str, Any]) -> str:
-    call = [t for t in payload["dialogue"] if t["role"] == "API"][payload["k"]]
-    # another API with the same arguments (a mangled value may still pass a lenient per-API rule)
-    return "[{}Other({})]".format(call["api_name"], ", ".join(f"{k}='{v}'" for k, v in call["param_dict"].items()))
-
-
-def _plan(gold_plans: dict[str, Any]) -> Callable[[dict[str, Any]], str]:
-    def right(payload: dict[str, Any]) -> str:
-        plan = next(p for q, p in gold_plans.items() if q == payload["query"])
-        return "The plan:\n```json\n" + json.dumps(plan) + "\n```"
-    return right
-
-
-def _travel_gold() -> dict[str, Any]:
-    """The fixture's gold plans by query (gold_plans.json is keyed by the record's index, 1-based)."""
-    import csv
-
-    with open(FIX / "travelplanner" / "validation.csv", newline="", encoding="utf-8") as fh:
-        rows = list(csv.DictReader(fh))
-    plans = json.loads((FIX / "travelplanner" / "gold_plans.json").read_text())
-    return {rows[int(i) - 1]["query"]: p for i, p in plans.items()}
-
-
 @dataclass
 class Case:
+    """The right and wrong answers are the domain's row in tests/domain_cases.py."""
     seeds: list[Path]                    # the files `init --seeds` takes
     data: Path                           # what `evaluate --data` takes
     protocol: str
-    right: Callable[[dict[str, Any]], str]
-    wrong: Callable[[dict[str, Any]], str]
 
 
 def _alfworld_games() -> list[Path]:
@@ -87,17 +45,11 @@ def cases() -> dict[str, Case]:
     bfcl = FIX / "bfcl"
     return {
         "bfcl": Case([p for p in sorted(bfcl.glob("BFCL_v4_*.json"))
-                      if "multi_turn" not in p.name and "live_relevance" not in p.name], bfcl, "official",
-                     _bfcl_right, _bfcl_wrong),
-        "api-bank": Case([FIX / "api_bank"], FIX / "api_bank", "official", _api_bank_right, _api_bank_wrong),
-        "bamboogle": Case([FIX / "bamboogle" / "bamboogle.json"], FIX / "bamboogle" / "bamboogle.json", "official",
-                          lambda p: f"<answer>{p['answer'][0]}</answer>",
-                          lambda p: "<answer>certainly not this</answer>"),
-        "alfworld": Case(_alfworld_games(), FIX / "alfworld", "paper",
-                         lambda p: f"ACTION: {p['action']}",
-                         lambda p: "ACTION: " + next(c for c in p["admissible_commands"] if c != p["action"])),
-        "travelplanner": Case([FIX / "travelplanner" / "validation.csv"], FIX / "travelplanner", "official",
-                              lambda p: _plan(_travel_gold())(p), lambda p: "No plan."),
+                      if "multi_turn" not in p.name and "live_relevance" not in p.name], bfcl, "official"),
+        "api-bank": Case([FIX / "api_bank"], FIX / "api_bank", "official"),
+        "bamboogle": Case([FIX / "bamboogle" / "bamboogle.json"], FIX / "bamboogle" / "bamboogle.json", "official"),
+        "alfworld": Case(_alfworld_games(), FIX / "alfworld", "paper"),
+        "travelplanner": Case([FIX / "travelplanner" / "validation.csv"], FIX / "travelplanner", "official"),
     }
 
 
@@ -116,7 +68,7 @@ def _real_cases() -> dict[str, Case]:
                                   f.name) and "live_relevance" not in f.name]
         if name == "alfworld" and p.is_dir():  # one game file per --seeds
             seeds = sorted(p.rglob("game.tw-pddl")) or sorted(p.rglob("game.scripted.json"))
-        out[name] = Case(seeds, p, base[name].protocol, base[name].right, base[name].wrong)
+        out[name] = Case(seeds, p, base[name].protocol)
     return out
 
 
@@ -151,7 +103,8 @@ def check_promise(name: str, case: Case, tmp_path: Path) -> tuple[int, dict[str,
         matches = by_prompt.get(json.dumps(messages), [])
         assert matches, f"{name} {t.id}: its training prompt is not any prompt evaluate --export writes"
         rec = next((r for r in matches if t.id.endswith(str(r["id"]))), matches[0])
-        for kind, out in (("right", case.right(t.payload)), ("wrong", case.wrong(t.payload))):
+        answers = CASES[name]
+        for kind, out in (("right", answers.gold(t.payload)), ("wrong", answers.wrong(t.payload))):
             preds.append({"id": rec["id"], "output": out})
             expected.append((t.id, kind, rec["id"], dom.score(t.payload, out).reward))
     # evaluate scores one prediction per id: the right ones in one file, the wrong ones in another

@@ -17,6 +17,7 @@ def engine(tiny_model):
 
 
 @pytest.mark.parametrize("temperature,top_p", [(1.0, 1.0), (0.7, 1.0)])
+@pytest.mark.slow
 def test_logprobs_match_a_forward_pass(engine, temperature, top_p):
     out = engine.generate(CONVS, SamplingParams(temperature=temperature, top_p=top_p, max_new_tokens=10, n=2, seed=3))
     assert [len(o) for o in out] == [2, 2]

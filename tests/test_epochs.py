@@ -21,6 +21,8 @@ from genenv_cli.stages import generate_tasks, rollout, score, update_agent, upda
 from stagekit import agent_pool, complete_as, env_pool, fake_stage, jsonl
 from tiny import build_tiny_model, teach_arith_format
 
+# several stages and epochs per test, two of them in subprocesses and under a launcher: the slow tier
+pytestmark = pytest.mark.slow
 runner = CliRunner()
 
 

@@ -26,6 +26,7 @@ def test_list_shows_every_benchmark():
     assert "bfcl" in invoke("evaluate", "--list").stdout
 
 
+@pytest.mark.slow
 def test_tiny_model_end_to_end_writes_results(make_run, tiny_model):
     run = make_run()
     out = invoke("evaluate", "--bench", "bamboogle", "--data", str(FIX / "bamboogle" / "bamboogle.csv"),
@@ -78,6 +79,7 @@ def test_no_data_offline_is_a_clear_error(make_run):
     assert "Did you mean `bfcl`" in r.stderr
 
 
+@pytest.mark.slow
 def test_alfworld_episodes_with_a_tiny_model(make_run, tiny_model):
     run = make_run()
     out = invoke("evaluate", "--bench", "alfworld", "--data", str(FIX / "alfworld"), "--model", str(tiny_model),
@@ -90,6 +92,7 @@ def test_alfworld_episodes_with_a_tiny_model(make_run, tiny_model):
     assert all(s["scores"]["steps"] == 2.0 and "2-step limit" in s["reason"] for s in samples)
 
 
+@pytest.mark.slow
 def test_heldout_success_on_the_domain_validation_split(make_run, tiny_model):
     run = make_run()
     out = invoke("evaluate", "--bench", "heldout", "--run", str(run), "--model", str(tiny_model), "--limit", "5",

@@ -41,6 +41,8 @@ from genenv_cli.metrics import after_stage
 from genenv_cli.rundir import RunDir
 from genenv_cli.stages import stage_module
 
+# every test here reruns whole stages once per file-system operation: the slow tier
+pytestmark = pytest.mark.slow
 runner = CliRunner()
 FIX = Path(__file__).parent / "fixtures"
 STAGES = ["generate-tasks", "rollout", "score", "update-agent", "update-env"]

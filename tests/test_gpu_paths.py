@@ -91,6 +91,7 @@ def test_policy_and_reference_land_on_the_ranks_device(four_gpus, monkeypatch, t
 
 # ---------------------------------------------------------------- 3. float32 master weights
 
+@pytest.mark.slow
 def test_full_fine_tuning_step_at_lr_1e6_changes_the_weights(make_run, tiny_model):
     """With bf16 compute (as on a GPU), a step of about 1e-6 must still move the weights: they are kept in float32
     and only the forward/backward runs in bf16 (autocast). Stored in bf16, almost every update would round away."""
@@ -448,6 +449,7 @@ def test_micro_steps_do_not_wait_for_the_device(make_run, tiny_model, monkeypatc
     assert calls["n"] == 1
 
 
+@pytest.mark.slow
 def test_warmup_ratio_becomes_whole_steps(make_run, tiny_model):
     """warmup_ratio 0.5 of 4 steps: 2 warm-up steps whatever transformers' major version makes of warmup_steps."""
     run = RunDir(make_run("agent_update.learning_rate=0.01", "agent_update.batch_size=2",

@@ -76,6 +76,7 @@ def test_quoted_elides_the_middle_and_says_how_much():
     assert quoted("short") == "'short'" and elide("x" * 10, 10) == "x" * 10
 
 
+@pytest.mark.slow
 def test_a_ten_megabyte_value_makes_a_short_config_error():
     with pytest.raises(ConfigError) as err:
         config_from_dict({"rollout": {"group_size": "8" * 10_000_000}}, "genenv.toml")
@@ -86,6 +87,7 @@ def test_a_ten_megabyte_value_makes_a_short_config_error():
 
 
 @pytest.mark.parametrize("prefix", ["/", "", "org/"])
+@pytest.mark.slow
 def test_a_ten_megabyte_agent_model_makes_a_short_error_line(tmp_path, prefix):
     from genenv_cli.config import Config
 
@@ -154,17 +156,11 @@ E1 = Path("epochs") / "0001"
 BAMBOOGLE = str(FIX / "bamboogle" / "bamboogle.csv")
 
 
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory, tiny_model) -> Path:
-    """One finished tool_call epoch (all five stages) on the tiny model."""
-    root = tmp_path_factory.mktemp("finished") / "run"
-    sets = ["generate.tasks_per_epoch=6", "generate.variations=2", "generate.seed_share=0.5",
-            "generate.max_new_tokens=24", "generate.max_rounds=1", "rollout.group_size=3", "rollout.max_new_tokens=12",
-            "env_update.kl_max=100", "env_update.learning_rate=0.001", "evaluate.max_new_tokens=4"]
-    cli("init", root, "--agent-model", tiny_model, "--env-model", tiny_model,
-        *[a for s in sets for a in ("--set", s)], expect=0)
-    cli("run", "--epochs", "1", "--run", root, "-q", expect=0)
-    return root
+@pytest.fixture(scope="session")
+def finished(hostile_finished_run) -> Path:
+    """One finished tool_call epoch (all five stages) on the tiny model (conftest.py: shared with the other
+    tests that damage a finished run)."""
+    return hostile_finished_run
 
 
 @pytest.fixture

@@ -55,6 +55,7 @@ def test_replay_uses_a_truncated_ratio():
 
 
 @pytest.mark.parametrize("loss_type,beta", [("grpo", 0.0), ("grpo", 0.04), ("bnpo", 0.04)])
+@pytest.mark.slow
 def test_loss_equals_trls_on_the_same_batch(tiny_model, tmp_path, loss_type, beta):
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -107,6 +108,7 @@ REWARDS = {"t1": [1.0, 0.0, 1.0, 0.0], "t2": [0.0, 0.0, 0.0, 1.0], "t3": [1.0, 1
 
 
 @pytest.mark.parametrize("lora", [True, False])
+@pytest.mark.slow
 def test_update_agent_trains_and_records(make_run, tiny_model, lora):
     run = RunDir(make_run(f"agent_update.lora={str(lora).lower()}", "agent_update.learning_rate=0.01",
                           "agent_update.batch_size=4", "agent_update.passes=2", "agent_update.kl_coef=0.05"))
@@ -138,6 +140,7 @@ def test_update_agent_trains_and_records(make_run, tiny_model, lora):
     assert m["train_reward"] == pytest.approx(7 / 12, abs=1e-4)
 
 
+@pytest.mark.slow
 def test_update_env_weights_and_parameters(make_run):
     run = RunDir(make_run("env_update.learning_rate=0.01", "env_update.batch_size=2", "env_update.kl_max=100"))
     env_pool(run, 1, [1.0, 0.8, 0.5, 0.9, 0.2], [True, True, False, True, True])
@@ -156,6 +159,7 @@ def test_update_env_weights_and_parameters(make_run):
     assert digest0 == result.manifest["metrics"]["parameter_digest"]
 
 
+@pytest.mark.slow
 def test_tiny_kl_max_stops_at_the_first_step(make_run):
     run = RunDir(make_run("env_update.learning_rate=0.01", "env_update.batch_size=1", "env_update.kl_max=0.0"))
     env_pool(run, 1, [1.0, 0.8, 0.9], [True, True, True])
@@ -178,6 +182,7 @@ def test_frozen_mode_never_trains_the_environment(make_run):
     assert env_model_for(run, run.load_config(), 2, "generate-tasks")[1] == run.load_config().env.model
 
 
+@pytest.mark.slow
 def test_update_agent_is_reproducible(make_run, tiny_model):
     run = RunDir(make_run("agent_update.learning_rate=0.01", "agent_update.batch_size=4"))
     agent_pool(run, tiny_model, 1, REWARDS)

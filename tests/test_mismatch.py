@@ -65,6 +65,7 @@ def _update(make_run, tiny_model, *overrides, dtype="auto"):
     return run, update_agent.run(run, run.load_config(), 1)
 
 
+@pytest.mark.slow
 def test_step_one_ratio_is_exactly_one_and_the_gap_is_recorded(make_run, tiny_model):
     run, result = _update(make_run, tiny_model)
     steps = read_parquet(run.epoch_dir(1) / "agent_update_steps.parquet", "agent_update_steps").sort("step")

@@ -60,6 +60,7 @@ def test_split_budget_sums_to_the_total():
 
 
 @pytest.mark.e2e
+@pytest.mark.slow
 def test_mixed_run_one_epoch_of_every_stage(tmp_path, tiny_model, monkeypatch):
     import genenv_cli.engines as engines
     import genenv_cli.grading as grading

@@ -116,6 +116,7 @@ def test_lockstep_episodes_match_one_by_one_with_one_call_per_turn(games, tokeni
     assert len(alone.calls) == sum(steps) and set(alone.calls) == {1}
 
 
+@pytest.mark.slow
 def test_lockstep_with_the_tiny_model_matches_one_by_one(games, tiny_model):
     """The hf engine on a tiny random model, greedy: batched turns (left padding) give the same transcripts."""
     from genenv_cli.engines.hf import HFEngine
@@ -178,6 +179,7 @@ def test_an_overflowing_episode_ends_as_a_failure_and_the_evaluation_reports(gam
     assert max(engine.calls) == len(rows)          # the first turn asked every episode in one call
 
 
+@pytest.mark.slow
 def test_the_hf_limit_is_the_models_max_position_embeddings(games, tiny_model, make_run, tmp_path):
     """A tiny model whose config allows a short context: its episodes end by overflow, reported, not raised."""
     bench, samples = games

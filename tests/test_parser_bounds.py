@@ -117,6 +117,7 @@ CALL_PARSERS = [(f.__name__, f) for f in (parse_tool_calls, parse_python_calls, 
 
 @settings(SLOW, max_examples=60)
 @given(adversarial())
+@pytest.mark.slow
 def test_the_text_parsers_read_a_megabyte_of_adversarial_text_within_the_bound(text):
     for name, fn in CALL_PARSERS:
         bounded(fn, text, name)
@@ -124,6 +125,7 @@ def test_the_text_parsers_read_a_megabyte_of_adversarial_text_within_the_bound(t
 
 @SLOW
 @given(adversarial())
+@pytest.mark.slow
 def test_every_domain_scores_and_parses_adversarial_text_within_the_bound(text):
     for name, fn in domain_parsers():
         bounded(fn, text, name)
@@ -131,6 +133,7 @@ def test_every_domain_scores_and_parses_adversarial_text_within_the_bound(text):
 
 @SLOW
 @given(adversarial())
+@pytest.mark.slow
 def test_every_benchmark_scores_adversarial_text_within_the_bound(tmp_path_factory, text):
     for name, fn in benchmark_parsers(str(tmp_path_factory.getbasetemp() / "bench-cache")):
         bounded(fn, text, name)
@@ -164,6 +167,7 @@ CASES = {
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("text", list(CASES.values()), ids=list(CASES))
+@pytest.mark.slow
 def test_the_slow_cases_parse_within_the_bound_in_every_parser(text, tmp_path_factory):
     for name, fn in CALL_PARSERS:
         bounded(fn, text, name)

@@ -91,6 +91,7 @@ def _is_data(value) -> bool:
 
 @FAST
 @given(MODEL_TEXT)
+@pytest.mark.slow
 def test_tool_call_parser_returns_calls_or_its_error(text):
     try:
         calls = timed(parse_tool_calls, text)
@@ -101,6 +102,7 @@ def test_tool_call_parser_returns_calls_or_its_error(text):
 
 @FAST
 @given(MODEL_TEXT)
+@pytest.mark.slow
 def test_python_call_parser_returns_calls_or_its_error(text):
     try:
         calls = timed(parse_python_calls, text)

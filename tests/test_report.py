@@ -119,6 +119,7 @@ def report(tmp_path_factory):
     return run, build_report(run, Config(), None)
 
 
+@pytest.mark.slow
 def test_report_has_every_chart_and_its_numbers(report):
     run, res = report
     html_path = run.root / "report" / "report.html"
@@ -198,6 +199,7 @@ def test_pngs_are_valid(report):
         assert data.startswith(PNG_MAGIC) and len(data) > 10_000, p
 
 
+@pytest.mark.slow
 def test_epoch_without_task_stats_is_skipped_and_said(tmp_path):
     run = make_run(tmp_path / "run", stats={1: SUCCESSES[1], 3: SUCCESSES[3]}, evals=False)
     res = build_report(run, Config(), tmp_path / "elsewhere" / "r.html")
@@ -210,6 +212,7 @@ def test_epoch_without_task_stats_is_skipped_and_said(tmp_path):
     assert all(p.exists() for p in res["pngs"])
 
 
+@pytest.mark.slow
 def test_epoch_without_metrics_shows_gaps(tmp_path):
     run = make_run(tmp_path / "run", evals=False)
     run.epoch_dir(4).mkdir()
@@ -263,6 +266,7 @@ def test_no_matplotlib_at_import():
     assert out.strip() == "False"
 
 
+@pytest.mark.slow
 def test_rerun_drops_charts_that_have_no_data_now(tmp_path):
     run = make_run(tmp_path / "run")
     build_report(run, Config(), None)
@@ -274,6 +278,7 @@ def test_rerun_drops_charts_that_have_no_data_now(tmp_path):
     assert "evals.png" not in [p.name for p in res["pngs"]]
 
 
+@pytest.mark.slow
 def test_a_newer_eval_of_the_same_epoch_supersedes_the_older(tmp_path):
     run = make_run(tmp_path / "run")
     newer = _eval("bfcl", "epoch-0003-agent-again", 3, 40.0)

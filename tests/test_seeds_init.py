@@ -39,6 +39,7 @@ def bfcl_copy(tmp_path: Path, *cats: str) -> list[Path]:
     return out
 
 
+@pytest.mark.slow
 def test_bfcl_seeds_are_copied_split_drawn_and_an_epoch_runs_without_the_originals(tmp_path, tiny_model):
     files = bfcl_copy(tmp_path, "simple_python", "parallel", "multiple")
     run = tmp_path / "run"

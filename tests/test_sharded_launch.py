@@ -37,6 +37,7 @@ def test_shipped_configs_shard_and_gather():
     assert yaml.safe_load((CONFIGS / "ddp.yaml").read_text())["distributed_type"] == "MULTI_GPU"
 
 
+@pytest.mark.slow  # imports transformers' training stack (seconds)
 def test_sharding_setting_reaches_the_training_arguments(tmp_path):
     from genenv_cli.config import TrainingConfig
     from genenv_cli.training.common import training_arguments

@@ -1,10 +1,11 @@
-"""The tool_call scorer on hand-written cases, and the environment-output parser."""
+"""The tool_call scorer on hand-written cases, and the environment-output parser (the contract every domain keeps
+is tests/test_domain_contract.py)."""
 
-import json
 from pathlib import Path
 
 import pytest
 
+from domain_cases import tool_call_block as block
 from genenv_cli.domains import get_domain
 from genenv_cli.domains.base import EnvContext, Reject
 
@@ -17,10 +18,6 @@ PARALLEL = {"request": "Convert 100 USD to EUR and 100 USD to GBP.", "tools": ["
             "calls": [{"name": "convert_currency", "arguments": {"amount": 100, "from_currency": "USD", "to_currency": "EUR"}},
                       {"name": "convert_currency", "arguments": {"amount": 100, "from_currency": "USD", "to_currency": "GBP"}}]}
 NO_TOOL = {"request": "Tell me a joke about cats.", "tools": ["get_weather"], "calls": []}
-
-
-def block(_name, **args):
-    return f'<tool_call>\n{json.dumps({"name": _name, "arguments": args})}\n</tool_call>'
 
 
 @pytest.mark.parametrize("completion,reward,valid,error", [
@@ -98,14 +95,10 @@ def test_code_and_shell_text_is_data(tmp_path):
     assert not Path(marker).exists()
 
 
-def test_every_seed_is_valid_and_its_gold_scores_one():
+def test_the_seed_set_covers_every_shape_and_a_library_of_tools():
     seeds = D.seeds("train") + D.seeds("validation")
     assert len(seeds) >= 150 and len(D.library) >= 20
     assert {s.shape for s in seeds} == set(D.shapes)
-    for s in seeds:
-        assert D.check_payload(s.payload) is None, s.id
-        gold = "".join(block(c["name"], **c["arguments"]) for c in s.payload["calls"]) or "No tool fits that."
-        assert D.score(s.payload, gold).reward == 1.0, s.id
 
 
 CTX = EnvContext("tc-0004", "parallel", {"request": "x", "tools": ["get_weather"], "calls": []}, None, None, [])

@@ -46,6 +46,7 @@ def test_the_watchdog_stops_a_backtracking_regex_and_a_python_loop():
 
 
 @pytest.mark.timeout(30)
+@pytest.mark.slow
 def test_the_watchdog_puts_back_a_timer_it_found():
     fired = []
     old = signal.signal(signal.SIGALRM, lambda *_: fired.append(1))
@@ -116,6 +117,7 @@ def _set(dom, payloads, limit):
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
 def test_score_finishes_with_the_stuck_rollouts_wrong_and_their_reason_recorded(epoch1, monkeypatch):  # noqa: F811
     real = tool_call.parse_tool_calls
 

@@ -32,7 +32,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     # plain click help: typer's rich help renderer imports rich.markdown & co. and doubles `genenv --help`'s
-    # start-up (benchmarks/cli_startup.py)
+    # start-up (benchmarks/speed/cli_startup.py)
     rich_markup_mode=None,
 )
 

@@ -189,7 +189,7 @@ def build_compare(paths: list[Path], out: Path) -> dict[str, Any]:
 
 def render_compare(runs: list[RunData], out: Path) -> dict[str, Any]:
     """The page for runs already read: from their folders (`read_run`), or rebuilt from what a caller kept of
-    them (benchmarks/curriculum.py draws finished runs from its records once their folders are gone)."""
+    them (experiments/curriculum.py draws finished runs from its records once their folders are gone)."""
     from genenv_cli.report import charts as ch
 
     arms, flags = group_arms(runs)

@@ -65,7 +65,7 @@ PRESETS: dict[str, Preset] = {
         ours_notes=["full fine-tuning rather than LoRA, the group size K, beta, the KL terms, the sampling "
                     "temperatures and the completion length are not given by the paper; full fine-tuning because "
                     "the paper's learning rates are full fine-tuning rates (with a LoRA adapter an update at 1e-6 "
-                    "leaves the policy where it was: benchmarks/results/agent-lr-check-arith.md). On one GPU: "
+                    "leaves the policy where it was: experiments/README.md). On one GPU: "
                     "--set agent_update.lora=true --set env_update.lora=true with a LoRA learning rate",
                     "full fine-tuning of two 7B models is sharded (run.sharding = fsdp): train with " + LAUNCH_NOTE],
     ),

@@ -11,7 +11,7 @@ A run killed anywhere resumes at the stage that did not finish: completed stages
 no-ops. `--from STAGE` (with `--from-epoch E`, default the first epoch) forces that stage and every later one
 to be redone.
 
-`run_epochs` does the same in the calling process; it is for CPU scripts (benchmarks/demonstration.py) that
+`run_epochs` does the same in the calling process; it is for CPU scripts (experiments/demonstration.py) that
 hold a config built in memory. On GPUs use `spawn_epochs` (the CLI does).
 """
 

@@ -494,6 +494,7 @@ def _js_text(v, kind, item):
 
 
 @pytest.mark.skipif(importlib.util.find_spec("bfcl_eval") is None, reason="bfcl-eval is not installed")
+@pytest.mark.slow
 def test_real_data_gold_answers_pass(tmp_path):
     """Each possible answer of the installed wheel's data turned into an answer: Python categories in BFCL
     syntax; Java/JavaScript as genenv tool calls whose values are the Java/JavaScript source strings (as a

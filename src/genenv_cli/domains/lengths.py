@@ -5,7 +5,7 @@ environment must write it, has a median of ~950 SmolLM2 tokens), so the generic 
 before its JSON closes. These values replace the generic default of a setting the user did not set (neither
 in genenv.toml nor with --set; a preset's value counts as set); a mixed run takes the largest over its domains.
 They are the 99th percentile over the release files, rounded up to the next multiple of 256, measured with
-`benchmarks/output_lengths.py` (docs/domains.md has the figures and the command). Kept free of imports: the
+`benchmarks/speed/output_lengths.py` (docs/domains.md has the figures and the command). Kept free of imports: the
 config reads it on every command.
 """
 

@@ -7,7 +7,7 @@ K is `rollout.group_size`, the GRPO group. The agent is epoch N-1's checkpoint (
 Each row records the completion text, its token ids, each sampled token's logprob under the sampling
 distribution (the behaviour policy GRPO's ratio is taken against), the finish reason and the model. Rollouts
 are Parquet, not JSONL: the token lists make JSON several times larger and slower to read back
-(benchmarks/score_throughput.py measures it; benchmarks/results/ has the figures).
+(benchmarks/speed/score_throughput.py measures it; benchmarks/speed/results/ has the figures).
 Each task is put to the agent in its own domain's prompt (a mixed run has several domains), and its rows carry
 the domain. Shards split the tasks round-robin so N machines share an epoch; `score` merges them and refuses an
 incomplete set.

@@ -1,15 +1,15 @@
 """The co-evolution demonstration: `genenv` mode (the environment is trained) against `frozen` mode (GenEnv-
 Random: the environment generates but never learns), same seed, same settings, on the embedded model with LoRA.
 
-    python benchmarks/demonstration.py --domain arith --epochs 4 --modes genenv frozen genenv-open
-    python benchmarks/demonstration.py --domain tool_call --epochs 3
-    nox -s demonstration                      # both, as recorded in benchmarks/results/
+    python -m experiments.demonstration --domain arith --epochs 4 --modes genenv frozen genenv-open
+    python -m experiments.demonstration --domain tool_call --epochs 3
+    nox -s demonstration                           # both, as recorded in experiments/results/demonstration/
 
 Per epoch it records the batch p-hat, the share of tasks in [0.4, 0.6], the valid-generation rate, mean R_env,
 the environment batches kept by the filter, the agent's training reward, the environment's KL, and the agent's
 held-out success (`genenv evaluate --bench heldout`: the domain's validation seeds, greedy). Runs live under
 --work (default .demo-runs/, resumable: rerunning skips finished stages). Results go to
-benchmarks/results/demonstration-<domain>.json and a Markdown table beside it.
+experiments/results/demonstration/demonstration-<domain>.json and a Markdown table beside it.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=Path(".demo-runs"))
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
-    out = args.out or Path(__file__).parent / "results" / f"demonstration-{args.domain}.json"
+    out = args.out or Path(__file__).parent / "results" / "demonstration" / f"demonstration-{args.domain}.json"
     ui = UI(quiet=False)
     started = time.time()
     record = {"benchmark": "demonstration", "domain": args.domain, "epochs": args.epochs, "modes": {},

@@ -1,7 +1,7 @@
 """Sampler/trainer mismatch: how far the rollout engine's recorded logprobs are from update-agent's own forward
 pass (its old policy), with the hf engine sampling in float32 and in bfloat16 against the float32 trainer.
 
-    python benchmarks/sampler_mismatch.py [--domain arith] [--tasks 8] [--k 4] [--max-new-tokens 16]
+    python -m benchmarks.speed.sampler_mismatch [--domain arith] [--tasks 8] [--k 4] [--max-new-tokens 16]
 
 For each sampler dtype, one run directory of the embedded model on the domain's seed tasks (env.mode = seeds)
 runs the real generate-tasks and rollout stages (hf engine, `run.dtype` = the sampler's dtype, temperature 1).
@@ -11,19 +11,17 @@ and compared token by token with the engine's logprobs: mean |delta logprob| and
 token (`sample_mismatch`, token-weighted), the largest |delta|, the share of tokens whose importance weight
 was truncated at `agent_update.is_cap`, and the share of per-token ratios outside PPO's clip band [0.8, 1.2]
 (what the old code, which took the engine's logprobs as the old policy, spent of the band at step 1). All
-samples are measured, not only those of informative groups. Writes benchmarks/results/sampler_mismatch-<domain>.json.
+samples are measured, not only those of informative groups. Writes benchmarks/speed/results/sampler_mismatch/sampler_mismatch-<domain>.json.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-from _common import write_result  # noqa: E402
+from benchmarks.speed.common import write_result
 
 
 def one_arm(root: Path, args: argparse.Namespace, sampler_dtype: str) -> dict:
@@ -100,7 +98,7 @@ def main() -> None:
         for dtype in ("float32", "bfloat16"):
             arms[dtype] = one_arm(Path(tmp) / dtype, args, dtype)
             print(dtype, arms[dtype], flush=True)
-    write_result(f"sampler_mismatch-{args.domain}", arms,
+    write_result("sampler_mismatch", f"sampler_mismatch-{args.domain}", arms,
                  settings=vars(args) | {"model": "embedded (SmolLM2-135M-Instruct)", "engine": "hf", "device": "cpu",
                                         "temperature": 1.0, "top_p": 1.0,
                                         "trainer": "update-agent's old-policy pass, LoRA (fresh adapter), float32",

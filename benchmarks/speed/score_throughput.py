@@ -1,11 +1,11 @@
 """Scoring throughput: `genenv score` end to end (the command, start-up included) on a synthetic tool_call
 epoch of 1,000,000 rollouts. Goal: >= 100,000 rollouts/s on this machine; peak memory recorded.
 
-    python benchmarks/score_throughput.py [--rollouts 1000000] [--k 8]
+    python -m benchmarks.speed.score_throughput [--rollouts 1000000] [--k 8]
 
 The synthetic epoch has rollouts/K tasks taken from the seed set, K rollouts each, whose completions are drawn
 from five per task (the right calls twice, a wrong argument, truncated JSON, prose), with 24 prompt and 16-40
-completion tokens each. Writes benchmarks/results/score_throughput.json.
+completion tokens each. Writes benchmarks/speed/results/score_throughput/score_throughput.json.
 """
 
 from __future__ import annotations
@@ -14,13 +14,11 @@ import argparse
 import random
 import resource
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-from _common import complete_stage, genenv_cmd, write_epoch_files, write_result  # noqa: E402
+from benchmarks.speed.common import complete_stage, genenv_cmd, write_epoch_files, write_result
 
 # The first measurement, same machine and data, before what it found was fixed: rollouts were JSONL (0.84 GB to
 # parse), scoring ran in one process and every join carried the token lists.
@@ -71,7 +69,7 @@ def main() -> None:
         "rollouts_parquet_mb": round(size_mb), "stage_seconds_in_manifest": manifest["seconds"],
         "all_runs_s": [round(r, 2) for r in runs],
     }
-    write_result("score_throughput", figures, goal=">= 100,000 rollouts/s end to end (genenv score, one command)",
+    write_result("score_throughput", "score_throughput", figures, goal=">= 100,000 rollouts/s end to end (genenv score, one command)",
                  before=BEFORE)
 
 

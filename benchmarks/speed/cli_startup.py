@@ -1,9 +1,9 @@
 """CLI start-up: wall time of `genenv --help` and `genenv status` on a 10-epoch run, against
 `python -c "import typer"` measured in the same run. Goal: both under 2x that baseline.
 
-    python benchmarks/cli_startup.py [--repeat 15]
+    python -m benchmarks.speed.cli_startup [--repeat 15]
 
-Writes benchmarks/results/cli_startup.json.
+Writes benchmarks/speed/results/cli_startup/cli_startup.json.
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-from _common import genenv_cmd, median, synthetic_run, timed_command, write_result  # noqa: E402
+from benchmarks.speed.common import genenv_cmd, median, synthetic_run, timed_command, write_result
 
 
 def main() -> None:
@@ -41,7 +40,7 @@ def main() -> None:
     for name in ("genenv_help", "genenv_status"):
         figures[name]["ratio_to_baseline"] = round(median(times[name]) / base, 2)
         figures[name]["goal_met"] = median(times[name]) < 2 * base
-    write_result("cli_startup", figures, goal="genenv --help and genenv status (10 epochs) < 2x python -c 'import typer'",
+    write_result("cli_startup", "cli_startup", figures, goal="genenv --help and genenv status (10 epochs) < 2x python -c 'import typer'",
                  repeat=args.repeat, run="synthetic: 10 epochs, 64 tool_call tasks x 8 rollouts each, all stages done")
 
 

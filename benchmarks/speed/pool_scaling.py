@@ -2,14 +2,14 @@
 with 1 against 50 earlier epochs in the pools. Goals: `score` with 50 epochs of history within 1.2x of 1 epoch
 (its cost must not grow with history); the update stages read history linearly, streaming, only where they use it.
 
-    python benchmarks/pool_scaling.py [--tasks 500] [--k 8]
+    python -m benchmarks.speed.pool_scaling [--tasks 500] [--k 8]
 
 Builds a synthetic tool_call run of 51 epochs (tasks x K rollouts each, scored for real), then measures each
 case in a fresh process (peak RSS is the process's own):
 - score of epoch 2 (1 earlier epoch) and of epoch 51 (50 earlier epochs);
 - update-agent's sample selection at epoch 51 with no replay, and replaying the 50 earlier epochs;
 - update-env's pair selection at epoch 2 (window: 2 epochs) and at epoch 51 (all 51 epochs).
-Writes benchmarks/results/pool_scaling.json.
+Writes benchmarks/speed/results/pool_scaling/pool_scaling.json.
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-from _common import synthetic_run, write_result  # noqa: E402
+from benchmarks.speed.common import synthetic_run, write_result
 
 
 def child(case: str, root: str, epoch: int) -> None:
@@ -57,7 +56,7 @@ def child(case: str, root: str, epoch: int) -> None:
 def measure(case: str, root: Path, epoch: int, repeat: int) -> dict:
     best = None
     for _ in range(repeat):
-        out = subprocess.run([sys.executable, __file__, "--child", case, str(root), str(epoch)], capture_output=True,
+        out = subprocess.run([sys.executable, "-m", "benchmarks.speed.pool_scaling", "--child", case, str(root), str(epoch)], capture_output=True,
                              text=True, check=True)
         r = json.loads(out.stdout.strip().splitlines()[-1])
         if best is None or r["seconds"] < best["seconds"]:
@@ -98,7 +97,7 @@ def main() -> None:
         "update_agent_replay_seconds_per_epoch": round((a50["seconds"] - a0["seconds"]) / 50, 4),
         "update_env_seconds_per_epoch": round((e51["seconds"] - e2["seconds"]) / 49, 4),
     }
-    write_result("pool_scaling", figures, goal="score with 50 epochs of history <= 1.2 x with 1; update reads linear",
+    write_result("pool_scaling", "pool_scaling", figures, goal="score with 50 epochs of history <= 1.2 x with 1; update reads linear",
                  settings={"tasks_per_epoch": args.tasks, "k": args.k, "rollouts_per_epoch": args.tasks * args.k,
                            "repeat": args.repeat, "env_tasks_share": 0.75})
 

@@ -3,9 +3,9 @@
 megabyte of each adversarial text. Goal: linear time, a megabyte well within 1 s (tests/test_parser_bounds.py
 asserts 1 s per call).
 
-    python benchmarks/parser_bounds.py [--before-limit 40] [--repeat 3]
+    python -m benchmarks.speed.parser_bounds [--before-limit 40] [--repeat 3]
 
-Writes benchmarks/results/parser_bounds.json.
+Writes benchmarks/speed/results/parser_bounds/parser_bounds.json.
 """
 
 from __future__ import annotations
@@ -13,15 +13,12 @@ from __future__ import annotations
 import argparse
 import re
 import signal
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-from _common import median, write_result  # noqa: E402
+from benchmarks.speed.common import median, write_result
 
-HERE = Path(__file__).resolve().parent
-FIX = HERE.parent / "tests" / "fixtures"
+FIX = Path(__file__).resolve().parents[2] / "tests" / "fixtures"
 
 
 class _Stop(BaseException):
@@ -112,18 +109,17 @@ def main() -> None:
         ("travelplanner: 50,000 <think>", "<think>" * 50000, old_travelplanner, extract_plan),
         ("bamboogle: 50,000 <answer>", "<answer>" * 50000, old_bamboogle, extract_answer),
     ]
-    figures: dict = {"issue_inputs": {}, "megabyte": {}}
+    figures: dict = {"pathological_inputs": {}, "megabyte": {}}
     for name, text, before, after in cases:
         b = timed(before, text, args.before_limit)
         a = [timed(after, text) for _ in range(args.repeat)]
-        figures["issue_inputs"][name] = {
+        figures["pathological_inputs"][name] = {
             "chars": len(text),
             "before_s": round(b, 3) if b is not None else f"> {args.before_limit:g} (stopped)",
             "after_median_s": round(median(a), 5)}
-        print(name, figures["issue_inputs"][name], flush=True)
+        print(name, figures["pathological_inputs"][name], flush=True)
 
-    sys.path.insert(0, str(HERE.parent / "tests"))
-    import test_parser_bounds as tpb  # the tests' parsers and adversarial pieces
+    import tests.test_parser_bounds as tpb  # the tests' parsers and adversarial pieces (from the repository root)
 
     parsers = [*tpb.CALL_PARSERS, *tpb.domain_parsers(), *tpb.benchmark_parsers("/tmp/genenv-bench-cache")]
     for piece in tpb.PIECES:
@@ -133,7 +129,7 @@ def main() -> None:
     slowest = max(figures["megabyte"].values(), key=lambda v: v["slowest_s"])
     figures["megabyte_slowest"] = slowest
     figures["parsers_timed"] = len(parsers)
-    write_result("parser_bounds", figures, settings={"before_limit_s": args.before_limit, "repeat": args.repeat,
+    write_result("parser_bounds", "parser_bounds", figures, settings={"before_limit_s": args.before_limit, "repeat": args.repeat,
                                                       "megabyte": "each piece repeated to 1,000,000 characters, "
                                                                   "every parser of tests/test_parser_bounds.py"})
 

@@ -1,0 +1,2 @@
+"""Measurements of genenv, run from the repository root as modules (`python -m benchmarks.speed.cli_startup`):
+`speed/` holds the speed and scale benchmarks, `record` what every recorded result says about the machine."""
