@@ -17,6 +17,7 @@ is placed on purpose.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -94,6 +95,7 @@ def imports(module: str, path: Path, known: dict[str, Path]) -> dict[str, int]:
     return out
 
 
+@functools.cache
 def graph() -> dict[str, dict[str, int]]:
     known = modules()
     return {m: imports(m, p, known) for m, p in known.items()}

@@ -28,7 +28,6 @@ import json
 import os
 import re
 import stat
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -361,6 +360,8 @@ def writable(folder: Path) -> bool:
         probe = probe.parent
     if not probe.is_dir() or not os.access(probe, os.W_OK):
         return False
+    import tempfile  # here: it imports `random`, a cost `genenv status` would pay on every start
+
     try:  # os.access says yes to root on a read-only mount: ask the file system itself
         with tempfile.TemporaryFile(dir=probe):
             return True
