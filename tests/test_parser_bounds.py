@@ -33,7 +33,7 @@ from genenv_cli.evals.bfcl.decode import decode_answer
 from genenv_cli.evals.travelplanner.benchmark import _balanced, _drop_think, extract_plan
 
 FIX = Path(__file__).resolve().parent / "fixtures"
-# A megabyte parses in well under 0.2 s on an idle core (benchmarks/parser_bounds.py records the times); the
+# A megabyte parses in well under 0.2 s on an idle core (benchmarks/speed/parser_bounds.py records the times); the
 # bound leaves room for a slow, shared CI machine.
 PER_CALL_S = 1.0
 MB = 1_000_000
