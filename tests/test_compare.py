@@ -105,3 +105,19 @@ def test_arms_of_one_mode_keep_distinct_names():
     arms, _ = group_arms(runs)
     labels = [a.label for a in arms]
     assert len(set(labels)) == 3 and labels[0] == "genenv" and labels[1].startswith("genenv (a=2, b=2, c=2")
+
+
+def test_runs_below_the_current_folder_show_relative_paths(runs, tmp_path, monkeypatch):
+    """A run read from a record committed in the repository is shown by its path in the repository, not by the
+    absolute path of the machine that drew the page; a run elsewhere keeps the path it was given."""
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "cmp" / "compare.html"
+    elsewhere = runs[2].rename(tmp_path.parent / f"{tmp_path.name}-odd")
+    result = CliRunner().invoke(app, ["compare", str(runs[0]), str(runs[1]), str(elsewhere), "--out", str(out),
+                                      "--json"])
+    assert result.exit_code == 0, result.output
+    shown = json.loads(result.stdout)["arms"]
+    assert shown["genenv"] == ["g0", "g1"]
+    assert shown["genenv (rollout.group_size=4)"] == [str(elsewhere)]
+    page = out.read_text()
+    assert "<td class=\"row\">g0, g1</td>" in page and str(tmp_path / "g0") not in page

@@ -113,6 +113,21 @@ class ArmData:
     settings: dict[str, Any]
 
 
+def shown_path(path: Path) -> str:
+    """A run's path as the page shows it: relative to the current folder when below it (a run read from a record
+    committed in the repository shows the same path on every machine), else as given.
+
+    >>> shown_path(Path.cwd() / "results" / "genenv-s1.json")
+    'results/genenv-s1.json'
+    >>> shown_path(Path("/elsewhere/run"))
+    '/elsewhere/run'
+    """
+    try:
+        return Path(path).resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
 def group_arms(runs: list[RunData]) -> tuple[list[ArmData], list[str]]:
     """Arms (runs equal in every setting but run.seed) and the flags: settings other than env.mode in which
     arms differ, and seeds repeated within an arm."""
@@ -243,7 +258,7 @@ def render_compare(runs: list[RunData], out: Path) -> dict[str, Any]:
         png_paths.append(str(p))
     write_text_atomic(out, _page(arms, flags, numbers, pngs, band))
     return {"html": str(out), "pngs": png_paths, "flags": flags,
-            "arms": {a.label: [str(r.root) for r in a.runs] for a in arms}, "numbers": numbers}
+            "arms": {a.label: [shown_path(r.root) for r in a.runs] for a in arms}, "numbers": numbers}
 
 
 def _series_table(nums: dict[str, dict[str, Any]], x: str = "epoch", kind: str = "pct") -> str:
@@ -317,7 +332,7 @@ def _page(arms: list[ArmData], flags: list[str], numbers: dict[str, Any], pngs: 
     arm_rows = "".join(
         f'<tr><td class="row">{esc(a.label)}</td><td>{len(a.runs)}</td>'
         f'<td>{esc(", ".join(str(r.seed) for r in a.runs))}</td>'
-        f'<td class="row">{esc(", ".join(str(r.root) for r in a.runs))}</td></tr>' for a in arms)
+        f'<td class="row">{esc(", ".join(shown_path(r.root) for r in a.runs))}</td></tr>' for a in arms)
     parts = ["<header><h1>genenv compare</h1>"
              f"<p>{len(arms)} arm(s) from {sum(len(a.runs) for a in arms)} run(s). Runs equal in every setting but "
              "run.seed form an arm.</p></header>",
