@@ -86,6 +86,11 @@ class VLLMEngine(Engine):
     def __init__(self, ref: ModelRef, *, dtype: str, trust_remote_code: bool = False, seed: int = 0,
                  max_lora_rank: int = 64, gpu_memory_utilization: float = 0.9, max_model_len: int = 0,
                  tensor_parallel_size: int = 1, seeding: str = "request", device: str = "cuda"):
+        import os
+
+        # vLLM logs every step of its start-up at INFO; genenv shows its own progress. Set VLLM_LOGGING_LEVEL to
+        # see them (read when vLLM is first imported)
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
         from vllm import LLM
 
         self.ref = ref
