@@ -75,7 +75,8 @@ def lora_engine(cache, adapter, base):
 
     base.close()  # one engine at a time: the base engine's tests ran first (file order)
     engine = open_engine(ModelRef("lora", str(cache), str(adapter[0])), engine="vllm", seed=5,
-                         vllm_settings=VLLMConfig(max_lora_rank=8))
+                         vllm_settings=VLLMConfig(max_lora_rank=8, enforce_eager=True))
+    assert engine.llm.llm_engine.model_config.enforce_eager  # the setting reaches vLLM (and spares a compile here)
     yield engine
     engine.close()
 

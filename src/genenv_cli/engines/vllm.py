@@ -85,7 +85,8 @@ class VLLMEngine(Engine):
 
     def __init__(self, ref: ModelRef, *, dtype: str, trust_remote_code: bool = False, seed: int = 0,
                  max_lora_rank: int = 64, gpu_memory_utilization: float = 0.9, max_model_len: int = 0,
-                 tensor_parallel_size: int = 1, seeding: str = "request", device: str = "cuda"):
+                 tensor_parallel_size: int = 1, seeding: str = "request", device: str = "cuda",
+                 enforce_eager: bool = False):
         import os
 
         # vLLM logs every step of its start-up at INFO; genenv shows its own progress. Set VLLM_LOGGING_LEVEL to
@@ -106,6 +107,8 @@ class VLLMEngine(Engine):
         extra: dict[str, Any] = {}
         if max_model_len:
             extra["max_model_len"] = max_model_len
+        if enforce_eager:
+            extra["enforce_eager"] = True
         if device == "cpu" and seeding == "request":
             # vLLM's CPU build (0.32) fails on a seeded request whose prompt is prefilled in chunks: it rewinds the
             # request's generator offset, which a CPU generator does not have ("CPU Generator does not use
