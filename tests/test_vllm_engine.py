@@ -75,8 +75,7 @@ def lora_engine(cache, adapter, base):
 
     base.close()  # one engine at a time: the base engine's tests ran first (file order)
     engine = open_engine(ModelRef("lora", str(cache), str(adapter[0])), engine="vllm", seed=5,
-                         vllm_settings=VLLMConfig(max_lora_rank=8, enforce_eager=True))
-    assert engine.llm.llm_engine.model_config.enforce_eager  # the setting reaches vLLM (and spares a compile here)
+                         vllm_settings=VLLMConfig(max_lora_rank=8))
     yield engine
     engine.close()
 
@@ -100,6 +99,7 @@ def test_the_engine_serves_in_the_cpu_dtype_with_the_models_context_limit(base, 
     assert vllm_device() == "cpu"
     config = base.llm.llm_engine.model_config
     assert config.dtype == torch.float32  # auto on CPU: the trainer's dtype, not vLLM's float16
+    assert config.enforce_eager  # vllm.compile = auto: no torch.compile on CPU
     assert base.context_limit() == json.loads((cache / "config.json").read_text())["max_position_embeddings"]
 
 

@@ -226,9 +226,10 @@ class VLLMConfig:
     tensor_parallel_size: int = _f(1, "GPUs one model is split over (tensor parallelism).", min=1)
     max_lora_rank: int = _f(64, "Largest LoRA rank vLLM serves; agent_update.lora_r and env_update.lora_r must not "
                             "exceed it.", choices=[8, 16, 32, 64, 128, 256, 320, 512])
-    enforce_eager: bool = _f(False, "Run the model eagerly, without torch.compile: the first start of an engine for a "
-                             "model and settings takes seconds instead of minutes (vLLM keeps compiled graphs in "
-                             "~/.cache/vllm, so later starts are quick either way); decoding may be slower.")
+    compile: str = _f("auto", "torch.compile the model in vLLM (on) or run it eagerly (off). auto: on on a GPU, off on "
+                      "CPU, where vLLM's CPU build (0.32) compiles again at every engine start (its compile cache fails "
+                      "to load), minutes each time, and serves LoRA adapters eagerly anyway.",
+                      choices=["auto", "on", "off"])
     seeding: str = _f("request", "request: every prompt gets its own seed (reproducible whatever the batching; vLLM "
                       "samples seeded requests in a Python loop, slower at large batches); engine: one engine seed, "
                       "faster, reproducible only for identical batches.", choices=["request", "engine"])

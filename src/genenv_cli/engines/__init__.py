@@ -122,5 +122,6 @@ def open_engine(ref, *, engine: str = "auto", device: str = "auto", dtype: str =
                           max_lora_rank=v.max_lora_rank,
                           gpu_memory_utilization=vllm_memory_share(v.gpu_memory_utilization, where),
                           max_model_len=v.max_model_len, tensor_parallel_size=v.tensor_parallel_size,
-                          seeding=v.seeding, device=where, enforce_eager=v.enforce_eager)
+                          seeding=v.seeding, device=where,
+                          enforce_eager=v.compile == "off" or (v.compile == "auto" and where == "cpu"))
     raise ConfigError(f"unknown engine {kind!r}; choose auto, hf or vllm.")
