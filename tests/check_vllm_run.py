@@ -1,7 +1,7 @@
-"""Checks a finished two-epoch run made with run.engine = "vllm" (noxfile.py, session vllm): every stage of epoch 1
-and epoch 2's generation and rollout are done, and epoch 2 was served from both LoRA adapters epoch 1 trained, the
-environment's (generate-tasks) and the agent's (rollout); the held-out evaluation ran on vLLM. Exits non-zero,
-naming what is missing, otherwise.
+"""Checks a run made by `nox -s vllm` (noxfile.py): run.engine = "vllm"; every stage of epoch 1 done, the two
+updates each with at least one optimizer step into a LoRA adapter; epoch 2's generate-tasks and rollout done and
+served from those adapters (the environment's writes epoch 2's tasks, the agent's samples its rollouts); the
+held-out evaluation run on vLLM. Prints what it found; exits 1 naming what is missing.
 
     python tests/check_vllm_run.py RUN_DIR
 """
@@ -10,59 +10,69 @@ from __future__ import annotations
 
 import json
 import sys
+import tomllib
 from pathlib import Path
 
+EPOCH1 = ("generate-tasks", "rollout", "score", "update-agent", "update-env")
+EPOCH2 = ("generate-tasks", "rollout")
 
-def check(root: Path) -> list[str]:
-    import tomllib
 
+def check(root: Path) -> tuple[list[str], list[str]]:
+    """(problems, findings)."""
     import polars as pl
 
-    from genenv_cli.models import resolve
-    from genenv_cli.rundir import RunDir
-
-    run = RunDir(root)
-    problems = []
-    if tomllib.loads((root / "genenv.toml").read_text())["run"]["engine"] != "vllm":
-        problems.append("run.engine is not vllm")
-    done = {(1, s) for s in ("generate-tasks", "rollout", "score", "update-agent", "update-env")}
-    done |= {(2, "generate-tasks"), (2, "rollout")}
-    for epoch, stage in sorted(done):
-        path = run.manifest_path(epoch, stage)
-        if not path.exists():
-            problems.append(f"epoch {epoch} {stage}: no manifest")
-    served = {}
-    for role in ("agent", "env"):
-        ckpt = run.epoch_dir(1) / role
-        ref = resolve(str(ckpt)) if ckpt.exists() else None
-        if ref is None or ref.adapter is None:
-            problems.append(f"epoch 1 trained no LoRA adapter for the {role} ({ckpt})")
-        served[role] = ref
-    rollouts = pl.read_parquet(run.epoch_dir(2) / "rollouts.parquet")
-    agent_models = set(rollouts["model"].to_list())
-    tasks_manifest = json.loads(run.manifest_path(2, "generate-tasks").read_text()) if (2, "generate-tasks") in done \
-        and run.manifest_path(2, "generate-tasks").exists() else {}
-    text = json.dumps(tasks_manifest)
-    for role, models in (("agent", agent_models), ("env", None)):
-        ref = served.get(role)
-        if ref is None:
-            continue
-        if role == "agent" and not any(Path(ref.adapter).samefile(m) or m.endswith(f"epochs/0001/{role}")
-                                       for m in models if Path(m).exists() or "/" in m):
-            problems.append(f"epoch 2 rollouts were not sampled from epoch 1's agent adapter: models {sorted(models)}")
-        if role == "env" and f"{role}" not in text:
-            problems.append("epoch 2 generate-tasks names no environment model")
-    evals = sorted(root.glob("evals/heldout/**/*.json"))
-    if not any('"engine": "vllm"' in p.read_text() for p in evals):
-        problems.append(f"no held-out evaluation record says engine vllm ({[str(p) for p in evals]})")
-    return problems
+    problems, found = [], []
+    engine = tomllib.loads((root / "genenv.toml").read_text()).get("run", {}).get("engine")
+    (found if engine == "vllm" else problems).append(f"run.engine = {engine!r}")
+    manifests = {}
+    for epoch, stages in ((1, EPOCH1), (2, EPOCH2)):
+        for stage in stages:
+            path = root / "epochs" / f"{epoch:04d}" / "manifests" / f"{stage}.json"
+            if path.exists():
+                manifests[epoch, stage] = json.loads(path.read_text())
+            else:
+                problems.append(f"epoch {epoch} {stage}: not done (no {path.relative_to(root)})")
+    e1 = root / "epochs" / "0001"
+    for role, update in (("agent", "agent_update"), ("env", "env_update")):
+        meta_path = e1 / role / "genenv_checkpoint.json"
+        meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+        if meta.get("kind") != "lora":
+            problems.append(f"epoch 1 wrote no LoRA adapter for the {role} ({meta_path.relative_to(root)}: {meta})")
+        steps_path = e1 / f"{update}_steps.parquet"
+        steps = pl.read_parquet(steps_path).height if steps_path.exists() else 0
+        if steps == 0:
+            problems.append(f"epoch 1's {update} made no optimizer step: its adapter is the base model")
+        else:
+            found.append(f"epoch 1 trained the {role}'s LoRA adapter ({steps} steps)")
+    env_model = manifests.get((2, "generate-tasks"), {}).get("values", {}).get("env_model")
+    if env_model != "epochs/0001/env":
+        problems.append(f"epoch 2's tasks were not written by epoch 1's environment adapter (env_model {env_model!r})")
+    else:
+        written = [t for t in map(json.loads, (root / "epochs/0002/tasks.jsonl").read_text().splitlines())
+                   if t["source"] == "env"]
+        found.append(f"epoch 2 generate-tasks served epochs/0001/env ({len(written)} tasks written by it)")
+    rollouts = root / "epochs/0002/rollouts.parquet"
+    models = set(pl.read_parquet(rollouts, columns=["model"])["model"].to_list()) if rollouts.exists() else set()
+    if models != {"epochs/0001/agent"}:
+        problems.append(f"epoch 2's rollouts were not sampled from epoch 1's agent adapter (models {sorted(models)})")
+    else:
+        found.append(f"epoch 2 rollout served epochs/0001/agent ({pl.read_parquet(rollouts).height} rollouts)")
+    records = [json.loads(p.read_text()) for p in sorted((root / "evals").rglob("*.json"))] if (root / "evals").exists() \
+        else []
+    engines = {r.get("engine") for r in records if isinstance(r, dict)} | {
+        r.get("config", {}).get("engine") for r in records if isinstance(r, dict) and isinstance(r.get("config"), dict)}
+    if "vllm" not in engines:
+        problems.append(f"no held-out evaluation record names engine vllm (found {sorted(map(str, engines))})")
+    else:
+        found.append("evaluate --bench heldout ran on vllm")
+    return problems, found
 
 
 if __name__ == "__main__":
-    root = Path(sys.argv[1])
-    problems = check(root)
-    for p in problems:
-        print(f"vllm run check: {p}", file=sys.stderr)
-    if problems:
-        sys.exit(1)
-    print(f"vllm run check: {root}: two epochs on vLLM, epoch 2 served from both of epoch 1's LoRA adapters")
+    run = Path(sys.argv[1])
+    problems, found = check(run)
+    for line in found:
+        print(f"vllm run check: {line}")
+    for line in problems:
+        print(f"vllm run check: FAILED: {line}", file=sys.stderr)
+    sys.exit(1 if problems else 0)

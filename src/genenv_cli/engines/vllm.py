@@ -114,7 +114,10 @@ class VLLMEngine(Engine):
             # request's generator offset, which a CPU generator does not have ("CPU Generator does not use
             # offset"). Whole prompts only: a batch of seeded requests then runs.
             extra["enable_chunked_prefill"] = False
-        self.llm = LLM(model=ref.path, tokenizer=ref.adapter or ref.path, dtype=dtype, seed=seed,
+        # vLLM's tokenizer only turns the sampled ids back into text (the prompts arrive as token ids, templated by
+        # self.tokenizer): the base model's serves; an adapter folder given here is also parsed as a model config,
+        # which fails with logged errors
+        self.llm = LLM(model=ref.path, tokenizer=ref.path, dtype=dtype, seed=seed,
                        trust_remote_code=trust_remote_code, enable_lora=ref.adapter is not None,
                        max_lora_rank=max_lora_rank, logprobs_mode="processed_logprobs", generation_config="vllm",
                        gpu_memory_utilization=gpu_memory_utilization, tensor_parallel_size=tensor_parallel_size,
