@@ -92,6 +92,10 @@ class VLLMEngine(Engine):
         # vLLM logs every step of its start-up at INFO; genenv shows its own progress. Set VLLM_LOGGING_LEVEL to
         # see them (read when vLLM is first imported)
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+        # at close() vLLM's engine process waits this long for its workers, which (on CPU, 0.32) do not leave on their
+        # own, before it terminates them: 5 s by default, 6% of a rollout stage in benchmarks/engine_overhead.py.
+        # The outputs are in hand by then: one second is enough
+        os.environ.setdefault("VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS", "1")
         from vllm import LLM
 
         self.ref = ref
