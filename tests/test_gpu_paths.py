@@ -264,7 +264,9 @@ class _FakeLLM:
                                  f"maximum model length of {limit}.")
         params = sampling_params if isinstance(sampling_params, list) else [sampling_params] * len(prompts)
         self.params = sampling_params
-        for _ in use_tqdm(prompts, desc="Adding requests"):
+        # vLLM wraps the prompts it renders and adds in a bar too; tqdm's iteration calls update() on it (at once
+        # here: mininterval 0), counting prompts, not finished completions
+        for _ in use_tqdm(prompts, desc="Rendering prompts", mininterval=0):
             pass
         bar = use_tqdm(total=len(prompts), desc="Processed prompts", dynamic_ncols=True, postfix="")
         outputs = []
@@ -292,6 +294,8 @@ def fake_vllm(monkeypatch):
     for name, mod in (("vllm", vllm), ("vllm.lora", lora), ("vllm.lora.request", request)):
         monkeypatch.setitem(sys.modules, name, mod)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    # the CUDA build, whatever vLLM build this machine has installed beside the fake
+    monkeypatch.setattr("genenv_cli.engines.vllm_device", lambda: "cuda")
     return _FakeLLM
 
 

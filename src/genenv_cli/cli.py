@@ -3,7 +3,7 @@
 Every command finds its run from --run DIR, else $GENENV_RUN, else the current directory, and takes
 `--set SECTION.KEY=VALUE` overrides for that invocation. Each command imports the module that does its work
 inside its own body, so `genenv --help` imports none of them and heavy libraries (torch, transformers, trl) load
-only inside the stages that use them (benchmarks/cli_startup.py measures it).
+only inside the stages that use them (benchmarks/speed/cli_startup.py measures it).
 """
 
 # no `from __future__ import annotations` here: typer would have to evaluate every annotation string at start-up

