@@ -74,11 +74,15 @@ def main() -> None:
 
     model_dir = str(ensure_embedded())
     sides: dict[str, dict] = {}
+    settings = vars(args) | {"model": "embedded (SmolLM2-135M-Instruct)", "sampling": "temperature 1, top-p 1",
+                             "timed": "generation only; model load / engine start-up in start_s"}
 
     def record(name: str, tokens: int, seconds: float, start: float) -> None:
         sides[name] = {"tokens": tokens, "generate_s": round(seconds, 2), "start_s": round(start, 1),
                        "tokens_per_s": round(tokens / seconds, 1)}
         print(f"{name}: {sides[name]}", flush=True)
+        # written after every side: a run stopped part way keeps what it measured
+        write_result("engine_compare", f"engine_compare-{args.domain}", {"sides": sides, "complete": False}, settings=settings)
 
     with tempfile.TemporaryDirectory() as tmp:
         for engine in ("vllm", "hf"):
@@ -101,10 +105,9 @@ def main() -> None:
     fastest = max(sides, key=lambda n: sides[n]["tokens_per_s"])
     hf_rollout = sides["genenv rollout, run.engine = hf (dtype auto)"]["tokens_per_s"]
     vllm_rollout = sides["genenv rollout, run.engine = vllm (dtype auto)"]["tokens_per_s"]
-    figures = {"sides": sides, "fastest": fastest, "rollout_vllm_over_hf": round(vllm_rollout / hf_rollout, 2)}
-    write_result("engine_compare", f"engine_compare-{args.domain}", figures,
-                 settings=vars(args) | {"model": "embedded (SmolLM2-135M-Instruct)", "sampling": "temperature 1, top-p 1",
-                                        "timed": "generation only; model load / engine start-up in start_s"},
+    figures = {"sides": sides, "complete": True, "fastest": fastest,
+               "rollout_vllm_over_hf": round(vllm_rollout / hf_rollout, 2)}
+    write_result("engine_compare", f"engine_compare-{args.domain}", figures, settings=settings,
                  note="one measurement per side, in sequence, on a shared 2-core machine with other jobs running: "
                       "the figures are noisy; the ratio between engines is the finding")
 

@@ -37,9 +37,9 @@ def vllm_device() -> str | None:
 
 
 def choose_engine(name: str, device: str) -> str:
-    """`auto`: vLLM wherever the installed build can run, else transformers. vLLM's CPU build is several times faster
-    than transformers' `generate` on CPU (benchmarks/speed/results/engine_compare/engine_compare-arith.json), so it is taken on CPU
-    too; with a GPU present and device auto or cuda, only the CUDA build is."""
+    """`auto`: vLLM wherever the installed build can run, else transformers. Its CPU build is installed on purpose
+    (it is not a dependency), so on CPU it is taken too (benchmarks/speed/engine_compare.py measures both engines); with a
+    GPU present and device auto or cuda, only the CUDA build is."""
     if name != "auto":
         return name
     forced = os.environ.get(AUTO_ENGINE_ENV, "")
