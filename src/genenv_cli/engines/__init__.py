@@ -37,9 +37,11 @@ def vllm_device() -> str | None:
 
 
 def choose_engine(name: str, device: str) -> str:
-    """`auto`: vLLM wherever the installed build can run, else transformers. Its CPU build is installed on purpose
-    (it is not a dependency), so on CPU it is taken too (benchmarks/speed/engine_compare.py measures both engines); with a
-    GPU present and device auto or cuda, only the CUDA build is."""
+    """`auto`: vLLM's CUDA build where a GPU is, else transformers. vLLM's CPU build is taken only when asked for
+    (`run.engine = "vllm"`): measured side by side on a 2-core AVX2 CPU it generated 1.13x as fast as transformers
+    but starts in about 25 s at every stage (transformers: under 1 s) and serves LoRA adapters slowly
+    (benchmarks/speed/results/engine_compare/, docs/gpus.md), so on CPU it is not the faster choice a stage of
+    genenv's size needs."""
     if name != "auto":
         return name
     forced = os.environ.get(AUTO_ENGINE_ENV, "")
@@ -47,18 +49,7 @@ def choose_engine(name: str, device: str) -> str:
         if forced not in ("hf", "vllm"):
             raise ConfigError(f"{AUTO_ENGINE_ENV}={forced!r}: expected hf or vllm.")
         return forced
-    where = vllm_device()
-    if where is None:
-        return "hf"
-    if where == "cpu":
-        if device == "cpu":
-            return "vllm"
-        if device.startswith("cuda"):
-            return "hf"
-        import torch
-
-        return "hf" if torch.cuda.is_available() else "vllm"
-    if device == "cpu":
+    if vllm_device() != "cuda" or device == "cpu":
         return "hf"
     import torch
 
