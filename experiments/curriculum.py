@@ -462,6 +462,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--report-only", action="store_true",
                     help="run nothing: record the runs under --work that are finished (a partial result says so)")
     args = ap.parse_args(argv)
+    if args.heldout_limit is not None and args.heldout_limit < 1:
+        ap.error(f"--heldout-limit {args.heldout_limit}: expected a number of exercises, at least 1")
     out_dir = args.out or RESULTS
     ui = UI(quiet=args.quiet)
     started = time.time()

@@ -130,3 +130,10 @@ def test_departure_arms_are_compared_with_frozen_and_genenv_by_seed():
     # the headline comparisons do not change with a departure arm beside them
     headline = {k: v for k, v in per_run.items() if k in mod.HEADLINE}
     assert mod.must_show(per_run) == mod.must_show(headline)
+
+
+def test_heldout_limit_below_one_is_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        _load().main(["--heldout-limit", "0", "--report-only", "--out", str(tmp_path)])
+    assert exc.value.code == 2 and "--heldout-limit 0: expected a number of exercises" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
