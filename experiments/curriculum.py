@@ -102,11 +102,13 @@ def make_run(root: Path, domain: str, arm: str, seed: int, model: str, extra: li
     return RunDir(root)
 
 
-def heldout_done(run: RunDir, epoch: int | None) -> float | None:
+def heldout_done(run: RunDir, epoch: int | None, limit: int | None = None) -> float | None:
+    """The held-out success of an evaluation already made on the first `limit` exercises (None: all of them)."""
     folder = run.evals_dir("heldout")
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         data = json.loads(path.read_text())
-        if data.get("epoch") == epoch and (epoch is not None or data.get("model_tag") == _base_tag(run)):
+        if data.get("epoch") == epoch and (epoch is not None or data.get("model_tag") == _base_tag(run)) \
+                and (data.get("config") or {}).get("limit") == limit:
             return data["headline"]["value"]
     return None
 
@@ -117,30 +119,30 @@ def _base_tag(run: RunDir) -> str:
     return model_tag(run.load_config().agent.model)
 
 
-def heldout(run: RunDir, epoch: int | None, ui: UI) -> float:
+def heldout(run: RunDir, epoch: int | None, ui: UI, limit: int | None = None) -> float:
     from genenv_cli.stages.evaluate import evaluate
 
-    done = heldout_done(run, epoch)
+    done = heldout_done(run, epoch, limit)
     if done is not None:
         return done
     cfg = run.load_config()
     kw = {"epoch": epoch} if epoch else {"model": cfg.agent.model}
-    return evaluate(run, cfg, "heldout", ui=ui, **kw)["headline"]["value"]
+    return evaluate(run, cfg, "heldout", ui=ui, limit=limit, **kw)["headline"]["value"]
 
 
-def share_base_eval(src: RunDir, dst: RunDir) -> None:
+def share_base_eval(src: RunDir, dst: RunDir, limit: int | None = None) -> None:
     """The base model's held-out result is the same greedy evaluation in every run of a domain and model: made
     once and copied (result and samples) into the others."""
-    if heldout_done(dst, None) is not None:
+    if heldout_done(dst, None, limit) is not None:
         return
-    tag = _base_tag(src)
+    tag = _base_tag(src) + (f".limit{limit}" if limit else "")  # evaluate's file name for a --limit subset
     folder = dst.evals_dir("heldout")
     folder.mkdir(parents=True, exist_ok=True)
     for suffix in (".samples.jsonl", ".json"):  # the result last: it is what marks the evaluation done
         shutil.copyfile(src.evals_dir("heldout") / f"{tag}{suffix}", folder / f"{tag}{suffix}")
 
 
-def run_arm(run: RunDir, epochs: int, ui: UI) -> list[dict[str, Any]]:
+def run_arm(run: RunDir, epochs: int, ui: UI, limit: int | None = None) -> list[dict[str, Any]]:
     from genenv_cli.runner import run_epochs
 
     timings_path = run.root / "curriculum-timings.json"
@@ -150,7 +152,7 @@ def run_arm(run: RunDir, epochs: int, ui: UI) -> list[dict[str, Any]]:
     for epoch in range(1, epochs + 1):
         t = time.time()
         results = run_epochs(run, cfg, epoch, start=epoch, ui=ui)
-        value = heldout(run, epoch, ui)
+        value = heldout(run, epoch, ui, limit)
         if any(not r.skipped for r in results) or str(epoch) not in timings:
             timings[str(epoch)] = round(time.time() - t, 1)
             timings_path.write_text(json.dumps(timings))
@@ -161,16 +163,16 @@ def run_arm(run: RunDir, epochs: int, ui: UI) -> list[dict[str, Any]]:
     return rows
 
 
-def rows_on_disk(run: RunDir, epochs: int) -> list[dict[str, Any]] | None:
+def rows_on_disk(run: RunDir, epochs: int, limit: int | None = None) -> list[dict[str, Any]] | None:
     """The rows of a run whose every epoch and evaluation is finished, read without running anything (None when
     the run is missing or unfinished): `--report-only` records what exists while other runs go on."""
-    if not (run.root / "genenv.toml").exists() or heldout_done(run, None) is None:
+    if not (run.root / "genenv.toml").exists() or heldout_done(run, None, limit) is None:
         return None
-    if any(heldout_done(run, e) is None or not run.metrics_path(e).exists() for e in range(1, epochs + 1)):
+    if any(heldout_done(run, e, limit) is None or not run.metrics_path(e).exists() for e in range(1, epochs + 1)):
         return None
     timings_path = run.root / "curriculum-timings.json"
     timings = json.loads(timings_path.read_text()) if timings_path.exists() else {}
-    return [row(run, e, heldout_done(run, e), timings) for e in range(1, epochs + 1)]
+    return [row(run, e, heldout_done(run, e, limit), timings) for e in range(1, epochs + 1)]
 
 
 def record_path(out_dir: Path, domain: str, arm: str, seed: int) -> Path:
@@ -179,7 +181,9 @@ def record_path(out_dir: Path, domain: str, arm: str, seed: int) -> Path:
 
 def run_settings(args: argparse.Namespace, arm: str) -> list[str]:
     """Everything that makes two runs of an arm and seed the same experiment (the seed is in the record's name)."""
-    return [f"model={args.model}", f"domain={args.domain}", f"epochs={args.epochs}", *COMMON, *args.sets, *ARMS[arm]]
+    limit = [f"heldout_limit={args.heldout_limit}"] if args.heldout_limit else []  # absent: the whole split
+    return [f"model={args.model}", f"domain={args.domain}", f"epochs={args.epochs}", *limit, *COMMON, *args.sets,
+            *ARMS[arm]]
 
 
 def save_run_record(path: Path, args: argparse.Namespace, arm: str, seed: int, result: dict[str, Any]) -> None:
@@ -399,6 +403,8 @@ def markdown(record: dict[str, Any]) -> str:
     if record.get("runs_from_records"):
         status += f" Read from run records (run earlier, elsewhere): {record['runs_from_records']}."
     status += f" Code: {', '.join(record.get('run_commits') or ['?'])}."
+    if record.get("heldout_limit"):  # records written before the option have no such key: the whole split
+        status += f" Held-out success on the first {record['heldout_limit']} exercises only."
     lines = [f"Domain `{record['domain']}`, {record['model']}; {record['epochs']} epochs; seeds "
              f"{record['seeds']}. Cells: mean over seeds [95% interval].{status}", "",
              "| arm | epoch | env batches in band | batches kept | informative groups | valid generations | env KL | "
@@ -450,10 +456,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--out", type=Path, default=None, help="result folder (default experiments/results/curriculum)")
     ap.add_argument("--set", dest="sets", action="append", default=[],
                     help="SECTION.KEY=VALUE for every arm (recorded; a departure from the recorded settings)")
+    ap.add_argument("--heldout-limit", type=int, default=None, metavar="N",
+                    help="evaluate on the first N held-out exercises only (recorded; default all of them)")
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--report-only", action="store_true",
                     help="run nothing: record the runs under --work that are finished (a partial result says so)")
     args = ap.parse_args(argv)
+    if args.heldout_limit is not None and args.heldout_limit < 1:
+        ap.error(f"--heldout-limit {args.heldout_limit}: expected a number of exercises, at least 1")
     out_dir = args.out or RESULTS
     ui = UI(quiet=args.quiet)
     started = time.time()
@@ -465,10 +475,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for arm in args.arms:
             root = args.work / f"{args.domain}-{arm}-s{seed}"
             rec_path = record_path(out_dir, args.domain, arm, seed)
-            done_rows = rows_on_disk(RunDir(root), args.epochs)
+            done_rows = rows_on_disk(RunDir(root), args.epochs, args.heldout_limit)
             if done_rows is not None:  # finished here: (re)write its record
                 per_run.setdefault(arm, {})[seed] = {"rows": done_rows,
-                                                     "base_heldout": heldout_done(RunDir(root), None) / 100.0,
+                                                     "base_heldout": heldout_done(RunDir(root), None,
+                                                                                  args.heldout_limit) / 100.0,
                                                      "commit": recorded_commit(rec_path, args, arm)}
                 save_run_record(rec_path, args, arm, seed, per_run[arm][seed])
                 continue
@@ -481,12 +492,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             commit = git_commit()  # the code the run starts on, not whatever is checked out when it ends
             run = make_run(root, args.domain, arm, seed, args.model, args.sets)
             if first is None:
-                heldout(run, None, ui)
+                heldout(run, None, ui, args.heldout_limit)
                 first = run
             else:
-                share_base_eval(first, run)
-            rows = run_arm(run, args.epochs, ui)
-            per_run.setdefault(arm, {})[seed] = {"rows": rows, "base_heldout": heldout_done(run, None) / 100.0,
+                share_base_eval(first, run, args.heldout_limit)
+            rows = run_arm(run, args.epochs, ui, args.heldout_limit)
+            per_run.setdefault(arm, {})[seed] = {"rows": rows,
+                                                 "base_heldout": heldout_done(run, None, args.heldout_limit) / 100.0,
                                                  "commit": commit}
             save_run_record(rec_path, args, arm, seed, per_run[arm][seed])
             record = write_record(out_dir, args, per_run, started)  # after every run: progress is never lost
@@ -538,7 +550,8 @@ def write_record(out_dir: Path, args: argparse.Namespace, per_run: dict[str, dic
         "runs_from_records": {arm: sorted(s for s, r in by_seed.items() if r.get("from_record"))
                               for arm, by_seed in per_run.items() if any(r.get("from_record") for r in by_seed.values())},
         "run_commits": sorted({r["commit"] for by_seed in per_run.values() for r in by_seed.values() if r.get("commit")}),
-        "settings": COMMON + args.sets, "machine": machine(), "versions": versions(),
+        "settings": COMMON + args.sets, "heldout_limit": args.heldout_limit, "machine": machine(),
+        "versions": versions(),
         "arms": aggregate(per_run, args.epochs), "must_show": must_show(per_run),
         "diagnostics": diagnostics(per_run), "departures": departures(per_run),
         "env_batch_p": batch_p_spread(per_run),

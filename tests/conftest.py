@@ -8,6 +8,12 @@ from pathlib import Path
 
 import pytest
 
+# One torch (OpenMP) thread for every test and every process a test starts (they inherit the environment), set
+# before anything imports torch. The models here are tiny, and two threads gain nothing on them; but when another
+# process holds a core, each operation waits for the descheduled second thread: on this 2-core machine under load a
+# tiny model's rollout took 35 s with two threads and 1.2 s with one. A value the caller set is kept.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 # pytest's default import mode (prepend) puts the folder of a conftest or test file on sys.path: the helper
 # modules here (tiny, stagekit, domain_cases) import by name
 from tiny import build_tiny_model
@@ -53,6 +59,15 @@ def _auto_engine_is_transformers(request, monkeypatch):
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory) -> Path:
     return build_tiny_model(tmp_path_factory.mktemp("tiny-model"))
+
+
+@pytest.fixture(scope="session")
+def arith_model(tmp_path_factory) -> Path:
+    """The tiny model taught the answer format, so GRPO groups get mixed rewards. Here, not in a test module, so
+    that every module using it shares one (a session fixture imported into two modules is built twice)."""
+    from tiny import teach_arith_format
+
+    return teach_arith_format(build_tiny_model(tmp_path_factory.mktemp("tiny-arith")))
 
 
 SMALL = [

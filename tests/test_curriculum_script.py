@@ -1,5 +1,7 @@
 """experiments/curriculum.py end to end on the tiny model: every arm, two seeds, two epochs; then a rerun that
-finds everything done (the experiment is resumable)."""
+finds everything done (the experiment is resumable). The held-out evaluations use the first HELDOUT exercises
+(`--heldout-limit`, recorded with the result): the whole split is most of the experiment's time on the tiny model,
+and nothing the test checks depends on its size."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ SMALL = ["generate.tasks_per_epoch=8", "generate.variations=2", "generate.max_ro
          "generate.max_new_tokens=12", "generate.static_variations=1", "rollout.group_size=3",
          "rollout.max_new_tokens=6", "evaluate.max_new_tokens=6", "agent_update.batch_size=8",
          "env_update.batch_size=8"]
+HELDOUT = 12
 
 
 def _load():
@@ -26,7 +29,7 @@ def _load():
 def test_curriculum_experiment_runs_and_resumes(tmp_path, tiny_model):
     mod = _load()
     argv = ["--seeds", "1", "2", "--epochs", "2", "--model", str(tiny_model), "--work", str(tmp_path / "runs"),
-            "--out", str(tmp_path / "results"), "--quiet", *[a for s in SMALL for a in ("--set", s)]]
+            "--out", str(tmp_path / "results"), "--quiet", "--heldout-limit", str(HELDOUT), *[a for s in SMALL for a in ("--set", s)]]
     record = mod.main(argv)
     saved = json.loads((tmp_path / "results" / "curriculum-arith.json").read_text())
     assert set(saved["arms"]) == {"genenv", "frozen", "static", "seeds"}
@@ -41,6 +44,12 @@ def test_curriculum_experiment_runs_and_resumes(tmp_path, tiny_model):
                                        "b_genenv_minus_frozen_in_band_last_epoch",
                                        "c_genenv_minus_frozen_heldout_last_epoch"}
     assert saved["complete"] and saved["machine"]["cpus"] and saved["versions"]["genenv-cli"] and saved["settings"]
+    # the held-out subset is recorded, and every evaluation (the base model's, shared, and each epoch's) used it
+    assert saved["heldout_limit"] == HELDOUT and f"first {HELDOUT} exercises" in saved_md(tmp_path)
+    for arm in saved["arms"]:
+        for s in (1, 2):
+            evals = sorted((tmp_path / "runs" / f"arith-{arm}-s{s}" / "evals" / "heldout").glob("*.json"))
+            assert len(evals) == 3 and all(json.loads(p.read_text())["n"] == HELDOUT for p in evals), (arm, s)
     # every environment batch's p̂ is recorded (the tiny model may write none: then there are none to place)
     for arm in ("genenv", "frozen", "static"):
         assert all(len(r["env_batch_p"]) == r["env_batches"] for s in ("1", "2")
@@ -76,6 +85,13 @@ def test_curriculum_experiment_runs_and_resumes(tmp_path, tiny_model):
     # a record made with other settings is not used: that run would be run again (report-only runs nothing)
     other = mod.main([*argv, "--set", "curriculum.beta=3.0", "--report-only"])
     assert other["runs_done"] == {} and not other["complete"]
+    # nor one made on another held-out subset
+    wider = mod.main([*argv, "--heldout-limit", str(HELDOUT + 1), "--report-only"])
+    assert wider["runs_done"] == {} and not wider["complete"]
+
+
+def saved_md(tmp_path: Path) -> str:
+    return (tmp_path / "results" / "curriculum-arith.md").read_text()
 
 
 def test_batch_p_spread_places_every_batch_against_the_band():
@@ -114,3 +130,10 @@ def test_departure_arms_are_compared_with_frozen_and_genenv_by_seed():
     # the headline comparisons do not change with a departure arm beside them
     headline = {k: v for k, v in per_run.items() if k in mod.HEADLINE}
     assert mod.must_show(per_run) == mod.must_show(headline)
+
+
+def test_heldout_limit_below_one_is_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        _load().main(["--heldout-limit", "0", "--report-only", "--out", str(tmp_path)])
+    assert exc.value.code == 2 and "--heldout-limit 0: expected a number of exercises" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())

@@ -19,17 +19,10 @@ from genenv_cli.pools import read_jsonl, read_parquet
 from genenv_cli.rundir import RunDir
 from genenv_cli.stages import generate_tasks, rollout, score, update_agent, update_env
 from stagekit import agent_pool, complete_as, env_pool, fake_stage, jsonl
-from tiny import build_tiny_model, teach_arith_format
 
 # several stages and epochs per test, two of them in subprocesses and under a launcher: the slow tier
 pytestmark = pytest.mark.slow
 runner = CliRunner()
-
-
-@pytest.fixture(scope="session")
-def arith_model(tmp_path_factory) -> Path:
-    """The tiny model taught the answer format, so GRPO groups get mixed rewards."""
-    return teach_arith_format(build_tiny_model(tmp_path_factory.mktemp("tiny-arith")))
 
 
 def sums_tasks(epoch: int) -> list[dict]:

@@ -12,14 +12,14 @@ import pytest
 
 from genenv_cli.pools import read_parquet
 from genenv_cli.stages import score
-from test_epochs import arith_model, arith_run  # noqa: F401  (arith_model is a fixture used by name)
+from test_epochs import arith_run
 
 DOCS = Path(__file__).parents[1] / "docs" / "scale-out.md"
 
 
 @pytest.mark.slow
 @pytest.mark.e2e
-def test_rollout_shards_as_concurrent_processes_merge_in_score(tmp_path, arith_model):  # noqa: F811
+def test_rollout_shards_as_concurrent_processes_merge_in_score(tmp_path, arith_model):
     run = arith_run(tmp_path, arith_model)
     n = 3
     env = dict(os.environ, GENENV_OFFLINE="1")
