@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from benchmarks.speed.common import write_result
-from benchmarks.speed.engine_overhead import bare_vllm, prepare_run, timed_rollout
+from benchmarks.speed.engine_overhead import bare_vllm, generate_batches, prepare_run, timed_rollout
 
 
 def bare_hf(model_dir: str, conversations: list, k: int, batch_size: int, max_new_tokens: int, seed: int,
@@ -33,27 +33,8 @@ def bare_hf(model_dir: str, conversations: list, k: int, batch_size: int, max_ne
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, dtype)).eval()
     load = time.perf_counter() - t
-    eos = tok.eos_token_id
-    prompts = [tok(tok.apply_chat_template(c, tokenize=False, add_generation_prompt=True),
-                   add_special_tokens=False)["input_ids"] for c in conversations]
-    jobs = sorted(((i, s) for i in range(len(prompts)) for s in range(k)), key=lambda j: (-len(prompts[j[0]]), j))
-    total = 0
     t = time.perf_counter()
-    for b, start in enumerate(range(0, len(jobs), batch_size)):
-        batch = [prompts[i] for i, _ in jobs[start:start + batch_size]]
-        width = max(len(p) for p in batch)
-        ids = torch.full((len(batch), width), tok.pad_token_id, dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        for r, p in enumerate(batch):
-            ids[r, width - len(p):] = torch.tensor(p)
-            mask[r, width - len(p):] = 1
-        torch.manual_seed(seed + b)
-        with torch.inference_mode():
-            out = model.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=1.0, top_p=1.0,
-                                 top_k=0, max_new_tokens=max_new_tokens, pad_token_id=tok.pad_token_id,
-                                 eos_token_id=eos)
-        for row in out[:, width:].tolist():
-            total += next((j + 1 for j, t in enumerate(row) if t == eos), len(row))
+    total = generate_batches(model, tok, conversations, k, batch_size, max_new_tokens, seed)
     return total, time.perf_counter() - t, load
 
 

@@ -30,12 +30,19 @@ from benchmarks.speed.common import write_result
 
 def bare_loop(model_dir: str, conversations: list, k: int, batch_size: int, max_new_tokens: int, seed: int) -> int:
     """What a user would write with transformers alone; returns the number of generated tokens."""
-    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir)
     model.eval()
+    return generate_batches(model, tok, conversations, k, batch_size, max_new_tokens, seed)
+
+
+def generate_batches(model, tok, conversations: list, k: int, batch_size: int, max_new_tokens: int, seed: int) -> int:
+    """k samples of every conversation with `model.generate`, batch_size sequences at a time (longest prompt
+    first, left-padded, each batch seeded seed + its index); returns the number of generated tokens."""
+    import torch
+
     eos = tok.eos_token_id
     prompts = [tok(tok.apply_chat_template(c, tokenize=False, add_generation_prompt=True),
                    add_special_tokens=False)["input_ids"] for c in conversations]
