@@ -2,7 +2,8 @@
 
 Epoch N reads the checkpoints epoch N-1 wrote (`epochs/N-1/agent/`, `epochs/N-1/env/`); "epoch 0" is the
 base models of the config. In the `frozen`, `static` and `seeds` modes the environment is never trained, so
-every epoch generates with the base environment model.
+every epoch generates with the base environment model; with `agent.mode = "frozen"` every epoch's rollouts use
+the base agent.
 """
 
 from __future__ import annotations
@@ -25,9 +26,13 @@ def derive_seed(base: int, *parts: object) -> int:
     return int.from_bytes(hashlib.sha256(blob).digest()[:4], "big") & 0x7FFFFFFF
 
 
+def agent_trained(cfg: Config) -> bool:
+    return cfg.agent.mode == "trained"
+
+
 def agent_model_for(run: RunDir, cfg: Config, epoch: int, needed_by: str) -> tuple[str, str, Path | None]:
     """(name to resolve, tag for records, manifest of the stage that wrote it or None for the base)."""
-    if epoch <= 1:
+    if epoch <= 1 or not agent_trained(cfg):
         return cfg.agent.model, cfg.agent.model, None
     require_done(run, epoch - 1, AGENT_STAGE, needed_by)
     folder = run.checkpoint_dir(epoch - 1, "agent")
@@ -59,6 +64,8 @@ def missing_checkpoint(run: RunDir, epoch: int, role: str = "agent") -> InputErr
 def latest_agent(run: RunDir, cfg: Config) -> tuple[str, str]:
     """The newest agent checkpoint of the run (name, tag), or the base model when no update-agent has completed.
     A completed update-agent whose folder is gone is an error, never a silent fall back to an older model."""
+    if not agent_trained(cfg):
+        return cfg.agent.model, cfg.agent.model
     for epoch in reversed(run.epochs()):
         if run.manifest_path(epoch, AGENT_STAGE).exists():
             folder = run.checkpoint_dir(epoch, "agent")

@@ -91,6 +91,9 @@ class RunConfig:
 @dataclass
 class AgentConfig:
     model: str = _f("embedded", "Base agent model (epoch 0): a Hugging Face id, a local folder, or `embedded` (SmolLM2-135M-Instruct).")
+    mode: str = _f("trained", "trained: GRPO updates the agent every epoch; frozen: it is never updated (update-agent completes "
+                   "with nothing to do and every epoch's rollouts use the base agent), to watch the environment aim at "
+                   "a target that stands still.", choices=["trained", "frozen"])
 
 
 @dataclass

@@ -1,16 +1,17 @@
-"""The transformers engine: batched `generate` with left padding, on CPU or GPU.
+"""The transformers engine: batched decoding on CPU or GPU, with transformers' models and logits warpers.
 
-Sampled-token logprobs are recorded while generating, by a logits processor placed after the
-temperature and top-p warpers: at each step it keeps the log-softmax of the final (warped) scores, and at
-the next step reads off the log-probability of the token that was actually drawn. That costs one
-log-softmax per step and one (batch x vocab) buffer, where `output_scores=True` would keep every step's
-scores (gigabytes at batch 64 x 256 steps) and a second forward pass would double the work on CPU.
-transformers has no option that returns only the sampled tokens' logprobs, hence this small processor.
+The decoding loop is written here rather than calling `generate()`, for three things generate() does not do and
+a CPU pays for in full: the prompt tokens every row shares (the chat template and the domain's instructions) are
+computed once per batch, and each prompt's own tokens once for its K samples (engines/shared_prefix.py); a row
+that has finished leaves the batch at once instead of being computed to the longest row's end; and the
+log-probability of each sampled token is read off the distribution it was drawn from (after the temperature and
+top-p warpers), one (batch x vocab) log-softmax per step, where `output_scores=True` would keep every step's
+scores. Models the shared-prefix forward does not support are decoded the same way with a plain prefill.
+`tests/test_shared_prefix.py` checks the tokens and logprobs against `generate()` and a full forward.
 
 The model's own `generation_config` (repetition_penalty, top_k, min_p, no_repeat_ngram_size ... as a Hub model
-ships them) is replaced by one that keeps only the special token ids: generate() would otherwise apply those
-processors before the recorder, and the stored logprobs (and the samples) would differ from what vLLM, which
-applies only the sampling parameters it is given, records for the same settings.
+ships them) is replaced by one that keeps only the special token ids, and none of it is applied: the samples and
+their logprobs come from the sampling parameters alone, as vLLM's do for the same settings.
 """
 
 from __future__ import annotations
@@ -19,30 +20,6 @@ from typing import Any
 
 from genenv_cli.engines.base import Engine, Generation, Messages, ProgressFn, SamplingParams
 from genenv_cli.models import ModelRef, load_model, load_tokenizer
-
-
-class _SampledLogprobs:
-    """LogitsProcessor that records log p(sampled token) under the scores it is handed."""
-
-    def __init__(self) -> None:
-        self.pending: Any = None
-        self.steps: list[Any] = []
-
-    def __call__(self, input_ids: Any, scores: Any) -> Any:
-        import torch
-
-        if self.pending is not None:
-            self.steps.append(self.pending.gather(1, input_ids[:, -1:]).squeeze(1))
-        self.pending = torch.log_softmax(scores.float(), dim=-1)
-        return scores
-
-    def finish(self, sequences: Any) -> Any:
-        import torch
-
-        if self.pending is not None:
-            self.steps.append(self.pending.gather(1, sequences[:, -1:]).squeeze(1))
-            self.pending = None
-        return torch.stack(self.steps, dim=1) if self.steps else torch.zeros((sequences.shape[0], 0))
 
 
 class HFEngine(Engine):
@@ -85,47 +62,63 @@ class HFEngine(Engine):
 
     def _generate_batch(self, prompts: list[list[int]], params: SamplingParams, seed: int) -> list[Generation]:
         import torch
-        from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper
+        from transformers import TemperatureLogitsWarper, TopPLogitsWarper
 
-        width = max(len(p) for p in prompts)
-        input_ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
-        attention = torch.zeros((len(prompts), width), dtype=torch.long)
-        for row, p in enumerate(prompts):
-            input_ids[row, width - len(p):] = torch.tensor(p, dtype=torch.long)
-            attention[row, width - len(p):] = 1
-        recorder = _SampledLogprobs()
-        processors = []
+        from genenv_cli.engines import shared_prefix
+
+        unique: dict[tuple[int, ...], int] = {}
+        row_prompt = [unique.setdefault(tuple(p), len(unique)) for p in prompts]
+        distinct = [list(p) for p in unique]
+        shared = shared_prefix.common_length(distinct) if shared_prefix.supports(self.model) else 0
+        warpers = []
         if not params.greedy:
             if params.temperature != 1.0:
-                processors.append(TemperatureLogitsWarper(params.temperature))
+                warpers.append(TemperatureLogitsWarper(params.temperature))
             if params.top_p < 1.0:
-                processors.append(TopPLogitsWarper(params.top_p))
-        processors.append(recorder)
-        # the warpers are ours (above), so generate() must add none of its own: neutral values when sampling
-        sampling = {"do_sample": True, "temperature": 1.0, "top_p": 1.0, "top_k": 0} if not params.greedy \
-            else {"do_sample": False}
-        torch.manual_seed(seed)
+                warpers.append(TopPLogitsWarper(params.top_p))
+        generator = torch.Generator(device=self.device).manual_seed(seed)
+        eos = torch.tensor(self.eos_ids, device=self.device)
+        tokens: list[list[int]] = [[] for _ in prompts]
+        logps: list[list[float]] = [[] for _ in prompts]
+        reasons = ["length"] * len(prompts)
         with torch.inference_mode():
-            sequences = self.model.generate(
-                input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device), **sampling,
-                max_new_tokens=params.max_new_tokens, logits_processor=LogitsProcessorList(processors),
-                eos_token_id=self.eos_ids, pad_token_id=self.pad_id,
-            )
-        logps = recorder.finish(sequences).cpu()
-        new = sequences[:, width:].cpu()
-        out = []
-        eos = set(self.eos_ids)
-        for row, p in enumerate(prompts):
-            ids = new[row].tolist()
-            stop = next((j for j, t in enumerate(ids) if t in eos), None)
-            if stop is None:
-                kept, reason = ids, "length"
-            else:
-                kept, reason = ids[:stop + 1], "stop"
-            text = self.tokenizer.decode(kept, skip_special_tokens=True)
-            out.append(Generation(text=text, token_ids=kept, logprobs=logps[row, :len(kept)].tolist(),
-                                  finish_reason=reason, prompt_token_ids=list(p)))
-        return out
+            logits, cache, mask, position = shared_prefix.forward(
+                self.model, distinct[0][:shared], [p[shared:] for p in distinct], pad_id=self.pad_id,
+                logits_to_keep=1, device=self.device)
+            rows = torch.tensor(row_prompt, device=self.device)  # each prompt's keys and values, once per sample
+            cache.batch_select_indices(rows)
+            scores, mask, position = logits[rows, -1, :].float(), mask[rows], position[rows]
+            active = list(range(len(prompts)))
+            for step in range(params.max_new_tokens):
+                for warp in warpers:
+                    scores = warp(None, scores)
+                logp = torch.log_softmax(scores, dim=-1)
+                drawn = scores.argmax(-1) if params.greedy else \
+                    torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1)
+                chosen = logp.gather(1, drawn.unsqueeze(1)).squeeze(1)
+                done = torch.isin(drawn, eos)
+                for row, t, lp, d in zip(active, drawn.tolist(), chosen.tolist(), done.tolist(), strict=True):
+                    tokens[row].append(t)
+                    logps[row].append(lp)
+                    if d:
+                        reasons[row] = "stop"
+                going = ~done
+                if step == params.max_new_tokens - 1 or not bool(going.any()):
+                    break
+                if not bool(going.all()):  # finished rows leave the batch
+                    keep = going.nonzero().squeeze(1)
+                    cache.batch_select_indices(keep)
+                    drawn, mask, position = drawn[keep], mask[keep], position[keep]
+                    active = [active[i] for i in keep.tolist()]
+                mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
+                out = shared_prefix.call(self.model, input_ids=drawn.unsqueeze(1), attention_mask=mask,
+                                         position_ids=position.unsqueeze(1), past_key_values=cache, use_cache=True,
+                                         logits_to_keep=1)
+                cache, position = out.past_key_values, position + 1
+                scores = out.logits[:, -1, :].float()
+        return [Generation(text=self.tokenizer.decode(tokens[i], skip_special_tokens=True), token_ids=tokens[i],
+                           logprobs=logps[i], finish_reason=reasons[i], prompt_token_ids=list(p))
+                for i, p in enumerate(prompts)]
 
     def context_limit(self) -> int:
         return int(getattr(self.model.config, "max_position_embeddings", 0) or 0)

@@ -11,7 +11,8 @@ passes, gradient clipping and a learning-rate schedule, as a LoRA adapter or ful
 policy is the trainer's own forward pass on the model before the update, and the sampler's recorded logprobs
 enter through a truncated importance weight (training/grpo.py says how); the gap between the two is recorded
 per sample and per epoch. Writes `epochs/N/agent/` (the checkpoint epoch N+1's rollout loads),
-`agent_update.parquet` (per sample) and `agent_update_steps.parquet` (the training curve).
+`agent_update.parquet` (per sample) and `agent_update_steps.parquet` (the training curve). With
+`agent.mode = "frozen"` the agent is never trained: the stage completes with nothing to do and says so.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.checkpoints import AGENT_STAGE, agent_model_for
+from genenv_cli.checkpoints import AGENT_STAGE, agent_model_for, agent_trained
 from genenv_cli.config import Config
 from genenv_cli.contract import StagePlan, StageResult, Staging, execute, process_rank
 from genenv_cli.metrics import after_stage
@@ -33,6 +34,9 @@ CONFIG_SECTIONS = ["run.seed", "agent", "agent_update"]
 
 def plan(run_dir: RunDir, cfg: Config, epoch: int) -> StagePlan:
     p = StagePlan(STAGE, epoch, config_sections=CONFIG_SECTIONS)
+    if not agent_trained(cfg):
+        p.values["agent_mode"] = cfg.agent.mode
+        return p
     p.requires.append((epoch, "score"))
     p.inputs["pool"] = run_dir.pool_partition("agent_train", epoch)
     name, tag, manifest = agent_model_for(run_dir, cfg, epoch, STAGE)
@@ -60,9 +64,14 @@ def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI
     ui = ui or UI(quiet=True)
     from genenv_cli.launch import check_update_launch, world_size
 
-    sharding = check_update_launch(cfg, "agent_update", cfg.agent.model)  # before the lock and any compute
+    if agent_trained(cfg):
+        sharding = check_update_launch(cfg, "agent_update", cfg.agent.model)  # before the lock and any compute
 
     def body(out: Staging) -> None:
+        if not agent_trained(cfg):
+            out.counts.update({"samples_used": 0, "skipped": "agent.mode = frozen: the agent is not trained"})
+            ui.info(f"update-agent epoch {epoch}: agent.mode = frozen, the agent is not trained")
+            return
         ui.info(f"update-agent epoch {epoch}: sharding {sharding} over {world_size()} processes")
         _update(cfg, epoch, out, ui)
 

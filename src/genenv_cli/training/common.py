@@ -172,7 +172,14 @@ def _accepts_logits_to_keep(model: Any) -> bool:
 def completion_logits(model: Any, input_ids: Any, attention_mask: Any, n_completion: int) -> Any:
     """Logits predicting the last `n_completion` tokens of each row, (B, n, V). Only those positions go through
     the LM head (`logits_to_keep`): prompts are often longer than completions, and full-vocabulary logits for
-    them (B x T x 150k floats for a Qwen tokenizer) would be computed only to be thrown away."""
+    them (B x T x 150k floats for a Qwen tokenizer) would be computed only to be thrown away. The tokens every
+    row's prompt begins with are computed once (engines/shared_prefix.py) where the model allows it."""
+    from genenv_cli.engines import shared_prefix
+
+    if shared_prefix.supports(model):
+        logits = shared_prefix.padded_forward(model, input_ids, attention_mask, n_completion + 1)
+        if logits is not None:
+            return logits[:, -n_completion - 1:-1, :]
     kwargs = {"logits_to_keep": n_completion + 1} if _accepts_logits_to_keep(model) else {}
     logits = model(input_ids=input_ids, attention_mask=attention_mask, **kwargs).logits
     return logits[:, -n_completion - 1:-1, :]

@@ -1,0 +1,359 @@
+"""The environment-only experiment: with the agent held still, does the trained environment aim its tasks at it?
+
+    python -m experiments.env_only                          # 3 arms x 3 seeds x 10 epochs, arith
+    python -m experiments.env_only --jobs 2                 # the same runs in two single-threaded processes
+    python -m experiments.env_only --report-only            # tables and compare page from what is finished
+
+The curriculum experiment (curriculum.py) found the environment's batches mostly below the difficulty band and no
+curriculum effect, but its agent changes every epoch, so "the environment does not learn to aim" and "it cannot
+follow a moving target" were tangled. Here the agent is never updated (`agent.mode = "frozen"`), so its success
+on each task shape is fixed and aiming has one right answer. Arms (same prompts, model, rollout budget and
+environment training as the curriculum experiment's headline arms; only what is trained differs):
+  env-only         the environment is trained under the paper's filter (k_min 0.1)
+  env-only-kmin0.2 the same with the wider filter (k_min 0.2), the curriculum experiment's departure arm
+  env-only-frozen  neither model is trained: what sampling noise alone does to the numbers below
+Per epoch, mean and 95% interval over seeds of: the in-band share of the environment's batches, the mean
+|p̂_batch - α| of its batches, batches kept by the filter, the environment's KL, the samples it trained on and
+their total weight, its loss, and the share of its tasks whose shape the frozen agent solves 25-75% of the time
+(its base held-out success per shape: the frontier, which does not move here). The claim tested: env-only's
+in-band share and |p̂ - α| improve over env-only-frozen's by more than the seed spread (paired by seed; the 95%
+interval of the difference, over epochs 2..N, excludes zero).
+
+Runs live under --work (default .env-only-runs/), resumable; every finished run is kept as a record under
+results/env_only/env_only-arith/runs/, and the result as env_only-arith.json and .md beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.record import git_commit, machine, versions
+
+from experiments import curriculum as cur
+from genenv_cli.compare import RunData, flat_settings, read_run, render_compare
+from genenv_cli.rundir import RunDir
+from genenv_cli.ui import UI
+
+RESULTS = Path(__file__).parent / "results" / "env_only"
+ARMS = {
+    "env-only": ["env.mode=genenv", "agent.mode=frozen"],
+    "env-only-kmin0.2": ["env.mode=genenv", "agent.mode=frozen", "curriculum.k_min=0.2"],
+    "env-only-frozen": ["env.mode=frozen", "agent.mode=frozen"],
+}
+ALPHA = 0.5
+FRONTIER = cur.FRONTIER
+KEYS = ["env_batch_band_share", "env_batch_gap", "env_batches", "env_batches_kept", "env_kl", "env_loss",
+        "env_samples_used", "env_weight_total", "env_frontier_share", "valid_generation_rate", "batch_p_mean"]
+
+
+def arm_config(domain: str, arm: str, seed: int, model: str, extra: list[str]) -> Any:
+    from genenv_cli.config import apply_overrides, config_from_dict
+
+    sets = [f"run.seed={seed}", f"agent.model={model}", f"env.model={model}", *cur.COMMON, *extra, *ARMS[arm]]
+    return config_from_dict(apply_overrides({"run": {"domain": domain}}, sets), "env-only experiment")
+
+
+def make_run(root: Path, domain: str, arm: str, seed: int, model: str, extra: list[str]) -> RunDir:
+    from genenv_cli.config import render_config
+
+    if not (root / "genenv.toml").exists():
+        root.mkdir(parents=True, exist_ok=True)
+        (root / "genenv.toml").write_text(render_config(arm_config(domain, arm, seed, model, extra)))
+    return RunDir(root)
+
+
+def base_shape_success(run: RunDir) -> dict[str, float]:
+    """The frozen agent's held-out success per shape (0-1), from the base model's evaluation."""
+    folder = run.evals_dir("heldout")
+    for path in sorted(folder.glob("*.json")):
+        data = json.loads(path.read_text())
+        if data.get("epoch") is None and not (data.get("config") or {}).get("limit"):
+            cats = (data.get("summary") or {}).get("categories") or {}
+            return {k: v["success_rate"] / 100.0 for k, v in cats.items()}
+    raise FileNotFoundError(f"{folder}: no base held-out evaluation")
+
+
+def env_update_numbers(run: RunDir, epoch: int) -> dict[str, Any]:
+    """What the environment trained on this epoch: samples, their total RWR weight (0 when it did not train)."""
+    import polars as pl
+
+    path = run.file("env_update", epoch)
+    if not path.exists():
+        return {"env_samples_used": 0, "env_weight_total": 0.0}
+    frame = pl.read_parquet(path)
+    used = frame.filter(pl.col("used")) if "used" in frame.columns else frame
+    weight = float(used["weight"].sum()) if "weight" in used.columns else None
+    return {"env_samples_used": used.height, "env_weight_total": round(weight, 4) if weight is not None else None}
+
+
+def row(run: RunDir, epoch: int, frontier: dict[str, float], timings: dict[str, Any]) -> dict[str, Any]:
+    metrics = json.loads(run.metrics_path(epoch).read_text())
+    batch_p = cur.env_batch_p(run, epoch)
+    mix = metrics.get("env_shape_mix") or {}
+    near = {s for s, p in frontier.items() if FRONTIER[0] <= p <= FRONTIER[1]}
+    return {"epoch": epoch, **{k: metrics.get(k) for k in KEYS if k in metrics},
+            "env_batch_gap": round(sum(abs(p - ALPHA) for p in batch_p) / len(batch_p), 4) if batch_p else None,
+            "env_frontier_share": round(sum(v for s, v in mix.items() if s in near), 4) if mix else None,
+            **env_update_numbers(run, epoch), "env_shape_mix": mix, "env_batch_p": batch_p,
+            "shape_p": {k: v.get("p") for k, v in (metrics.get("shape_success") or {}).items()},
+            "seconds": timings.get(str(epoch))}
+
+
+def run_one(args: argparse.Namespace, arm: str, seed: int, ui: UI) -> dict[str, Any]:
+    from genenv_cli.runner import run_epochs
+
+    run = make_run(args.work / f"{args.domain}-{arm}-s{seed}", args.domain, arm, seed, args.model, args.sets)
+    cur.heldout(run, None, ui)  # the frozen agent's per-shape success: the target
+    frontier = base_shape_success(run)
+    timings_path = run.root / "env-only-timings.json"
+    timings = json.loads(timings_path.read_text()) if timings_path.exists() else {}
+    cfg = run.load_config()
+    rows = []
+    for epoch in range(1, args.epochs + 1):
+        t = time.time()
+        results = run_epochs(run, cfg, epoch, start=epoch, ui=ui)
+        if any(not r.skipped for r in results) or str(epoch) not in timings:
+            timings[str(epoch)] = round(time.time() - t, 1)
+            timings_path.write_text(json.dumps(timings))
+        rows.append(row(run, epoch, frontier, timings))
+        r = rows[-1]
+        ui.info(f"{run.root.name} epoch {epoch}: env batches in band {r.get('env_batch_band_share')}, "
+                f"|p-alpha| {r.get('env_batch_gap')}, kept {r.get('env_batches_kept')}")
+    return {"rows": rows, "frontier": frontier, "commit": git_commit()}
+
+
+def settings(args: argparse.Namespace, arm: str) -> list[str]:
+    return [f"model={args.model}", f"domain={args.domain}", f"epochs={args.epochs}", *cur.COMMON, *args.sets,
+            *ARMS[arm]]
+
+
+def record_path(out_dir: Path, domain: str, arm: str, seed: int) -> Path:
+    return out_dir / f"env_only-{domain}" / "runs" / f"{arm}-s{seed}.json"
+
+
+def save(path: Path, args: argparse.Namespace, arm: str, seed: int, result: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {"arm": arm, "seed": seed, "settings": settings(args, arm), "commit": result.get("commit"),
+            "date": time.strftime("%Y-%m-%d"), "machine": machine(), "frontier": result["frontier"],
+            "rows": result["rows"]}
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    tmp.replace(path)
+
+
+def load(path: Path, args: argparse.Namespace, arm: str) -> dict[str, Any] | None:
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text())
+    if data.get("settings") != settings(args, arm) or len(data.get("rows", [])) != args.epochs:
+        return None
+    return {**data, "from_record": True}
+
+
+def done_on_disk(args: argparse.Namespace, arm: str, seed: int) -> dict[str, Any] | None:
+    """A run finished under --work, read back without running anything."""
+    run = RunDir(args.work / f"{args.domain}-{arm}-s{seed}")
+    if not (run.root / "genenv.toml").exists():
+        return None
+    if any(not run.metrics_path(e).exists() or not run.manifest_path(e, "update-env").exists()
+           for e in range(1, args.epochs + 1)):
+        return None
+    try:
+        frontier = base_shape_success(run)
+    except FileNotFoundError:
+        return None
+    path = run.root / "env-only-timings.json"
+    timings = json.loads(path.read_text()) if path.exists() else {}
+    old = load(record_path(args.out, args.domain, arm, seed), args, arm) or {}
+    return {"rows": [row(run, e, frontier, timings) for e in range(1, args.epochs + 1)], "frontier": frontier,
+            "commit": old.get("commit") or git_commit()}
+
+
+# --- the analysis -------------------------------------------------------------------------------------------------
+
+def aggregate(per_run: dict[str, dict[int, dict[str, Any]]], epochs: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for arm, by_seed in per_run.items():
+        rows = []
+        for e in range(epochs):
+            vals = [r["rows"][e] for r in by_seed.values() if len(r["rows"]) > e]
+            agg: dict[str, Any] = {"epoch": e + 1, "seeds": len(vals)}
+            for k in [*KEYS, "seconds"]:
+                agg[k] = cur.interval([v.get(k) for v in vals])
+            shapes = sorted({s for v in vals for s in v["env_shape_mix"]})
+            agg["env_shape_mix"] = {s: round(sum(v["env_shape_mix"].get(s, 0.0) for v in vals) / len(vals), 4)
+                                    for s in shapes}
+            rows.append(agg)
+        out[arm] = {"epochs": rows}
+    return out
+
+
+def mean_over(key: str, first: int = 2) -> Any:
+    """run -> the mean of a row key over epochs first..N."""
+    def f(r: dict[str, Any]) -> float | None:
+        vals = [x.get(key) for x in r["rows"][first - 1:] if x.get(key) is not None]
+        return sum(vals) / len(vals) if vals else None
+    return f
+
+
+def claims(per_run: dict[str, dict[int, dict[str, Any]]]) -> dict[str, Any]:
+    """Each trained arm against env-only-frozen, paired by seed, over epochs 2..N (the epochs a trained environment
+    could differ in) and at the last epoch: in-band share (higher is better) and |p̂ - α| (lower is better)."""
+    out: dict[str, Any] = {}
+    base = per_run.get("env-only-frozen")
+    if not base:
+        return out
+    for arm in ("env-only", "env-only-kmin0.2"):
+        if arm not in per_run:
+            continue
+        a = per_run[arm]
+        band = cur.paired(a, base, mean_over("env_batch_band_share"))
+        gap = cur.paired(a, base, mean_over("env_batch_gap"))
+        band_last = cur.paired(a, base, cur.last("env_batch_band_share"))
+        gap_last = cur.paired(a, base, cur.last("env_batch_gap"))
+        frontier = cur.paired(a, base, mean_over("env_frontier_share"))
+        out[arm] = {"in_band_epochs_2_on": {**band, "holds": cur.excludes_zero(band)},
+                    "gap_epochs_2_on": {**gap, "holds": cur.excludes_zero(gap, -1)},
+                    "in_band_last_epoch": {**band_last, "holds": cur.excludes_zero(band_last)},
+                    "gap_last_epoch": {**gap_last, "holds": cur.excludes_zero(gap_last, -1)},
+                    "frontier_share_epochs_2_on": {**frontier, "holds": cur.excludes_zero(frontier)}}
+        out[arm]["claim_holds"] = bool(out[arm]["in_band_epochs_2_on"]["holds"]
+                                       and out[arm]["gap_epochs_2_on"]["holds"])
+    return out
+
+
+def _f(m: dict[str, Any] | None, pct: bool = True) -> str:
+    return cur._f(m, pct)
+
+
+def markdown(record: dict[str, Any]) -> str:
+    lines = [f"# The environment-only experiment ({record['domain']})", "",
+             f"{record['date']}, commit {record['commit']}, {record['machine'].get('cpu')} "
+             f"({record['machine'].get('cpus')} cores), {record['epochs']} epochs, seeds {record['seeds']}; "
+             f"complete: {record['complete']}. The agent is never trained (`agent.mode = frozen`).", "",
+             "Per epoch, mean [95% interval] over seeds. in band: share of the environment's batches with p̂ in "
+             "[0.4, 0.6]; |p̂-α|: their mean distance from α = 0.5; kept: batches the filter kept (of "
+             "`env batches`); frontier: share of its tasks in shapes the frozen agent solves 25-75% of the time.", ""]
+    for arm, data in record["arms"].items():
+        lines += [f"## {arm}", "", "| epoch | in band | abs(p̂-α) | kept | env KL | env loss | trained on | weight | "
+                  "frontier | s/epoch |", "|---|---|---|---|---|---|---|---|---|---|"]
+        for r in data["epochs"]:
+            lines.append(f"| {r['epoch']} | {_f(r['env_batch_band_share'])} | {_f(r['env_batch_gap'], False)} | "
+                         f"{_f(r['env_batches_kept'], False)} | {_f(r['env_kl'], False)} | "
+                         f"{_f(r['env_loss'], False)} | {_f(r['env_samples_used'], False)} | "
+                         f"{_f(r['env_weight_total'], False)} | {_f(r['env_frontier_share'])} | "
+                         f"{_f(r['seconds'], False)} |")
+        lines.append("")
+    lines += ["## The claim", "", "Paired by seed against env-only-frozen (difference of the per-run means over "
+              "epochs 2..N, and at the last epoch); it holds when the 95% interval excludes zero in the good "
+              "direction.", ""]
+    for arm, c in record["claims"].items():
+        lines.append(f"- **{arm}**: holds = {c['claim_holds']}")
+        for key in ("in_band_epochs_2_on", "gap_epochs_2_on", "in_band_last_epoch", "gap_last_epoch",
+                    "frontier_share_epochs_2_on"):
+            m = c[key]
+            pct = "gap" not in key
+            lines.append(f"  - {key}: {_f(m, pct)} (per seed {m.get('per_seed')}; holds {m.get('holds')})")
+    if record.get("frontier"):
+        lines += ["", "The frozen agent's held-out success per shape (the target): " + ", ".join(
+            f"{k} {v:.0%}" for k, v in sorted(record["frontier"].items())), ""]
+    return "\n".join(lines) + "\n"
+
+
+def compare_run(args: argparse.Namespace, arm: str, seed: int, result: dict[str, Any]) -> RunData:
+    root = args.work / f"{args.domain}-{arm}-s{seed}"
+    if not result.get("from_record") and (root / "genenv.toml").is_file():
+        return read_run(root)
+    cfg = arm_config(args.domain, arm, seed, args.model, args.sets)
+    flat = flat_settings(cfg)
+    flat.pop("run.seed")
+    rows = sorted(result["rows"], key=lambda r: r["epoch"])
+    data = RunData(record_path(args.out, args.domain, arm, seed), seed, flat, cfg.env.mode,
+                   {r["epoch"]: {k: r.get(k) for k in (*cur.KEYS, "env_shape_mix")} for r in rows})
+    return data
+
+
+def write(args: argparse.Namespace, per_run: dict[str, dict[int, dict[str, Any]]]) -> dict[str, Any]:
+    done = {arm: sorted(by_seed) for arm, by_seed in per_run.items()}
+    frontier = next((r["frontier"] for by_seed in per_run.values() for r in by_seed.values()), None)
+    record = {"experiment": "env-only", "date": time.strftime("%Y-%m-%d"), "commit": git_commit(),
+              "domain": args.domain, "epochs": args.epochs, "seeds": args.seeds,
+              "complete": all(done.get(a) == sorted(args.seeds) for a in ARMS), "runs_done": done,
+              "arms_settings": ARMS, "settings": cur.COMMON + args.sets, "machine": machine(), "versions": versions(),
+              "run_commits": sorted({r["commit"] for b in per_run.values() for r in b.values() if r.get("commit")}),
+              "frontier": frontier, "arms": aggregate(per_run, args.epochs), "claims": claims(per_run),
+              "per_run": {arm: {str(s): r["rows"] for s, r in b.items()} for arm, b in per_run.items()}}
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"env_only-{args.domain}.json"
+    path.write_text(json.dumps(record, indent=2) + "\n")
+    path.with_suffix(".md").write_text(markdown(record))
+    return record
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--domain", default="arith")
+    ap.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+    ap.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
+    ap.add_argument("--epochs", type=int, default=10)
+    ap.add_argument("--model", default="embedded")
+    ap.add_argument("--work", type=Path, default=Path(".env-only-runs"))
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--set", dest="sets", action="append", default=[])
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="run the runs in this many processes of one thread each (2 finish sooner on 2 cores)")
+    ap.add_argument("--only", action="append", default=None, metavar="ARM:SEED", help=argparse.SUPPRESS)
+    ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--report-only", action="store_true")
+    args = ap.parse_args(argv)
+    ui = UI(quiet=args.quiet)
+    todo = [(arm, seed) for seed in args.seeds for arm in args.arms]
+    if args.only:  # a worker of --jobs: its share, one run after another, and no result
+        for item in args.only:
+            arm, seed = item.rsplit(":", 1)
+            if done_on_disk(args, arm, int(seed)) is None:
+                run_one(args, arm, int(seed), ui)
+        return {}
+    pending = [(arm, seed) for arm, seed in todo if done_on_disk(args, arm, seed) is None
+               and load(record_path(args.out, args.domain, arm, seed), args, arm) is None]
+    if pending and not args.report_only:
+        if args.jobs > 1:
+            common = [sys.executable, "-m", "experiments.env_only", "--domain", args.domain, "--epochs",
+                      str(args.epochs), "--model", args.model, "--work", str(args.work), "--out", str(args.out),
+                      *[x for s in args.sets for x in ("--set", s)], *(["--quiet"] if args.quiet else [])]
+            env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+            procs = [subprocess.Popen([*common, *[x for a, s in pending[i::args.jobs] for x in ("--only", f"{a}:{s}")]],
+                                      env=env) for i in range(min(args.jobs, len(pending)))]
+            if any(p.wait() != 0 for p in procs):
+                print("error: a worker failed (its message is above); rerun to resume", file=sys.stderr)
+                sys.exit(1)
+        else:
+            for arm, seed in pending:
+                run_one(args, arm, seed, ui)
+    per_run: dict[str, dict[int, dict[str, Any]]] = {}
+    for arm, seed in todo:
+        path = record_path(args.out, args.domain, arm, seed)
+        found = done_on_disk(args, arm, seed)
+        if found is not None:
+            save(path, args, arm, seed, found)
+        else:
+            found = load(path, args, arm)
+        if found is not None:
+            per_run.setdefault(arm, {})[seed] = found
+    record = write(args, per_run)
+    if per_run:
+        runs = [compare_run(args, arm, seed, r) for arm, b in per_run.items() for seed, r in sorted(b.items())]
+        record["compare"] = render_compare(runs, args.out / f"env_only-{args.domain}" / "compare.html")["html"]
+    print(markdown(record))
+    return record
+
+
+if __name__ == "__main__":
+    main()

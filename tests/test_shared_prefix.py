@@ -1,0 +1,116 @@
+"""The shared-prefix forward (engines/shared_prefix.py) against transformers' own: the same logits and gradients in
+training, the same greedy tokens as `generate()`, and sampled logprobs that a full forward reproduces."""
+
+import pytest
+import torch
+
+from genenv_cli.engines import SamplingParams, shared_prefix
+from genenv_cli.engines.hf import HFEngine
+from genenv_cli.models import resolve
+from genenv_cli.training.common import completion_logits, pad_pairs
+
+SYSTEM = "You are a careful calculator. Answer with the number only, then stop. Be brief, exact and polite."
+CONVS = [[{"role": "system", "content": SYSTEM}, {"role": "user", "content": q}]
+         for q in ("What is 2 + 3?", "Weather in Lima?", "Convert 100 USD to EUR and GBP, please, at today's rate.")]
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_model):
+    return HFEngine(resolve(str(tiny_model)), device="cpu", dtype="float32", batch_size=8)
+
+
+def prompts(engine):
+    return [engine.prompt_ids(c) for c in CONVS]
+
+
+def test_the_prompts_share_a_prefix(engine):
+    """Otherwise every test below would check the plain path only."""
+    assert shared_prefix.supports(engine.model)
+    assert shared_prefix.common_length(prompts(engine)) >= 20
+
+
+def test_training_logits_and_gradients_equal_a_plain_forward(engine):
+    model = engine.model
+    ps = prompts(engine)
+    completions = [[5, 6, 7], [8], [9, 10, 11, 12, 13]]
+    ids, attn, _ = pad_pairs(ps, completions, engine.pad_id)
+    n = ids.shape[1] - max(len(p) for p in ps)
+    real = torch.tensor([[1.0] * len(c) + [0.0] * (n - len(c)) for c in completions]).bool()
+
+    def grads(shared: bool):
+        model.zero_grad()
+        if shared:
+            logits = completion_logits(model, ids, attn, n)
+        else:
+            logits = model(input_ids=ids, attention_mask=attn).logits[:, -n - 1:-1, :]
+        (logits.float().log_softmax(-1)[..., 3][real].sum()).backward()  # padding's logits are never used
+        return logits.detach(), {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}
+
+    model.train()
+    try:
+        plain, g_plain = grads(False)
+        shared, g_shared = grads(True)
+    finally:
+        model.zero_grad()
+        model.eval()
+    assert shared_prefix.padded_forward(model, ids, attn, n + 1) is not None  # the shared path was taken
+    assert torch.allclose(plain[real], shared[real], atol=1e-5)
+    assert g_plain.keys() == g_shared.keys() and g_plain
+    for k in g_plain:
+        assert torch.allclose(g_plain[k], g_shared[k], atol=1e-5, rtol=1e-4), k
+
+
+def test_greedy_tokens_equal_generate(engine):
+    ps = prompts(engine)
+    out = engine.generate(CONVS, SamplingParams(temperature=0.0, max_new_tokens=12, n=2))
+    for p, gens in zip(ps, out, strict=True):
+        with torch.no_grad():
+            ref = engine.model.generate(torch.tensor([p]), do_sample=False, max_new_tokens=12,
+                                        eos_token_id=engine.eos_ids, pad_token_id=engine.pad_id)[0, len(p):].tolist()
+        stop = next((i for i, t in enumerate(ref) if t in engine.eos_ids), None)
+        ref = ref if stop is None else ref[:stop + 1]
+        assert gens[0].token_ids == gens[1].token_ids == ref
+
+
+@pytest.mark.parametrize("temperature,top_p", [(1.0, 1.0), (0.8, 0.9)])
+def test_samples_leave_the_batch_when_done_and_keep_their_logprobs(engine, temperature, top_p):
+    engine = HFEngine(engine.ref, model=engine.model, tokenizer=engine.tokenizer, batch_size=8)
+    engine.eos_ids = list(range(0, engine.model.config.vocab_size, 9))  # the random model ends rows at random
+    out = engine.generate(CONVS, SamplingParams(temperature=temperature, top_p=top_p, max_new_tokens=20, n=4,
+                                                seed=5))
+    lengths = {len(g.token_ids) for gens in out for g in gens}
+    assert len(lengths) > 1  # rows finished at different steps: the ones left went on alone
+    for gens in out:
+        for g in gens:
+            ids = torch.tensor([g.prompt_token_ids + g.token_ids])
+            with torch.no_grad():
+                logits = engine.model(ids).logits[0, len(g.prompt_token_ids) - 1:-1].float() / temperature
+            logp = torch.log_softmax(logits, -1)
+            if top_p < 1.0:  # the warper's renormalised distribution; a token it would have cut cannot be drawn
+                from transformers import TopPLogitsWarper
+
+                logp = torch.log_softmax(TopPLogitsWarper(top_p)(None, logits), -1)
+            ref = logp.gather(1, torch.tensor(g.token_ids)[:, None]).squeeze(1)
+            assert torch.allclose(ref, torch.tensor(g.logprobs), atol=1e-4)
+            assert g.finish_reason == ("stop" if g.token_ids[-1] in engine.eos_ids else "length")
+            assert g.finish_reason == "stop" or len(g.token_ids) == 20
+
+
+def test_a_model_without_position_ids_decodes_without_sharing(engine):
+    """A forward that takes neither position_ids nor logits_to_keep (as some remote code) is decoded with a plain
+    prefill; one prompt at a time (no padding) its greedy tokens are the full model's."""
+
+    class Bare(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner, self.config, self.generation_config = inner, inner.config, inner.generation_config
+
+        def forward(self, input_ids=None, attention_mask=None, past_key_values=None, use_cache=None):
+            return self.inner(input_ids=input_ids, attention_mask=attention_mask, past_key_values=past_key_values,
+                              use_cache=use_cache)
+
+    bare = HFEngine(engine.ref, model=Bare(engine.model), tokenizer=engine.tokenizer, batch_size=8)
+    assert not shared_prefix.supports(bare.model)
+    a = bare.generate(CONVS[:1], SamplingParams(temperature=0.0, max_new_tokens=8))
+    b = engine.generate(CONVS[:1], SamplingParams(temperature=0.0, max_new_tokens=8))
+    assert a[0][0].token_ids == b[0][0].token_ids
