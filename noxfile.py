@@ -30,10 +30,11 @@ def install(session: nox.Session, *extras: str) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The whole test suite, slow and end-to-end tests included (CI runs this)."""
+    """The whole test suite, slow and end-to-end tests included (CI runs this), one process per core (`-n auto`;
+    tests/conftest.py gives each one torch thread). Arguments replace the defaults: `-- -m "not slow"`."""
     install(session, "test")
     session.install(*BFCL_DATA)
-    session.run("pytest", *(session.posargs or ["-q"]))
+    session.run("pytest", *(session.posargs or ["-q", "-n", "auto"]))
 
 
 @nox.session(name="tests-transformers4")

@@ -37,7 +37,7 @@ from typing import Any
 from benchmarks.record import git_commit, machine, versions
 
 from experiments import curriculum as cur
-from genenv_cli.compare import RunData, flat_settings, read_run, render_compare
+from genenv_cli.compare import RunData, arm_mode, flat_settings, read_run, render_compare
 from genenv_cli.rundir import RunDir
 from genenv_cli.ui import UI
 
@@ -48,6 +48,7 @@ ARMS = {
     "env-only-frozen": ["env.mode=frozen", "agent.mode=frozen"],
 }
 ALPHA = 0.5
+MOVEMENT = ["kept_logp_change", "rest_logp_change", "kept_minus_rest"]
 FRONTIER = cur.FRONTIER
 KEYS = ["env_batch_band_share", "env_batch_gap", "env_batches", "env_batches_kept", "env_kl", "env_loss",
         "env_samples_used", "env_weight_total", "env_frontier_share", "valid_generation_rate", "batch_p_mean"]
@@ -172,8 +173,62 @@ def done_on_disk(args: argparse.Namespace, arm: str, seed: int) -> dict[str, Any
     path = run.root / "env-only-timings.json"
     timings = json.loads(path.read_text()) if path.exists() else {}
     old = load(record_path(args.out, args.domain, arm, seed), args, arm) or {}
-    return {"rows": [row(run, e, frontier, timings) for e in range(1, args.epochs + 1)], "frontier": frontier,
-            "commit": old.get("commit") or git_commit()}
+    moved = {x["epoch"]: x["movement"] for x in old.get("rows", []) if "movement" in x}  # measured by --signal
+    rows = [row(run, e, frontier, timings) for e in range(1, args.epochs + 1)]
+    for x in rows:
+        if x["epoch"] in moved:
+            x["movement"] = moved[x["epoch"]]
+    return {"rows": rows, "frontier": frontier, "commit": old.get("commit") or git_commit()}
+
+
+def update_movement(run: RunDir, epoch: int) -> dict[str, Any] | None:
+    """How far epoch `epoch`'s environment update moved the log-probability of what it was trained towards: the
+    mean per-token logprob of the epoch's kept generations (the filter's pairs, its RWR targets) under the
+    environment after the update minus before it, against the same for the epoch's other generations (the ones
+    the filter dropped). An update that aims raises the first more than the second. None when nothing was kept or
+    the environment did not train."""
+    import json as _json
+
+    import polars as pl
+    import torch
+
+    from genenv_cli.models import load_model, load_tokenizer, resolve
+    from genenv_cli.training.common import pad_pairs, token_logps
+
+    after = run.checkpoint_dir(epoch, "env")
+    pool = run.pool_partition("env_sft", epoch)
+    if not after.is_dir() or not pool.exists():
+        return None
+    frame = pl.read_parquet(pool)
+    if frame.filter(pl.col("kept")).height == 0 or frame.filter(~pl.col("kept")).height == 0:
+        return None
+    cfg = run.load_config()
+    before = str(run.checkpoint_dir(epoch - 1, "env")) if epoch > 1 else cfg.env.model
+    tok = load_tokenizer(resolve(cfg.env.model))
+
+    def encode(rows: list[dict[str, Any]]) -> tuple[Any, Any, Any]:
+        prompts = [tok(tok.apply_chat_template(_json.loads(r["prompt"]), tokenize=False, add_generation_prompt=True),
+                       add_special_tokens=False)["input_ids"] for r in rows]
+        targets = [tok(r["output"], add_special_tokens=False)["input_ids"] + [tok.eos_token_id] for r in rows]
+        return pad_pairs(prompts, targets, tok.pad_token_id)
+
+    groups = {name: encode(frame.filter(pl.col("kept") == keep).to_dicts()) for name, keep in
+              (("kept", True), ("rest", False))}
+    means: dict[str, dict[str, float]] = {}
+    for label, name in (("before", before), ("after", str(after))):
+        model = load_model(resolve(name), device="cpu", dtype="float32")
+        model.eval()
+        means[label] = {}
+        with torch.no_grad():
+            for g, (ids, attn, tmask) in groups.items():
+                lp = token_logps(model, ids, attn, tmask.shape[1])
+                means[label][g] = float((lp * tmask).sum() / tmask.sum())
+        del model
+    kept = means["after"]["kept"] - means["before"]["kept"]
+    rest = means["after"]["rest"] - means["before"]["rest"]
+    return {"kept_logp_change": round(kept, 5), "rest_logp_change": round(rest, 5),
+            "kept_minus_rest": round(kept - rest, 5), "kept": groups["kept"][0].shape[0],
+            "rest": groups["rest"][0].shape[0]}
 
 
 # --- the analysis -------------------------------------------------------------------------------------------------
@@ -187,6 +242,8 @@ def aggregate(per_run: dict[str, dict[int, dict[str, Any]]], epochs: int) -> dic
             agg: dict[str, Any] = {"epoch": e + 1, "seeds": len(vals)}
             for k in [*KEYS, "seconds"]:
                 agg[k] = cur.interval([v.get(k) for v in vals])
+            for k in MOVEMENT:
+                agg[k] = cur.interval([(v.get("movement") or {}).get(k) for v in vals])
             shapes = sorted({s for v in vals for s in v["env_shape_mix"]})
             agg["env_shape_mix"] = {s: round(sum(v["env_shape_mix"].get(s, 0.0) for v in vals) / len(vals), 4)
                                     for s in shapes}
@@ -230,7 +287,15 @@ def claims(per_run: dict[str, dict[int, dict[str, Any]]]) -> dict[str, Any]:
 
 
 def _f(m: dict[str, Any] | None, pct: bool = True) -> str:
-    return cur._f(m, pct)
+    """A mean [95% interval]: in percent, or (pct False) to three significant digits (KLs and logprob changes are
+    small)."""
+    if pct:
+        return cur._f(m, pct)
+    if not m or m.get("mean") is None:
+        return "-"
+    if m.get("low") is None:
+        return f"{m['mean']:.3g}"
+    return f"{m['mean']:.3g} [{m['low']:.3g}, {m['high']:.3g}]"
 
 
 def markdown(record: dict[str, Any]) -> str:
@@ -243,13 +308,13 @@ def markdown(record: dict[str, Any]) -> str:
              "`env batches`); frontier: share of its tasks in shapes the frozen agent solves 25-75% of the time.", ""]
     for arm, data in record["arms"].items():
         lines += [f"## {arm}", "", "| epoch | in band | abs(p̂-α) | kept | env KL | env loss | trained on | weight | "
-                  "frontier | s/epoch |", "|---|---|---|---|---|---|---|---|---|---|"]
+                  "frontier | Δlogp kept - rest | s/epoch |", "|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in data["epochs"]:
             lines.append(f"| {r['epoch']} | {_f(r['env_batch_band_share'])} | {_f(r['env_batch_gap'], False)} | "
                          f"{_f(r['env_batches_kept'], False)} | {_f(r['env_kl'], False)} | "
                          f"{_f(r['env_loss'], False)} | {_f(r['env_samples_used'], False)} | "
                          f"{_f(r['env_weight_total'], False)} | {_f(r['env_frontier_share'])} | "
-                         f"{_f(r['seconds'], False)} |")
+                         f"{_f(r['kept_minus_rest'], False)} | {_f(r['seconds'], False)} |")
         lines.append("")
     lines += ["## The claim", "", "Paired by seed against env-only-frozen (difference of the per-run means over "
               "epochs 2..N, and at the last epoch); it holds when the 95% interval excludes zero in the good "
@@ -275,7 +340,7 @@ def compare_run(args: argparse.Namespace, arm: str, seed: int, result: dict[str,
     flat = flat_settings(cfg)
     flat.pop("run.seed")
     rows = sorted(result["rows"], key=lambda r: r["epoch"])
-    data = RunData(record_path(args.out, args.domain, arm, seed), seed, flat, cfg.env.mode,
+    data = RunData(record_path(args.out, args.domain, arm, seed), seed, flat, arm_mode(cfg),
                    {r["epoch"]: {k: r.get(k) for k in (*cur.KEYS, "env_shape_mix")} for r in rows})
     return data
 
@@ -312,6 +377,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--only", action="append", default=None, metavar="ARM:SEED", help=argparse.SUPPRESS)
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--report-only", action="store_true")
+    ap.add_argument("--signal", action="store_true",
+                    help="also measure how far each update moved the kept generations' logprobs against the rest "
+                         "(loads two environment models per epoch of the trained arms; recorded in the runs' rows)")
     args = ap.parse_args(argv)
     ui = UI(quiet=args.quiet)
     todo = [(arm, seed) for seed in args.seeds for arm in args.arms]
@@ -347,6 +415,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             found = load(path, args, arm)
         if found is not None:
             per_run.setdefault(arm, {})[seed] = found
+    if args.signal:
+        for arm, b in per_run.items():
+            for seed, r in b.items():
+                root = args.work / f"{args.domain}-{arm}-s{seed}"
+                if ARMS[arm][0] != "env.mode=genenv" or not root.is_dir():
+                    continue
+                for x in r["rows"]:
+                    if "movement" not in x:
+                        x["movement"] = update_movement(RunDir(root), x["epoch"])
+                save(record_path(args.out, args.domain, arm, seed), args, arm, seed, r)
     record = write(args, per_run)
     if per_run:
         runs = [compare_run(args, arm, seed, r) for arm, b in per_run.items() for seed, r in sorted(b.items())]

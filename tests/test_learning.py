@@ -182,6 +182,20 @@ def test_frozen_mode_never_trains_the_environment(make_run):
     assert env_model_for(run, run.load_config(), 2, "generate-tasks")[1] == run.load_config().env.model
 
 
+def test_frozen_agent_is_never_trained(make_run):
+    """agent.mode = frozen: update-agent completes with nothing to do (no scored pool needed), every epoch's rollouts
+    use the base agent, and `evaluate` without --epoch evaluates it without looking for a checkpoint."""
+    from genenv_cli.checkpoints import agent_model_for, latest_agent
+
+    run = RunDir(make_run("agent.mode=frozen"))
+    cfg = run.load_config()
+    result = update_agent.run(run, cfg, 1)
+    assert result.manifest["counts"]["skipped"].startswith("agent.mode = frozen")
+    assert not (run.epoch_dir(1) / "agent").exists()
+    assert agent_model_for(run, cfg, 3, "rollout")[:2] == (cfg.agent.model, cfg.agent.model)
+    assert latest_agent(run, cfg) == (cfg.agent.model, cfg.agent.model)
+
+
 @pytest.mark.slow
 def test_update_agent_is_reproducible(make_run, tiny_model):
     run = RunDir(make_run("agent_update.learning_rate=0.01", "agent_update.batch_size=4"))

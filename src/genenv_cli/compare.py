@@ -2,8 +2,8 @@
 
     genenv compare runs/genenv-s0 runs/genenv-s1 runs/frozen-s0 runs/frozen-s1 --out compare/compare.html
 
-Runs whose settings are equal but for `run.seed` form one **arm** (named by its `env.mode`, and
-a second arm of the same mode also by the settings that set it apart); an arm's line is the
+Runs whose settings are equal but for `run.seed` form one **arm** (named by its `env.mode`, with "agent frozen"
+under `agent.mode = "frozen"`, and a second arm of the same mode also by the settings that set it apart); an arm's line is the
 mean over its runs and the shaded band the 95% interval of that mean (Student's t over the seeds; no band for a
 single run). Arms are meant to differ in `env.mode` alone: when two arms also differ in another setting (a
 different rollout budget, another domain), the page and the returned `flags` say so and name the settings,
@@ -78,6 +78,14 @@ def flat_settings(cfg: Any) -> dict[str, Any]:
     return {f"{sec}.{k}": v for sec, keys in cfg.to_dict().items() for k, v in keys.items()}
 
 
+ARM_KEYS = ("env.mode", "agent.mode")  # what an arm is (its name), not a difference to flag
+
+
+def arm_mode(cfg: Any) -> str:
+    """What an arm is named by: its `env.mode`, and "agent frozen" when the agent is never trained."""
+    return cfg.env.mode + (" (agent frozen)" if cfg.agent.mode == "frozen" else "")
+
+
 def read_run(path: Path) -> RunData:
     from genenv_cli.report import read_evals, read_metrics
 
@@ -88,7 +96,7 @@ def read_run(path: Path) -> RunData:
     settings = flat_settings(cfg)
     seed = settings.pop("run.seed")
     metrics = {e: m for e in run.epochs() if (m := read_metrics(run, e, cfg)) is not None}
-    data = RunData(path, seed, settings, cfg.env.mode, metrics)
+    data = RunData(path, seed, settings, arm_mode(cfg), metrics)
     total = 0
     for e in sorted(metrics):
         total += metrics[e].get("rollouts") or 0
@@ -154,11 +162,11 @@ def group_arms(runs: list[RunData]) -> tuple[list[ArmData], list[str]]:
         a.label = label
     for i, a in enumerate(arms):
         for b in arms[i + 1:]:
-            diff = sorted(k for k in a.settings if k != "env.mode" and a.settings[k] != b.settings.get(k))
+            diff = sorted(k for k in a.settings if k not in ARM_KEYS and a.settings[k] != b.settings.get(k))
             if diff:
                 shown = ", ".join(f"{k} ({json.dumps(a.settings[k])} vs {json.dumps(b.settings.get(k))})" for k in diff[:6])
                 more = f" and {len(diff) - 6} more" if len(diff) > 6 else ""
-                flags.append(f"arms '{a.label}' and '{b.label}' differ in settings besides env.mode: {shown}{more}. "
+                flags.append(f"arms '{a.label}' and '{b.label}' differ in settings besides {' and '.join(ARM_KEYS)}: {shown}{more}. "
                              f"They are drawn as separate arms, but are not a like-for-like comparison.")
         seeds = [r.seed for r in a.runs]
         if len(set(seeds)) < len(seeds):
