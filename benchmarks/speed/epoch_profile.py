@@ -171,31 +171,47 @@ def profile_generation(convs: list[Any], k: int, max_new: int, batch: int, seed:
 
 
 def limits(run_root: Path, gen: dict[str, Any], peaks: dict[str, float], sizes: dict[str, int],
-           stages: dict[str, float]) -> dict[str, Any]:
-    """Seconds each part cannot go below on this machine (see the module docstring), and measured / limit."""
+           stages: dict[str, float], evaluation_s: float | None) -> dict[str, Any]:
+    """Seconds the rollout, the agent's update and the held-out evaluation cannot go below on this machine with the
+    work they must do (see the module docstring), and measured / limit. The arithmetic counts each shared prompt
+    prefix once per batch, as the code now does: the limit of the algorithm, not of the code before it."""
     import polars as pl
 
     flops = peaks["matmul_gflops"] * 1e9
     n, head = sizes["non_embedding"], sizes["lm_head"]
-    weight_read = sizes["all"] * 4 / (peaks["copy_gb_s"] * 1e9 / 2)  # one read of the fp32 weights
-
+    weight_read = sizes["all"] * 4 / (peaks["copy_gb_s"] * 1e9)  # one pass over the fp32 weights
+    shared, batch = gen["shared_prefix_tokens"], gen["batch_size"]
     g = gen["genenv_engine"]
-    steps = gen["max_new_tokens"] * -(-gen["prompts"] * gen["k"] // gen["batch_size"])  # decode calls, at most
-    rollout = max(2 * n * g["prefill_tokens_computed"] / flops + 2 * (n + head) * g["tokens"] / flops,
-                  steps * weight_read)
+    batches = -(-gen["prompts"] * gen["k"] // batch)
+
+    def generation(prefill_tokens: float, tokens: float, calls: int, steps: int) -> float:
+        compute = (2 * n * prefill_tokens + 2 * (n + head) * tokens) / flops
+        return max(compute, calls * steps * weight_read)
+
+    rollout = generation(g["prefill_tokens_computed"], g["tokens"], batches, gen["max_new_tokens"])
     e = run_root / "epochs" / "0001"
+    metrics = json.loads((e / "metrics.json").read_text())
+    prompt, completion = metrics.get("mean_prompt_tokens") or 64, metrics.get("mean_completion_tokens") or 8
+    # the held-out evaluation: 240 greedy answers of at most 16 tokens, each prompt's own tokens once
+    held = 240
+    evaluation = generation(held * (prompt - shared) + -(-held // 64) * shared, held * completion, -(-held // 64), 16)
     upd = pl.read_parquet(e / "agent_update.parquet")
     used = upd.filter(pl.col("used")).height if "used" in upd.columns else upd.height
-    metrics = json.loads((e / "metrics.json").read_text())
-    seq = (metrics.get("mean_prompt_tokens") or 64) + (metrics.get("mean_completion_tokens") or 8)
+    micro = 16  # agent_update.batch_size in the experiment
+    per_sample = prompt - shared + shared / micro + completion
     passes = 2
-    train_tokens = used * passes * seq
-    agent = (train_tokens * 4 * n + used * seq * 2 * n + train_tokens * 2 * n) / flops
+    # per pass: forward + backward through the activations (4N) and the reference's forward (2N); once: the old policy
+    agent = (passes * used * per_sample * 6 * n + used * per_sample * 2 * n
+             + (passes * 3 + 1) * used * completion * 2 * head) / flops
     measured = {"rollout": stages["rollout"], "update-agent": stages["update-agent"]}
-    limit = {"rollout": round(rollout, 1), "update-agent": round(agent, 1)}
-    return {"limit_s": limit, "measured_s": measured,
-            "measured_over_limit": {k: round(measured[k] / limit[k], 1) for k in limit if limit[k]},
-            "weight_read_s": round(weight_read, 4), "train_tokens": train_tokens}
+    limit = {"rollout": round(rollout, 1), "update-agent": round(agent, 1), "evaluation": round(evaluation, 1)}
+    if evaluation_s is not None:
+        measured["evaluation"] = round(evaluation_s, 1)
+    ratio = {k: round(measured[k] / limit[k], 1) for k in measured if limit.get(k)}
+    both = [k for k in measured if limit.get(k)]
+    return {"limit_s": limit, "measured_s": measured, "measured_over_limit": ratio,
+            "together_measured_over_limit": round(sum(measured[k] for k in both) / sum(limit[k] for k in both), 1),
+            "weight_read_s": round(weight_read, 4), "agent_samples_trained": used}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -226,10 +242,10 @@ def main(argv: list[str] | None = None) -> None:
             peaks, sizes = machine_peaks(), model_sizes()
             gen = profile_generation(rollout_workload(root), 8, 16, 64, 7)
             figures.update({"machine_peaks": peaks, "model_parameters": sizes, "generation": gen,
-                            "limits": limits(root, gen, peaks, sizes, stages)})
+                            "limits": limits(root, gen, peaks, sizes, stages, figures["base_evaluation_s"])})
     extra = {"commit": args.run_commit} if args.run_commit else {}
     write_result("epoch_profile", f"epoch_profile-{args.label}", figures, **extra,
-                 settings={"epoch": "curriculum genenv arm, arith, seed %d, epoch 1" % args.seed,
+                 settings={"epoch": f"curriculum genenv arm, arith, seed {args.seed}, epoch 1",
                            "from_run": str(args.from_run) if args.from_run else None},
                  note="machine otherwise idle; the from-run record reads a run made with the code of its commit")
 
