@@ -130,7 +130,7 @@ class HFEngine(Engine):
         gc.collect()
 
 
-# token ids generate() needs; every other field of a model's generation_config is a decoding choice
+# the special token ids a model's generation_config carries; every other field of it is a decoding choice
 _KEEP_GENERATION_FIELDS = ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id")
 
 
