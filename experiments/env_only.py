@@ -46,8 +46,14 @@ ARMS = {
     "env-only": ["env.mode=genenv", "agent.mode=frozen"],
     "env-only-kmin0.2": ["env.mode=genenv", "agent.mode=frozen", "curriculum.k_min=0.2"],
     "env-only-frozen": ["env.mode=frozen", "agent.mode=frozen"],
+    # departures (run only when named; reported beside the rest, never as the headline)
+    "env-only-lr1e-3": ["env.mode=genenv", "agent.mode=frozen", "env_update.learning_rate=1e-3"],
+    "env-only-var2": ["env.mode=genenv", "agent.mode=frozen", "generate.variations=2"],
 }
+HEADLINE = ["env-only", "env-only-kmin0.2", "env-only-frozen"]
+DEPARTURES = [a for a in ARMS if a not in HEADLINE]
 ALPHA = 0.5
+COMMIT_FILE = "env-only-commit"  # in each run folder: the commit it was started on
 MOVEMENT = ["kept_logp_change", "rest_logp_change", "kept_minus_rest"]
 FRONTIER = cur.FRONTIER
 KEYS = ["env_batch_band_share", "env_batch_gap", "env_batches", "env_batches_kept", "env_kl", "env_loss",
@@ -111,6 +117,9 @@ def run_one(args: argparse.Namespace, arm: str, seed: int, ui: UI) -> dict[str, 
     from genenv_cli.runner import run_epochs
 
     run = make_run(args.work / f"{args.domain}-{arm}-s{seed}", args.domain, arm, seed, args.model, args.sets)
+    marker = run.root / COMMIT_FILE
+    if not marker.exists():  # the code the run starts on, not whatever is checked out when it is recorded
+        marker.write_text(git_commit() + "\n")
     cur.heldout(run, None, ui)  # the frozen agent's per-shape success: the target
     frontier = base_shape_success(run)
     timings_path = run.root / "env-only-timings.json"
@@ -127,7 +136,7 @@ def run_one(args: argparse.Namespace, arm: str, seed: int, ui: UI) -> dict[str, 
         r = rows[-1]
         ui.info(f"{run.root.name} epoch {epoch}: env batches in band {r.get('env_batch_band_share')}, "
                 f"|p-alpha| {r.get('env_batch_gap')}, kept {r.get('env_batches_kept')}")
-    return {"rows": rows, "frontier": frontier, "commit": git_commit()}
+    return {"rows": rows, "frontier": frontier, "commit": marker.read_text().strip()}
 
 
 def settings(args: argparse.Namespace, arm: str) -> list[str]:
@@ -178,7 +187,9 @@ def done_on_disk(args: argparse.Namespace, arm: str, seed: int) -> dict[str, Any
     for x in rows:
         if x["epoch"] in moved:
             x["movement"] = moved[x["epoch"]]
-    return {"rows": rows, "frontier": frontier, "commit": old.get("commit") or git_commit()}
+    marker = run.root / COMMIT_FILE
+    commit = marker.read_text().strip() if marker.exists() else old.get("commit") or git_commit()
+    return {"rows": rows, "frontier": frontier, "commit": commit}
 
 
 def update_movement(run: RunDir, epoch: int) -> dict[str, Any] | None:
@@ -267,7 +278,7 @@ def claims(per_run: dict[str, dict[int, dict[str, Any]]]) -> dict[str, Any]:
     base = per_run.get("env-only-frozen")
     if not base:
         return out
-    for arm in ("env-only", "env-only-kmin0.2"):
+    for arm in [a for a in ARMS if ARMS[a][0] == "env.mode=genenv"]:
         if arm not in per_run:
             continue
         a = per_run[arm]
@@ -350,7 +361,7 @@ def write(args: argparse.Namespace, per_run: dict[str, dict[int, dict[str, Any]]
     frontier = next((r["frontier"] for by_seed in per_run.values() for r in by_seed.values()), None)
     record = {"experiment": "env-only", "date": time.strftime("%Y-%m-%d"), "commit": git_commit(),
               "domain": args.domain, "epochs": args.epochs, "seeds": args.seeds,
-              "complete": all(done.get(a) == sorted(args.seeds) for a in ARMS), "runs_done": done,
+              "complete": all(done.get(a) == sorted(args.seeds) for a in HEADLINE), "runs_done": done,
               "arms_settings": ARMS, "settings": cur.COMMON + args.sets, "machine": machine(), "versions": versions(),
               "run_commits": sorted({r["commit"] for b in per_run.values() for r in b.values() if r.get("commit")}),
               "frontier": frontier, "arms": aggregate(per_run, args.epochs), "claims": claims(per_run),
@@ -365,7 +376,8 @@ def write(args: argparse.Namespace, per_run: dict[str, dict[int, dict[str, Any]]
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--domain", default="arith")
-    ap.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+    ap.add_argument("--arms", nargs="+", default=HEADLINE, choices=list(ARMS),
+                    help=f"arms to run (default {' '.join(HEADLINE)}; departures: {' '.join(DEPARTURES)})")
     ap.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--model", default="embedded")
@@ -406,7 +418,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             for arm, seed in pending:
                 run_one(args, arm, seed, ui)
     per_run: dict[str, dict[int, dict[str, Any]]] = {}
-    for arm, seed in todo:
+    for arm, seed in [(a, s) for a in ARMS for s in args.seeds]:  # every arm finished or recorded, not only these
         path = record_path(args.out, args.domain, arm, seed)
         found = done_on_disk(args, arm, seed)
         if found is not None:
