@@ -16,6 +16,9 @@ Departure arms (run only when named in --arms; reported apart, never as the head
                   environment): the headline filter kept almost nothing on arith, because the environment's batches
                   sit just below the band. This arm tells the filter apart from what comes after it (the RWR
                   weights, the environment's capacity): does an environment that trains on more batches move?
+  genenv-lr1e-3   genenv with the environment's learning rate 10x (1e-3): with the agent held still (env_only.py)
+                  the environment's update trained on a few samples, two optimizer steps an epoch, and moved its
+                  KL by about 0.01. Does an update that moves further aim better, and does the agent gain?
 Headline arms use the paper's alpha 0.5, k_min 0.1, lambda 1; beta (not given by the paper) is 2.0, the
 authors' code's value: inside the filter's band a batch's R_env is between exp(-2 * 0.1^2) = 0.98 and 1, so the
 kept batches are weighted almost equally and beta changes nothing the environment trains on; it shapes only
@@ -68,6 +71,7 @@ ARMS = {
     "static": ["env.mode=static"],
     "seeds": ["env.mode=seeds"],
     "genenv-kmin0.2": ["env.mode=genenv", "curriculum.k_min=0.2"],
+    "genenv-lr1e-3": ["env.mode=genenv", "env_update.learning_rate=1e-3"],
 }
 HEADLINE = ["genenv", "frozen", "static", "seeds"]
 DEPARTURES = [a for a in ARMS if a not in HEADLINE]

@@ -12,6 +12,10 @@ environment training as the curriculum experiment's headline arms; only what is 
   env-only         the environment is trained under the paper's filter (k_min 0.1)
   env-only-kmin0.2 the same with the wider filter (k_min 0.2), the curriculum experiment's departure arm
   env-only-frozen  neither model is trained: what sampling noise alone does to the numbers below
+Departure arms (run only when named in --arms; reported beside the rest, never as the headline):
+  env-only-lr1e-3  env-only with the environment's learning rate 10x (1e-3): its update trains on a few samples,
+                   two optimizer steps an epoch, and moved its KL by about 0.01 at 1e-4
+  env-only-var2    env-only with 2 variations per batch instead of 4 (more, smaller batches, same rollouts)
 Per epoch, mean and 95% interval over seeds of: the in-band share of the environment's batches, the mean
 |p̂_batch - α| of its batches, batches kept by the filter, the environment's KL, the samples it trained on and
 their total weight, its loss, and the share of its tasks whose shape the frozen agent solves 25-75% of the time
