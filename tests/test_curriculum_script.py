@@ -137,3 +137,16 @@ def test_heldout_limit_below_one_is_refused(tmp_path, capsys):
         _load().main(["--heldout-limit", "0", "--report-only", "--out", str(tmp_path)])
     assert exc.value.code == 2 and "--heldout-limit 0: expected a number of exercises" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
+
+
+def test_rerun_check_counts_numbers_inside_the_prediction_interval():
+    """experiments/rerun_check.py: a rerun near the recorded seeds lands inside their prediction interval, one far
+    from them does not; a number with fewer than two recorded values is not compared."""
+    check = importlib.import_module("experiments.rerun_check")
+    low, high = check.prediction_interval([0.30, 0.32, 0.34])
+    assert low < 0.30 and high > 0.34 and round((low + high) / 2, 6) == 0.32
+    recorded = [{"seed": s, "rows": [{"epoch": 1, "heldout": h}]} for s, h in ((1, 0.30), (2, 0.32), (3, 0.34))]
+    near = check.check({"arm": "genenv", "seed": 1, "rows": [{"epoch": 1, "heldout": 0.33}]}, recorded)
+    far = check.check({"arm": "genenv", "seed": 1, "rows": [{"epoch": 1, "heldout": 0.60}]}, recorded)
+    assert (near["inside"], near["compared"]) == (1, 1) and (far["inside"], far["compared"]) == (0, 1)
+    assert near["epochs"][0]["heldout"]["recorded_same_seed"] == 0.30
