@@ -92,16 +92,19 @@ def base_shape_success(run: RunDir) -> dict[str, float]:
 
 
 def env_update_numbers(run: RunDir, epoch: int) -> dict[str, Any]:
-    """What the environment trained on this epoch: samples, their total RWR weight (0 when it did not train)."""
+    """What the environment trained on this epoch: the samples (its window: every epoch's kept generations so far)
+    and their total RWR weight, the sum of exp(λ R_env) before normalisation (0 when it did not train)."""
+    import math
+
     import polars as pl
 
     path = run.file("env_update", epoch)
     if not path.exists():
         return {"env_samples_used": 0, "env_weight_total": 0.0}
-    frame = pl.read_parquet(path)
-    used = frame.filter(pl.col("used")) if "used" in frame.columns else frame
-    weight = float(used["weight"].sum()) if "weight" in used.columns else None
-    return {"env_samples_used": used.height, "env_weight_total": round(weight, 4) if weight is not None else None}
+    used = pl.read_parquet(path).filter(pl.col("used"))
+    lam = run.load_config().curriculum.lam
+    total = sum(math.exp(lam * r) for r in used["r_env"].to_list())
+    return {"env_samples_used": used.height, "env_weight_total": round(total, 3)}
 
 
 def row(run: RunDir, epoch: int, frontier: dict[str, float], timings: dict[str, Any]) -> dict[str, Any]:
@@ -342,8 +345,19 @@ def markdown(record: dict[str, Any]) -> str:
             pct = "gap" not in key
             lines.append(f"  - {key}: {_f(m, pct)} (per seed {m.get('per_seed')}; holds {m.get('holds')})")
     if record.get("frontier"):
-        lines += ["", "The frozen agent's held-out success per shape (the target): " + ", ".join(
-            f"{k} {v:.0%}" for k, v in sorted(record["frontier"].items())), ""]
+        frontier = record["frontier"]
+        lines += ["", "## Where the environment's tasks go", "",
+                  "The frozen agent's held-out success per shape is the target (α = 0.5: the shapes it solves "
+                  "25-75% of the time are the frontier). The environment's shape mix, mean over seeds, at the first "
+                  "and the last epoch:", "",
+                  "| arm | epoch | " + " | ".join(f"{k} ({v:.0%})" for k, v in sorted(frontier.items())) + " |",
+                  "|---|---|" + "---|" * len(frontier)]
+        for arm, data in record["arms"].items():
+            for r in (data["epochs"][0], data["epochs"][-1]) if data["epochs"] else ():
+                mix = r["env_shape_mix"]
+                lines.append(f"| {arm} | {r['epoch']} | " + " | ".join(f"{mix.get(k, 0.0):.0%}" for k in
+                                                                       sorted(frontier)) + " |")
+        lines.append("")
     return "\n".join(lines) + "\n"
 
 
