@@ -114,3 +114,9 @@ def test_a_model_without_position_ids_decodes_without_sharing(engine):
     a = bare.generate(CONVS[:1], SamplingParams(temperature=0.0, max_new_tokens=8))
     b = engine.generate(CONVS[:1], SamplingParams(temperature=0.0, max_new_tokens=8))
     assert a[0][0].token_ids == b[0][0].token_ids
+
+
+def test_tensors_off_the_cpu_take_the_plain_forward(engine):
+    """Finding the prefix reads token ids on the host: on an accelerator that would make each micro-step wait."""
+    ids = torch.zeros((2, 30), dtype=torch.long, device="meta")
+    assert shared_prefix.padded_forward(engine.model, ids, torch.ones_like(ids), 4) is None

@@ -123,7 +123,11 @@ def forward(model: Any, prefix: list[int], rows: list[list[int]], own_mask: Any 
 def padded_forward(model: Any, input_ids: Any, attention_mask: Any, logits_to_keep: int) -> Any | None:
     """The logits of the last `logits_to_keep` columns of a left-padded batch (TRL's layout: prompts left-padded,
     completions right-padded), computed with its shared prefix once; None when the batch shares too little (or the
-    prefix would reach a position whose logits are asked for), and the caller runs the plain forward."""
+    prefix would reach a position whose logits are asked for), and the caller runs the plain forward. Only for
+    tensors on the CPU: finding the prefix reads the token ids on the host, which on an accelerator would make
+    every micro-step wait for the device (and there the prompt's arithmetic is a smaller share of the time)."""
+    if input_ids.device.type != "cpu":
+        return None
     ids, mask = input_ids.tolist(), attention_mask.tolist()
     width = len(ids[0])
     starts = [m.index(1) if 1 in m else width for m in mask]
