@@ -94,15 +94,18 @@ KEYS = ["env_batch_band_share", "band_share", "env_batches", "env_batches_kept",
         "valid_generation_rate", "env_kl", "agent_train_reward", "success_rate", "batch_p_mean", "rollouts"]
 
 
-def arm_config(domain: str, arm: str, seed: int, model: str, extra: list[str]) -> Any:
-    sets = [f"run.seed={seed}", f"agent.model={model}", f"env.model={model}", *COMMON, *extra, *ARMS[arm]]
+def arm_config(domain: str, arm: str, seed: int, model: str, extra: list[str],
+               arms: dict[str, list[str]] | None = None) -> Any:
+    """An arm's config: the common settings, then `extra`, then the arm's own (`arms`: another experiment's)."""
+    sets = [f"run.seed={seed}", f"agent.model={model}", f"env.model={model}", *COMMON, *extra, *(arms or ARMS)[arm]]
     return config_from_dict(apply_overrides({"run": {"domain": domain}}, sets), "curriculum experiment")
 
 
-def make_run(root: Path, domain: str, arm: str, seed: int, model: str, extra: list[str]) -> RunDir:
+def make_run(root: Path, domain: str, arm: str, seed: int, model: str, extra: list[str],
+             arms: dict[str, list[str]] | None = None) -> RunDir:
     if not (root / "genenv.toml").exists():
         root.mkdir(parents=True, exist_ok=True)
-        (root / "genenv.toml").write_text(render_config(arm_config(domain, arm, seed, model, extra)))
+        (root / "genenv.toml").write_text(render_config(arm_config(domain, arm, seed, model, extra, arms)))
     return RunDir(root)
 
 

@@ -65,19 +65,11 @@ KEYS = ["env_batch_band_share", "env_batch_gap", "env_batches", "env_batches_kep
 
 
 def arm_config(domain: str, arm: str, seed: int, model: str, extra: list[str]) -> Any:
-    from genenv_cli.config import apply_overrides, config_from_dict
-
-    sets = [f"run.seed={seed}", f"agent.model={model}", f"env.model={model}", *cur.COMMON, *extra, *ARMS[arm]]
-    return config_from_dict(apply_overrides({"run": {"domain": domain}}, sets), "env-only experiment")
+    return cur.arm_config(domain, arm, seed, model, extra, ARMS)
 
 
 def make_run(root: Path, domain: str, arm: str, seed: int, model: str, extra: list[str]) -> RunDir:
-    from genenv_cli.config import render_config
-
-    if not (root / "genenv.toml").exists():
-        root.mkdir(parents=True, exist_ok=True)
-        (root / "genenv.toml").write_text(render_config(arm_config(domain, arm, seed, model, extra)))
-    return RunDir(root)
+    return cur.make_run(root, domain, arm, seed, model, extra, ARMS)
 
 
 def base_shape_success(run: RunDir) -> dict[str, float]:

@@ -29,6 +29,18 @@ def write_result(bench: str, name: str, figures: dict[str, Any], **extra: Any) -
     return path
 
 
+def left_padded(rows: list[list[int]], pad_id: int) -> tuple[Any, Any]:
+    """(input_ids, attention_mask) of token-id rows left-padded to the longest, as a batched generate wants."""
+    import torch
+
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, r in enumerate(rows):
+        ids[i, width - len(r):], mask[i, width - len(r):] = torch.tensor(r, dtype=torch.long), 1
+    return ids, mask
+
+
 def timed_command(cmd: list[str], repeat: int, env: dict[str, str] | None = None) -> list[float]:
     times = []
     for _ in range(repeat):

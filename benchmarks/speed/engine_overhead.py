@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.speed.common import write_result
+from benchmarks.speed.common import left_padded, write_result
 
 
 def bare_loop(model_dir: str, conversations: list, k: int, batch_size: int, max_new_tokens: int, seed: int) -> int:
@@ -50,12 +50,8 @@ def generate_batches(model, tok, conversations: list, k: int, batch_size: int, m
     total = 0
     for b, start in enumerate(range(0, len(jobs), batch_size)):
         batch = [prompts[i] for i, _ in jobs[start:start + batch_size]]
-        width = max(len(p) for p in batch)
-        ids = torch.full((len(batch), width), tok.pad_token_id, dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        for r, p in enumerate(batch):
-            ids[r, width - len(p):] = torch.tensor(p)
-            mask[r, width - len(p):] = 1
+        ids, mask = left_padded(batch, tok.pad_token_id)
+        width = ids.shape[1]
         torch.manual_seed(seed + b)
         with torch.inference_mode():
             out = model.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=1.0, top_p=1.0,

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.speed.common import write_result
+from benchmarks.speed.common import left_padded, write_result
 
 STAGES = ["generate-tasks", "rollout", "score", "update-agent", "update-env"]
 
@@ -116,11 +116,8 @@ def profile_generation(convs: list[Any], k: int, max_new: int, batch: int, seed:
     row_steps = tokens = prefill_tokens = 0
     for b, start in enumerate(range(0, len(jobs), batch)):
         rows = [prompts[i] for i, _ in jobs[start:start + batch]]
-        width = max(len(p) for p in rows)
-        ids = torch.full((len(rows), width), engine.pad_id, dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        for r, p in enumerate(rows):
-            ids[r, width - len(p):], mask[r, width - len(p):] = torch.tensor(p), 1
+        ids, mask = left_padded(rows, engine.pad_id)
+        width = ids.shape[1]
         with torch.inference_mode():
             t = time.perf_counter()
             model(input_ids=ids, attention_mask=mask, logits_to_keep=1)
