@@ -120,3 +120,24 @@ def test_tensors_off_the_cpu_take_the_plain_forward(engine):
     """Finding the prefix reads token ids on the host: on an accelerator that would make each micro-step wait."""
     ids = torch.zeros((2, 30), dtype=torch.long, device="meta")
     assert shared_prefix.padded_forward(engine.model, ids, torch.ones_like(ids), 4) is None
+
+
+def test_the_cache_goes_under_the_name_the_forward_takes():
+    """transformers 5.24 renamed `past_key_values` to `cache`: a forward that takes either is shared-prefix capable
+    and gets its cache under its own name (the old name on 5.24 only warns, and goes in 5.40)."""
+
+    class Old(torch.nn.Module):
+        def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None,
+                    use_cache=None, logits_to_keep=0):
+            return {"got": past_key_values}
+
+    class New(torch.nn.Module):
+        def forward(self, input_ids=None, attention_mask=None, position_ids=None, cache=None, use_cache=None,
+                    logits_to_keep=0):
+            return {"got": cache}
+
+    for model, name in ((Old(), "past_key_values"), (New(), "cache")):
+        model.config = type("C", (), {"is_encoder_decoder": False})()
+        assert shared_prefix.cache_name(model) == name
+        assert shared_prefix.supports(model)
+        assert shared_prefix.call(model, input_ids=1, cache="kv")["got"] == "kv"

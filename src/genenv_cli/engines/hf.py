@@ -112,9 +112,9 @@ class HFEngine(Engine):
                     active = [active[i] for i in keep.tolist()]
                 mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
                 out = shared_prefix.call(self.model, input_ids=drawn.unsqueeze(1), attention_mask=mask,
-                                         position_ids=position.unsqueeze(1), past_key_values=cache, use_cache=True,
+                                         position_ids=position.unsqueeze(1), cache=cache, use_cache=True,
                                          logits_to_keep=1)
-                cache, position = out.past_key_values, position + 1
+                cache, position = shared_prefix.returned_cache(out), position + 1
                 scores = out.logits[:, -1, :].float()
         return [Generation(text=self.tokenizer.decode(tokens[i], skip_special_tokens=True), token_ids=tokens[i],
                            logprobs=logps[i], finish_reason=reasons[i], prompt_token_ids=list(p))

@@ -39,11 +39,27 @@ def forward_params(model: Any) -> set[str]:
         return set()
 
 
-def call(model: Any, **kwargs: Any) -> Any:
-    """`model(**kwargs)` without `position_ids` and `logits_to_keep` where its forward does not take them (remote
-    code may not; transformers' own models do): without them the positions come from the cache and every
-    position's logits are computed, which is correct for a batch without padding and only slower."""
+def cache_name(model: Any) -> str:
+    """The keyword the forward of `model` takes its key/value cache by: transformers 5.24 renamed `past_key_values`
+    to `cache` (the old name still works there, with a warning, and goes in 5.40); earlier releases and remote code
+    take `past_key_values`."""
+    return "cache" if "cache" in forward_params(model) else "past_key_values"
+
+
+def returned_cache(out: Any) -> Any:
+    """The key/value cache a forward returned, under either name (see `cache_name`)."""
+    cache = getattr(out, "cache", None)
+    return cache if cache is not None else getattr(out, "past_key_values", None)
+
+
+def call(model: Any, *, cache: Any = None, **kwargs: Any) -> Any:
+    """`model(**kwargs)` with `cache` passed under the name the model's forward takes (`cache_name`), and without
+    `position_ids` and `logits_to_keep` where its forward does not take them (remote code may not; transformers' own
+    models do): without them the positions come from the cache and every position's logits are computed, which is
+    correct for a batch without padding and only slower."""
     accepted = forward_params(model)
+    if cache is not None:
+        kwargs[cache_name(model)] = cache
     return model(**{k: v for k, v in kwargs.items()
                     if v is not None and (k in accepted or k not in ("position_ids", "logits_to_keep"))})
 
@@ -65,7 +81,8 @@ def supports(model: Any) -> bool:
         return False
     if inner.training and _checkpointing(inner):
         return False
-    return {"past_key_values", "position_ids", "attention_mask", "logits_to_keep"} <= forward_params(model)
+    params = forward_params(model)
+    return bool(params & {"cache", "past_key_values"}) and {"position_ids", "attention_mask", "logits_to_keep"} <= params
 
 
 def common_length(rows: list[list[int]], keep: int = 1) -> int:
@@ -110,14 +127,14 @@ def forward(model: Any, prefix: list[int], rows: list[list[int]], own_mask: Any 
     if prefix:
         shared = call(model, input_ids=torch.tensor([prefix], dtype=torch.long, device=device), use_cache=True,
                       logits_to_keep=1)
-        cache = shared.past_key_values
+        cache = returned_cache(shared)
         cache.batch_select_indices(torch.zeros(batch, dtype=torch.long, device=device))  # a copy per row
         mask = torch.cat([torch.ones((batch, len(prefix)), dtype=torch.long), mask], dim=1)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, -width:]
     ids, mask, positions = ids.to(device), mask.to(device), positions.to(device)
-    out = call(model, input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
+    out = call(model, input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache,
                use_cache=True, logits_to_keep=logits_to_keep)
-    return out.logits, out.past_key_values, mask, positions[:, -1] + 1
+    return out.logits, returned_cache(out), mask, positions[:, -1] + 1
 
 
 def padded_forward(model: Any, input_ids: Any, attention_mask: Any, logits_to_keep: int) -> Any | None:
