@@ -67,7 +67,10 @@ def test_compare_overlays_arms_and_flags_other_settings(runs, tmp_path):
     # the two seeds form one arm; the run with group_size 4 is its own arm and flagged, naming the setting
     assert sorted(len(v) for v in data["arms"].values()) == [1, 2]
     assert sorted(data["arms"]) == ["genenv", "genenv (rollout.group_size=4)"]  # named by what sets it apart
-    assert any("rollout.group_size" in f and "(8 vs 4)" in f for f in data["flags"])
+    assert [f for f in data["flags"] if "rollout.group_size" in f] == [
+        "arm 'genenv (rollout.group_size=4)' differs from the others in a setting besides env.mode and agent.mode: "
+        "rollout.group_size 4 where the other arm has 8. It is drawn as its own arm, not a like-for-like comparison "
+        "with them."]
     page = out.read_text()
     assert "rollout.group_size" in page and "⚠" in page
     for cid, _ in CHARTS:
@@ -105,6 +108,22 @@ def test_arms_of_one_mode_keep_distinct_names():
     arms, _ = group_arms(runs)
     labels = [a.label for a in arms]
     assert len(set(labels)) == 3 and labels[0] == "genenv" and labels[1].startswith("genenv (a=2, b=2, c=2")
+
+
+def test_each_departure_is_flagged_once_with_only_its_own_setting():
+    """Headline arms and two departures: one flag per departure naming its setting alone, none for the headline
+    arms, however many pairs of arms there are."""
+    from genenv_cli.compare import RunData, group_arms
+
+    base = {"env.mode": "genenv", "agent.mode": "train", "curriculum.k_min": 0.1, "env_update.learning_rate": 1e-4}
+    settings = [base, {**base, "env.mode": "frozen"}, {**base, "env.mode": "static"},
+                {**base, "curriculum.k_min": 0.2}, {**base, "env_update.learning_rate": 1e-3}]
+    runs = [RunData(Path(f"r{i}"), 1, s, s["env.mode"], {}) for i, s in enumerate(settings)]
+    _, flags = group_arms(runs)
+    assert len(flags) == 2
+    assert flags[0].startswith("arm 'genenv (curriculum.k_min=0.2)'") and "curriculum.k_min 0.2 where most arms have 0.1" in flags[0]
+    assert "learning_rate" not in flags[0] and "k_min" not in flags[1]
+    assert "env_update.learning_rate 0.001 where most arms have 0.0001" in flags[1]
 
 
 def test_runs_below_the_current_folder_show_relative_paths(runs, tmp_path, monkeypatch):

@@ -160,19 +160,44 @@ def group_arms(runs: list[RunData]) -> tuple[list[ArmData], list[str]]:
         while any(b.label == label for b in arms):  # labels key the arms: never two alike
             label, n = f"{a.label} ({', '.join(diff[:3])}, …#{n})", n + 1
         a.label = label
-    for i, a in enumerate(arms):
-        for b in arms[i + 1:]:
-            diff = sorted(k for k in a.settings if k not in ARM_KEYS and a.settings[k] != b.settings.get(k))
-            if diff:
-                shown = ", ".join(f"{k} ({json.dumps(a.settings[k])} vs {json.dumps(b.settings.get(k))})" for k in diff[:6])
-                more = f" and {len(diff) - 6} more" if len(diff) > 6 else ""
-                flags.append(f"arms '{a.label}' and '{b.label}' differ in settings besides {' and '.join(ARM_KEYS)}: {shown}{more}. "
-                             f"They are drawn as separate arms, but are not a like-for-like comparison.")
+    flags += departure_flags(arms)
+    for a in arms:
         seeds = [r.seed for r in a.runs]
         if len(set(seeds)) < len(seeds):
             flags.append(f"arm '{a.label}' has runs with the same run.seed ({sorted(seeds)}): they are not independent "
                          f"seeds, so its interval is too narrow.")
     return arms, flags
+
+
+def departure_flags(arms: list[ArmData]) -> list[str]:
+    """One flag per arm that departs from the others in a setting besides what names an arm (ARM_KEYS), naming only
+    the settings it departs in. The reference value of a setting is the one most arms share (the first arm's on a
+    tie), so a page of headline arms and a few departures flags each departure once, not every pair of arms.
+
+    >>> base = {"env.mode": "genenv", "curriculum.k_min": 0.1, "generate.variations": 4}
+    >>> arms = [ArmData("genenv", [], base), ArmData("frozen", [], {**base, "env.mode": "frozen"}),
+    ...         ArmData("genenv (curriculum.k_min=0.2)", [], {**base, "curriculum.k_min": 0.2})]
+    >>> departure_flags(arms)  # doctest: +ELLIPSIS
+    ["arm 'genenv (curriculum.k_min=0.2)' differs ... curriculum.k_min 0.2 where most arms have 0.1. ..."]
+    """
+    keys = sorted({k for a in arms for k in a.settings if k not in ARM_KEYS})
+    shown = {k: [json.dumps(a.settings.get(k)) for a in arms] for k in keys}
+    common: dict[str, str] = {}
+    for k, values in shown.items():
+        if len(set(values)) > 1:
+            most = max(values.count(v) for v in values)
+            common[k] = next(v for v in values if values.count(v) == most)
+    others = "the other arm has" if len(arms) == 2 else "most arms have"
+    flags = []
+    for i, a in enumerate(arms):
+        own = [k for k in common if shown[k][i] != common[k]]
+        if not own:
+            continue
+        said = ", ".join(f"{k} {shown[k][i]} where {others} {common[k]}" for k in own[:6])
+        more = f" and {len(own) - 6} more" if len(own) > 6 else ""
+        flags.append(f"arm '{a.label}' differs from the others in a setting besides {' and '.join(ARM_KEYS)}: "
+                     f"{said}{more}. It is drawn as its own arm, not a like-for-like comparison with them.")
+    return flags
 
 
 def arm_series(arm: ArmData, key: str) -> dict[str, Any]:
