@@ -59,3 +59,17 @@ def test_the_claim_needs_more_than_the_seed_spread():
     assert claims["env-only"]["claim_holds"] is True
     assert claims["env-only"]["in_band_epochs_2_on"]["per_seed"] == [0.35, 0.25, 0.35]
     assert claims["env-only-kmin0.2"]["claim_holds"] is False
+
+
+def test_a_trained_arm_is_paired_with_the_baseline_of_its_own_batches():
+    """env-only-var2 (2 variations a batch) is compared with env-only-frozen-var2, never with the 4-variation
+    env-only-frozen, and has no claim until its own baseline has runs."""
+    mod = _load()
+    frozen4 = {s: _run([0.1, 0.1, 0.1], [0.3, 0.3, 0.3]) for s in (1, 2, 3)}
+    frozen2 = {s: _run([0.3, 0.3, 0.3], [0.2, 0.2, 0.2]) for s in (1, 2, 3)}
+    var2 = {s: _run([0.3, 0.3, 0.3], [0.2, 0.2, 0.2]) for s in (1, 2, 3)}
+    assert "env-only-var2" not in mod.claims({"env-only-var2": var2, "env-only-frozen": frozen4})
+    c = mod.claims({"env-only-var2": var2, "env-only-frozen": frozen4, "env-only-frozen-var2": frozen2})
+    assert c["env-only-var2"]["baseline"] == "env-only-frozen-var2"
+    assert c["env-only-var2"]["in_band_epochs_2_on"]["mean"] == pytest.approx(0.0)
+    assert c["env-only-var2"]["claim_holds"] is False
