@@ -17,7 +17,7 @@ Departure arms (run only when named in --arms; reported beside the rest, never a
                    two optimizer steps an epoch, and moved its KL by about 0.01 at 1e-4
   env-only-var2    env-only with 2 variations per batch instead of 4 (more, smaller batches, same rollouts)
   env-only-frozen-var2  env-only-frozen with 2 variations per batch: env-only-var2's baseline (smaller batches
-                   alone spread p̂ wider, so the in-band share moves without any training)
+                   alone spread p̂ wider, which can move the in-band share without any training)
 Per epoch, mean and 95% interval over seeds of: the in-band share of the environment's batches, the mean
 |p̂_batch - α| of its batches, batches kept by the filter, the environment's KL, the samples it trained on and
 their total weight, its loss, and the share of its tasks whose shape the frozen agent solves 25-75% of the time
@@ -58,8 +58,9 @@ ARMS = {
     "env-only-frozen-var2": ["env.mode=frozen", "agent.mode=frozen", "generate.variations=2"],
 }
 # The untrained baseline each trained arm is paired with: the one with the same batches. A batch's p̂ is the mean of
-# variations x group_size rollouts, so halving the variations widens the spread of p̂ and changes the in-band share
-# and |p̂ - α| with no training at all; env-only-var2 against env-only-frozen would measure that, not aiming.
+# variations x group_size rollouts, so halving the variations widens the spread of p̂ and can move the in-band share
+# and |p̂ - α| with no training at all (batch_size_effect measures it); env-only-var2 against env-only-frozen would
+# mix that into what it reports as aiming.
 BASELINE = {"env-only-var2": "env-only-frozen-var2"}
 HEADLINE = ["env-only", "env-only-kmin0.2", "env-only-frozen"]
 DEPARTURES = [a for a in ARMS if a not in HEADLINE]
@@ -304,6 +305,21 @@ def claims(per_run: dict[str, dict[int, dict[str, Any]]]) -> dict[str, Any]:
     return out
 
 
+def batch_size_effect(per_run: dict[str, dict[int, dict[str, Any]]]) -> dict[str, Any]:
+    """What the batches alone do with nothing trained: each named baseline (BASELINE) minus env-only-frozen, paired
+    by seed, over epochs 2..N. It tells how much of a departure's difference from env-only-frozen is its batch size
+    (which a co-evolution arm of the same batches, compared with the 4-variation frozen arm, carries too)."""
+    out: dict[str, Any] = {}
+    base = per_run.get("env-only-frozen")
+    for other in sorted(set(BASELINE.values())):
+        if base and per_run.get(other):
+            out[f"{other}_minus_env-only-frozen"] = {
+                "in_band_epochs_2_on": cur.paired(per_run[other], base, mean_over("env_batch_band_share")),
+                "gap_epochs_2_on": cur.paired(per_run[other], base, mean_over("env_batch_gap")),
+                "frontier_share_epochs_2_on": cur.paired(per_run[other], base, mean_over("env_frontier_share"))}
+    return out
+
+
 def _f(m: dict[str, Any] | None, pct: bool = True) -> str:
     """A mean [95% interval]: in percent, or (pct False) to three significant digits (KLs and logprob changes are
     small)."""
@@ -344,6 +360,9 @@ def markdown(record: dict[str, Any]) -> str:
             m = c[key]
             pct = "gap" not in key
             lines.append(f"  - {key}: {_f(m, pct)} (per seed {m.get('per_seed')}; holds {m.get('holds')})")
+    for name, c in (record.get("batch_size_effect") or {}).items():
+        lines.append(f"- **{name}** (nothing trained; what the smaller batches alone do): "
+                     + "; ".join(f"{k} {_f(m, 'gap' not in k)} (per seed {m.get('per_seed')})" for k, m in c.items()))
     if record.get("frontier"):
         frontier = record["frontier"]
         lines += ["", "## Where the environment's tasks go", "",
@@ -383,6 +402,7 @@ def write(args: argparse.Namespace, per_run: dict[str, dict[int, dict[str, Any]]
               "arms_settings": ARMS, "settings": cur.COMMON + args.sets, "machine": machine(), "versions": versions(),
               "run_commits": sorted({r["commit"] for b in per_run.values() for r in b.values() if r.get("commit")}),
               "frontier": frontier, "arms": aggregate(per_run, args.epochs), "claims": claims(per_run),
+              "batch_size_effect": batch_size_effect(per_run),
               "per_run": {arm: {str(s): r["rows"] for s, r in b.items()} for arm, b in per_run.items()}}
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"env_only-{args.domain}.json"

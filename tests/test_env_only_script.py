@@ -73,3 +73,5 @@ def test_a_trained_arm_is_paired_with_the_baseline_of_its_own_batches():
     assert c["env-only-var2"]["baseline"] == "env-only-frozen-var2"
     assert c["env-only-var2"]["in_band_epochs_2_on"]["mean"] == pytest.approx(0.0)
     assert c["env-only-var2"]["claim_holds"] is False
+    effect = mod.batch_size_effect({"env-only-frozen": frozen4, "env-only-frozen-var2": frozen2})
+    assert effect["env-only-frozen-var2_minus_env-only-frozen"]["in_band_epochs_2_on"]["mean"] == pytest.approx(0.2)
