@@ -288,12 +288,28 @@ def arm_panels(items: list[tuple[str, list[Arm], Decor]], xlabel: str = "epoch",
         else:
             ax.set_xlabel(xlabel)
         if not any_value:
-            _no_data(ax)
+            _no_data(ax, "none of these runs records it")
         ax.set_title(sub, loc="left")
-        _legend_if_several(ax, loc="best")
+    _arm_legend(fig, axes[0])
     if title:
         fig.suptitle(title, x=0.01, ha="left")
     return _png(fig)
+
+
+def _arm_legend(fig: Any, axes: Any) -> None:
+    """Up to three entries: a legend in each panel where it fits best. More (a page of headline arms and
+    departures): one legend under the panels, where it hides no line."""
+    entries: dict[str, Any] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            if not label.startswith("_"):
+                entries.setdefault(label, handle)
+    if len(entries) <= 3:
+        for ax in axes:
+            _legend_if_several(ax, loc="best")
+    else:
+        columns = 2 if max(len(label) for label in entries) > 30 else 3  # arm names with their settings are long
+        fig.legend(list(entries.values()), list(entries), loc="outside lower center", ncols=columns)
 
 
 @styled
