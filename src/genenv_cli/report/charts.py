@@ -318,10 +318,19 @@ def shape_mix(items: list[tuple[str, list[int], dict[str, list[float]]]], title:
     stacked, so a panel reads as the mix moving across epochs."""
     from matplotlib.ticker import PercentFormatter
 
+    import textwrap
+
+    from matplotlib import colormaps
+
     shapes = sorted({s for _, _, mix in items for s in mix})
-    colors = {s: PALETTE[i % len(PALETTE)] for i, s in enumerate(shapes)}
-    fig, axes = _figure(1, max(len(items), 1), height=3.2)
-    for ax, (label, epochs, mix) in zip(axes[0], items, strict=False):
+    many = colormaps["tab20"]  # past the palette's 8 colours, two shapes must not share one
+    colors = {s: PALETTE[i] if len(shapes) <= len(PALETTE) else many(i % 20) for i, s in enumerate(shapes)}
+    n = max(len(items), 1)
+    ncols = min(n, 3)  # at most three panels a row: more made each too narrow to read
+    nrows = math.ceil(n / ncols)
+    fig, axes = _figure(nrows, ncols, height=0.6 + 2.6 * nrows)
+    panels = [ax for row in axes for ax in row]
+    for ax, (label, epochs, mix) in zip(panels, items, strict=False):
         if not mix or not epochs:
             _no_data(ax, "no environment tasks")
         else:
@@ -333,9 +342,13 @@ def shape_mix(items: list[tuple[str, list[int], dict[str, list[float]]]], title:
             _int_xaxis(ax, epochs)
             ax.set_ylim(0, 1.02)
             ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0, decimals=0))
-        ax.set_title(label, loc="left")
+        ax.set_title(textwrap.fill(label, 40), loc="left", fontsize=9)  # arm names with their settings are long
+    for ax in panels[len(items):]:
+        ax.set_visible(False)
     if shapes:
-        axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        handles = {lab: h for ax in panels for h, lab in zip(*ax.get_legend_handles_labels(), strict=True)}
+        fig.legend([handles[s] for s in shapes if s in handles], [s for s in shapes if s in handles],
+                   loc="outside right upper")
     if title:
         fig.suptitle(title, x=0.01, ha="left")
     return _png(fig)
