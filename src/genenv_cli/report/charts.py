@@ -316,11 +316,10 @@ def _arm_legend(fig: Any, axes: Any) -> None:
 def shape_mix(items: list[tuple[str, list[int], dict[str, list[float]]]], title: str = "") -> bytes:
     """One panel per arm: the share of each shape among the environment's tasks per epoch (mean over seeds),
     stacked, so a panel reads as the mix moving across epochs."""
-    from matplotlib.ticker import PercentFormatter
-
     import textwrap
 
     from matplotlib import colormaps
+    from matplotlib.ticker import PercentFormatter
 
     shapes = sorted({s for _, _, mix in items for s in mix})
     many = colormaps["tab20"]  # past the palette's 8 colours, two shapes must not share one
