@@ -43,7 +43,11 @@ def cache_name(model: Any) -> str:
     """The keyword the forward of `model` takes its key/value cache by: transformers 5.24 renamed `past_key_values`
     to `cache` (the old name still works there, with a warning, and goes in 5.40); earlier releases and remote code
     take `past_key_values`."""
-    return "cache" if "cache" in forward_params(model) else "past_key_values"
+    return _cache_key(forward_params(model))
+
+
+def _cache_key(params: set[str]) -> str:
+    return "cache" if "cache" in params else "past_key_values"
 
 
 def returned_cache(out: Any) -> Any:
@@ -57,9 +61,9 @@ def call(model: Any, *, cache: Any = None, **kwargs: Any) -> Any:
     `position_ids` and `logits_to_keep` where its forward does not take them (remote code may not; transformers' own
     models do): without them the positions come from the cache and every position's logits are computed, which is
     correct for a batch without padding and only slower."""
-    accepted = forward_params(model)
+    accepted = forward_params(model)  # once per call: a decode step makes one call
     if cache is not None:
-        kwargs[cache_name(model)] = cache
+        kwargs[_cache_key(accepted)] = cache
     return model(**{k: v for k, v in kwargs.items()
                     if v is not None and (k in accepted or k not in ("position_ids", "logits_to_keep"))})
 

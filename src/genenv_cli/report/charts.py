@@ -299,17 +299,23 @@ def arm_panels(items: list[tuple[str, list[Arm], Decor]], xlabel: str = "epoch",
 def _arm_legend(fig: Any, axes: Any) -> None:
     """Up to three entries: a legend in each panel where it fits best. More (a page of headline arms and
     departures): one legend under the panels, where it hides no line."""
-    entries: dict[str, Any] = {}
-    for ax in axes:
-        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
-            if not label.startswith("_"):
-                entries.setdefault(label, handle)
+    entries = _legend_entries(axes)
     if len(entries) <= 3:
         for ax in axes:
             _legend_if_several(ax, loc="best")
     else:
         columns = 2 if max(len(label) for label in entries) > 30 else 3  # arm names with their settings are long
         fig.legend(list(entries.values()), list(entries), loc="outside lower center", ncols=columns)
+
+
+def _legend_entries(axes: Any) -> dict[str, Any]:
+    """label -> handle over several panels, first seen first, hidden labels ("_...") left out."""
+    entries: dict[str, Any] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            if not label.startswith("_"):
+                entries.setdefault(label, handle)
+    return entries
 
 
 @styled
@@ -345,7 +351,7 @@ def shape_mix(items: list[tuple[str, list[int], dict[str, list[float]]]], title:
     for ax in panels[len(items):]:
         ax.set_visible(False)
     if shapes:
-        handles = {lab: h for ax in panels for h, lab in zip(*ax.get_legend_handles_labels(), strict=True)}
+        handles = _legend_entries(panels)
         fig.legend([handles[s] for s in shapes if s in handles], [s for s in shapes if s in handles],
                    loc="outside right upper")
     if title:
