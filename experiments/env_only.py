@@ -18,6 +18,22 @@ Departure arms (run only when named in --arms; reported beside the rest, never a
   env-only-var2    env-only with 2 variations per batch instead of 4 (more, smaller batches, same rollouts)
   env-only-frozen-var2  env-only-frozen with 2 variations per batch: env-only-var2's baseline (smaller batches
                    alone spread p̂ wider, which can move the in-band share without any training)
+The environment learning from every generation (run only when named; each against env-only-frozen):
+  env-only-grpo    the environment learns by GRPO over every generation of the epoch (env_update.algo = "grpo"):
+                   each generation's reward is exp(-β (p̂_task - α)²) from its own task's K rollouts, or 0 when it
+                   became no task (unparseable, invalid, a duplicate), compared with the other generations of its
+                   batch; the paper's update learns only from the valid generations of the 1-3 batches the filter
+                   keeps, and never from the rest
+  env-only-rwr-task  the second departure, which tells "a reward per task" apart from "learning from what failed":
+                   reward-weighted regression on every valid generation of the epoch (env_update.algo =
+                   "rwr-task", env_update.window = 1: the same generations GRPO sees), each weighted exp(λ R) by its
+                   own task's reward, with λ = 10. It has GRPO's per-task rewards and data but never pushes a
+                   generation down. Why λ = 10: at the paper's λ = 1 the weights of a task at p̂ = α (R = 1) and one
+                   at p̂ = 0 (R = exp(-0.5) = 0.61) differ by e^0.39 = 1.5x, so RWR would be plain fine-tuning on
+                   every valid task. In the recorded env-only-frozen runs the batches average p̂ 0.18, a quarter of
+                   them at 0 and 8% in the band, so most valid tasks sit far below α. At λ = 10 a task at α weighs
+                   51x one at p̂ = 0 and 3.2x one at p̂ = 0.25: the few tasks near α carry most of the weight, as
+                   they carry GRPO's positive advantages
 Per epoch, mean and 95% interval over seeds of: the in-band share of the environment's batches, the mean
 |p̂_batch - α| of its batches, batches kept by the filter, the environment's KL, the samples it trained on and
 their total weight, its loss, and the share of its tasks whose shape the frozen agent solves 25-75% of the time
@@ -44,6 +60,7 @@ from benchmarks.record import git_commit, machine, versions
 
 from experiments import curriculum as cur
 from genenv_cli.compare import RunData, arm_mode, flat_settings, read_run, render_compare
+from genenv_cli.pools import read_parquet
 from genenv_cli.rundir import RunDir
 from genenv_cli.ui import UI
 
@@ -56,6 +73,9 @@ ARMS = {
     "env-only-lr1e-3": ["env.mode=genenv", "agent.mode=frozen", "env_update.learning_rate=1e-3"],
     "env-only-var2": ["env.mode=genenv", "agent.mode=frozen", "generate.variations=2"],
     "env-only-frozen-var2": ["env.mode=frozen", "agent.mode=frozen", "generate.variations=2"],
+    "env-only-grpo": ["env.mode=genenv", "agent.mode=frozen", "env_update.algo=grpo"],
+    "env-only-rwr-task": ["env.mode=genenv", "agent.mode=frozen", "env_update.algo=rwr-task", "env_update.window=1",
+                          "curriculum.lam=10"],
 }
 # The untrained baseline each trained arm is paired with: the one with the same batches. A batch's p̂ is the mean of
 # variations x group_size rollouts, so halving the variations widens the spread of p̂ and can move the in-band share
@@ -69,7 +89,8 @@ COMMIT_FILE = "env-only-commit"  # in each run folder: the commit it was started
 MOVEMENT = ["kept_logp_change", "rest_logp_change", "kept_minus_rest"]
 FRONTIER = cur.FRONTIER
 KEYS = ["env_batch_band_share", "env_batch_gap", "env_batches", "env_batches_kept", "env_kl", "env_loss",
-        "env_samples_used", "env_weight_total", "env_frontier_share", "valid_generation_rate", "batch_p_mean"]
+        "env_samples_used", "env_weight_total", "env_frontier_share", "valid_generation_rate", "batch_p_mean",
+        "env_groups", "env_groups_informative_share", "env_reward_valid", "env_reward_invalid"]
 
 
 def arm_config(domain: str, arm: str, seed: int, model: str, extra: list[str]) -> Any:
@@ -92,8 +113,9 @@ def base_shape_success(run: RunDir) -> dict[str, float]:
 
 
 def env_update_numbers(run: RunDir, epoch: int) -> dict[str, Any]:
-    """What the environment trained on this epoch: the samples (its window: every epoch's kept generations so far)
-    and their total RWR weight, the sum of exp(λ R_env) before normalisation (0 when it did not train)."""
+    """What the environment trained on this epoch: the samples (its window: every epoch's kept generations so far,
+    under rwr) and their total RWR weight, the sum of exp(λ R) before normalisation (0 when it did not train; None
+    under grpo, which weights by advantages)."""
     import math
 
     import polars as pl
@@ -101,9 +123,11 @@ def env_update_numbers(run: RunDir, epoch: int) -> dict[str, Any]:
     path = run.file("env_update", epoch)
     if not path.exists():
         return {"env_samples_used": 0, "env_weight_total": 0.0}
-    used = pl.read_parquet(path).filter(pl.col("used"))
-    lam = run.load_config().curriculum.lam
-    total = sum(math.exp(lam * r) for r in used["r_env"].to_list())
+    used = read_parquet(path, "env_update").filter(pl.col("used"))
+    cfg = run.load_config()
+    if cfg.env_update.algo == "grpo":
+        return {"env_samples_used": used.height, "env_weight_total": None}
+    total = sum(math.exp(cfg.curriculum.lam * r) for r in used["r_env"].to_list())
     return {"env_samples_used": used.height, "env_weight_total": round(total, 3)}
 
 

@@ -81,3 +81,38 @@ def env_pool(run: RunDir, epoch: int, r_envs: list[float], kept: list[bool]) -> 
                      "weight": math.exp(r), "kept": k, "env_model": "base"})
     fake_stage(run, epoch, "score", {"env_sft": (run.pool_partition("env_sft", epoch),
                                                  lambda p: write_parquet(frame(rows, "env_sft"), p, "env_sft"))})
+
+
+def gen_rows(model_dir, epoch: int, rewards: dict[str, list[float | None]], *, temperature: float = 1.0,
+             max_new_tokens: int = 6) -> list[dict[str, Any]]:
+    """env_gen rows whose outputs were really sampled from the model (their logprobs are the sampler's), one batch per
+    key of `rewards` with its generations' rewards by hand (0.0: became no task; None: surplus)."""
+    engine = HFEngine(resolve(str(model_dir)), batch_size=16)
+    convs = [[{"role": "system", "content": "Write an exercise."}, {"role": "user", "content": f"Vary: {i} + 1"}]
+             for i in range(len(rewards))]
+    k = len(next(iter(rewards.values())))
+    outs = engine.generate(convs, SamplingParams(max_new_tokens=max_new_tokens, n=k, seed=epoch,
+                                                 temperature=temperature))
+    rows = []
+    for (batch, rs), gens, conv in zip(rewards.items(), outs, convs, strict=True):
+        for g, (r, gen) in enumerate(zip(rs, gens, strict=True)):
+            valid = r is not None and r > 0.0
+            rows.append({"epoch": epoch, "generation_id": f"{batch}/g{g}", "batch_id": batch, "domain": "arith",
+                         "task_id": f"{batch}-v{g}" if valid else None, "valid": valid,
+                         "reason": None if valid else ("surplus: the epoch's tasks were already written" if r is None
+                                                       else "parse: no EXERCISE: line"),
+                         "p_task": 0.5 if valid else None, "reward": r, "prompt": json.dumps(conv),
+                         "output": gen.text, "prompt_token_ids": gen.prompt_token_ids,
+                         "completion_token_ids": gen.token_ids, "logprobs": gen.logprobs,
+                         "finish_reason": gen.finish_reason, "temperature": temperature, "env_model": str(model_dir)})
+    return rows
+
+
+def gen_pool(run: RunDir, epoch: int, rows: list[dict[str, Any]], agent_rows: list[dict[str, Any]] | None = None) -> None:
+    """Complete `score` of `epoch` with this env_gen partition (and, given, this agent_train one)."""
+    files = {"env_gen": (run.pool_partition("env_gen", epoch),
+                         lambda p: write_parquet(frame(rows, "env_gen"), p, "env_gen"))}
+    if agent_rows is not None:
+        files["agent_train"] = (run.pool_partition("agent_train", epoch),
+                                lambda p: write_parquet(frame(agent_rows, "agent_train"), p, "agent_train"))
+    fake_stage(run, epoch, "score", files)

@@ -70,11 +70,14 @@ def test_a_late_key_at_its_default_leaves_the_digest_of_older_runs_unchanged():
     from genenv_cli.config import SECTIONS, config_from_dict
 
     cfg = config_from_dict({}, "test")
-    late = [(s, f.name) for s, cls in SECTIONS.items() for f in dataclasses.fields(cls) if f.metadata.get("late")]
-    assert ("agent_update", "is_cap") in late
-    for section, key in late:
-        before = {k: v for k, v in cfg.section(section).items() if k != key}
+    late = [(s, f) for s, cls in SECTIONS.items() for f in dataclasses.fields(cls) if f.metadata.get("late")]
+    assert {("agent_update", "is_cap"), ("env_update", "algo"), ("curriculum", "invalid_reward")} <= \
+        {(s, f.name) for s, f in late}
+    for section, fld in late:
+        before = {k: v for k, v in cfg.section(section).items() if (section, k) not in {(s, f.name) for s, f in late}}
         blob = json.dumps({section: before}, sort_keys=True).encode()
         assert cfg.digest([section]) == hashlib.sha256(blob).hexdigest()[:16]
-        changed = config_from_dict({section: {key: getattr(getattr(cfg, section), key) * 2}}, "test")
+        other = next(c for c in fld.metadata["choices"] if c != fld.default) if "choices" in fld.metadata \
+            else fld.default * 2 or 0.5
+        changed = config_from_dict({section: {fld.name: other}}, "test")
         assert changed.digest([section]) != cfg.digest([section])

@@ -17,7 +17,7 @@ from genenv_cli.pools import frame, write_parquet
 from genenv_cli.report import build_report
 from genenv_cli.rundir import RunDir
 
-CHART_IDS = ["success-rate", "p-task", "band-share", "env-reward", "valid-generation", "lengths",
+CHART_IDS = ["success-rate", "p-task", "band-share", "env-reward", "valid-generation", "env-signal", "lengths",
              "agent-reward", "informative", "env-kl", "evals"]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -29,6 +29,7 @@ METRICS = {
         "rollouts": 64, "agent_loss": 0.01, "agent_kl": 0.001, "agent_logp_mismatch": 0.0213,
         "agent_sampler_kl": 0.00041, "agent_is_truncated": 0.0125, "env_loss": 1.5, "env_kl": 0.2, "env_kl_stopped": False,
         "env_batches": 2, "env_batch_band_share": 0.0, "informative_share": 0.5,
+        "env_groups": 2, "env_groups_informative_share": 0.5, "env_reward_valid": 0.7, "env_reward_invalid": 0.0,
         "env_shape_mix": {"single": 1.0}, "shape_success": {"single": {"p": 0.125, "tasks": 8, "informative": 0.5}}},
     2: {"tasks": 8, "env_tasks": 6, "seed_tasks": 2, "valid_generation_rate": 0.5, "success_rate": 0.4375,
         "batch_p_mean": 0.45, "band_share": 0.375, "env_r_mean": None, "env_batches_kept": None,
@@ -36,6 +37,7 @@ METRICS = {
         "rollouts": 64, "agent_loss": None, "agent_kl": None, "agent_logp_mismatch": None,
         "agent_sampler_kl": None, "agent_is_truncated": None, "env_loss": None, "env_kl": None, "env_kl_stopped": None,
         "env_batches": 2, "env_batch_band_share": 0.5, "informative_share": 0.75, "env_shape_mix": None,
+        "env_groups": None, "env_groups_informative_share": None, "env_reward_valid": None, "env_reward_invalid": None,
         "shape_success": None},
     3: {"tasks": 8, "env_tasks": 6, "seed_tasks": 2, "valid_generation_rate": 0.875, "success_rate": 0.5,
         "batch_p_mean": 0.5, "band_share": 0.625, "env_r_mean": 0.98, "env_batches_kept": 3,
@@ -43,6 +45,7 @@ METRICS = {
         "rollouts": 64, "agent_loss": 0.02, "agent_kl": 0.003, "agent_logp_mismatch": 0.0305,
         "agent_sampler_kl": 0.00062, "agent_is_truncated": 0.0, "env_loss": 1.2, "env_kl": 0.6, "env_kl_stopped": True,
         "env_batches": 2, "env_batch_band_share": 1.0, "informative_share": 0.75,
+        "env_groups": 2, "env_groups_informative_share": 1.0, "env_reward_valid": 0.9, "env_reward_invalid": 0.0,
         "env_shape_mix": {"single": 1.0}, "shape_success": {"single": {"p": 0.5, "tasks": 8, "informative": 0.75}}},
 }
 # epoch -> successes of each of 8 tasks out of K = 8 (band [0.4, 0.6]: 4/8 = 0.5 in band; 3/8, 5/8 not)

@@ -141,6 +141,10 @@ class CurriculumConfig:
                       min=0.0, max=1.0)
     lam: float = _f(1.0, "lambda: RWR weights are proportional to exp(lambda R_env) (at most 100: exp(100 R_env) "
                      "stays a finite number).", min=0.0, max=100.0)
+    invalid_reward: float = _f(0.0, "The reward of an environment generation that did not become a task (unparseable, "
+                               "invalid, a duplicate), against exp(-beta (p_task - alpha)^2) in (0, 1] for a valid "
+                               "one; what env_update.algo = \"grpo\" compares each generation with its siblings by.",
+                               min=-10.0, max=1.0, late=True)
     success_threshold: float = _f(1.0, "A rollout succeeds when R_agent reaches this (1.0 for exact-match domains).",
                                   min=0.0, max=1.0)
     band_low: float = _f(0.4, "Lower edge of the band reported as 'in the zone' (status, metrics, report).", min=0.0, max=1.0)
@@ -195,7 +199,20 @@ class EnvUpdateConfig(TrainingConfig):
     kl_coef: float = _f(0.1, "KL penalty to the initial environment model (the leash).", min=0.0, max=1e3)
     kl_max: float = _f(0.5, "Stop the update when the mean per-token KL to the initial model passes this.", min=0.0,
                        max=1e4)
-    window: int = _f(0, "Epochs of pools/env_sft to train on: 0 for all, W for the last W.", min=0)
+    window: int = _f(0, "Epochs of the environment's pool to train on: 0 for all, W for the last W (rwr and rwr-task; "
+                     "grpo trains on its own epoch's generations only).", min=0)
+    algo: str = _f("rwr", "How the environment learns. rwr: the paper's reward-weighted regression on the generations of "
+                   "the batches the difficulty filter kept (pools/env_sft), weights exp(lambda R_env). grpo: a "
+                   "group-relative policy gradient over every generation of the epoch (pools/env_gen): each "
+                   "generation's reward is exp(-beta (p_task - alpha)^2) from its own task's K rollouts, or "
+                   "curriculum.invalid_reward when it did not become a task, compared with the other generations of "
+                   "its conditioning context. rwr-task: reward-weighted regression on every valid generation, each "
+                   "weighted exp(lambda R) by its own task's reward, no filter.",
+                   choices=["rwr", "grpo", "rwr-task"], late=True)
+    clip_eps: float = _f(0.2, "grpo only: PPO-style ratio clip epsilon.", min=0.0, max=10.0, late=True)
+    is_cap: float = _f(3.0, "grpo only: cap on the per-token importance weight min(trainer / sampler probability, C) "
+                       "that corrects the generation engine's logprobs to the trainer's (as agent_update.is_cap).",
+                       min=1.0, max=100.0, late=True)
 
 
 @dataclass

@@ -85,6 +85,26 @@ SCHEMAS: dict[str, FileSchema] = {s.key: s for s in [
        ("parent_id", "str?", "Task it was asked to vary."),
        ("reason", "str", "Why it was rejected: `parse: ...`, `invalid: ...`, `duplicate of ...`, `near duplicate of ...`."),
        ("env_output", "str", "The raw output.")),
+    _s("env_generations", "epochs/NNNN/env_generations.parquet", "parquet", "generate-tasks",
+       "Every generation of the environment this epoch, the ones that became tasks and the ones that did not, with "
+       "the tokens and logprobs it was sampled with. Absent in runs made before genenv recorded it.",
+       ("generation_id", "str", "`<batch_id>/g<k>`, k counting the batch's generations over its rounds."),
+       ("batch_id", "str", "The batch: the generations of one conditioning context (a GRPO group of the environment)."),
+       ("domain", "str", "Domain name."),
+       ("parent_id", "str?", "Task it was asked to vary."),
+       ("round", "int", "Generation round (from 1)."),
+       ("prompt", "json", "Chat messages the environment was given."),
+       ("prompt_token_ids", "list[int]", "Tokens of the rendered prompt (chat template applied)."),
+       ("output", "str", "The raw output."),
+       ("completion_token_ids", "list[int]", "Sampled tokens, up to and including the end-of-turn token."),
+       ("logprobs", "list[float]", "Log-probability of each sampled token under the sampling distribution."),
+       ("finish_reason", "str", "`stop` (end of turn) or `length` (generate.max_new_tokens reached)."),
+       ("temperature", "float", "Sampling temperature."),
+       ("top_p", "float", "Nucleus threshold."),
+       ("env_model", "str", "Environment checkpoint that wrote it."),
+       ("task_id", "str?", "The task it became (a line of tasks.jsonl); null when it became none."),
+       ("reason", "str?", "Why it became no task (as in tasks.rejects.jsonl; `surplus: ...` for a valid one the "
+                          "epoch had no room for); null when it became one.")),
     _s("rollouts", "epochs/NNNN/rollouts.parquet", "parquet", "rollout",
        "K agent attempts per task (one row each). With --shard I/N: rollouts.shard-I-of-N.parquet.",
        ("rollout_id", "str", "`<task_id>/s<k>`."),
@@ -167,6 +187,28 @@ SCHEMAS: dict[str, FileSchema] = {s.key: s for s in [
        ("weight", "float", "exp(lambda * r_env), unnormalised (update-env normalises over what it trains on)."),
        ("kept", "bool", "Passed the difficulty filter (|p_batch - alpha| <= k_min)."),
        ("env_model", "str", "Environment checkpoint that wrote it.")),
+    _s("env_gen", "pools/env_gen/epoch=NNNN.parquet", "parquet", "score",
+       "Every environment generation of the epoch with its own reward: what `env_update.algo = \"grpo\"` trains on "
+       "(and `rwr-task`). Absent for epochs whose generate-tasks predates env_generations.parquet.",
+       ("epoch", "int", "Epoch."),
+       ("generation_id", "str", "As in env_generations.parquet."),
+       ("batch_id", "str", "Batch = the environment's GRPO group (one conditioning context)."),
+       ("domain", "str", "Domain name."),
+       ("task_id", "str?", "The task it became; null when it became none."),
+       ("valid", "bool", "It became a task the agent attempted."),
+       ("reason", "str?", "Why it became no task; null when valid."),
+       ("p_task", "float?", "Its task's success rate over the K rollouts; null when not valid."),
+       ("reward", "float?", "exp(-beta (p_task - alpha)^2) for a valid generation, curriculum.invalid_reward for one "
+                            "that became no task; null for a surplus one (valid, but never attempted: no reward "
+                            "is known, so it is left out of its group)."),
+       ("prompt", "json", "Chat messages the environment was given."),
+       ("output", "str", "The raw output."),
+       ("prompt_token_ids", "list[int]", "Prompt tokens."),
+       ("completion_token_ids", "list[int]", "Completion tokens."),
+       ("logprobs", "list[float]", "Sampler logprobs of the completion tokens."),
+       ("finish_reason", "str", "`stop` or `length`."),
+       ("temperature", "float", "Sampling temperature."),
+       ("env_model", "str", "Environment checkpoint that wrote it.")),
     _s("agent_update", "epochs/NNNN/agent_update.parquet", "parquet", "update-agent",
        "What each trace contributed to the agent's GRPO update.",
        ("epoch", "int", "Epoch the trace comes from (earlier than the update's epoch when replayed)."),
@@ -206,25 +248,42 @@ SCHEMAS: dict[str, FileSchema] = {s.key: s for s in [
        ("learning_rate", "float?", "Learning rate of the step."),
        ("tokens", "float", "Completion tokens in the step.")),
     _s("env_update", "epochs/NNNN/env_update.parquet", "parquet", "update-env",
-       "What each environment generation contributed to the reward-weighted regression.",
+       "What each environment generation contributed to the update (`env_update.algo`).",
        ("epoch", "int", "Epoch of the pool partition the pair comes from."),
-       ("task_id", "str", "Task the generation became."),
+       ("task_id", "str?", "Task the generation became (null: a grpo generation that became none)."),
        ("batch_id", "str", "Batch."),
-       ("r_env", "float", "Environment reward."),
-       ("weight", "float", "exp(lambda r_env) / sum over the pairs trained on (sums to 1)."),
-       ("weight_rel", "float", "weight x number of pairs (mean 1): the factor on the pair's token-mean NLL."),
-       ("used", "bool", "Trained on (kept by the difficulty filter and inside the window)."),
-       ("skip_reason", "str?", "`filtered`, `outside window`, `empty output`; null when used.")),
+       ("r_env", "float?", "The reward the update used: the batch's R_env (rwr), the generation's own reward "
+                           "(grpo, rwr-task; null for a surplus generation)."),
+       ("weight", "float?", "exp(lambda r_env) / sum over the pairs trained on (sums to 1); null under grpo."),
+       ("weight_rel", "float?", "weight x number of pairs (mean 1): the factor on the pair's token-mean NLL; null "
+                                "under grpo."),
+       ("used", "bool", "Trained on."),
+       ("skip_reason", "str?", "`filtered`, `outside window`, `empty output`, `not valid` (rwr-task), `all-equal "
+                               "group`, `singleton group`, `no reward` (grpo); null when used."),
+       ("generation_id", "str?", "grpo and rwr-task: the generation (env_generations.parquet); null under rwr and in "
+                                 "files written before the column existed.", True),
+       ("advantage", "float?", "grpo: (r - mean_group) / (std_group + 1e-4) over the batch's generations; null "
+                               "otherwise.", True),
+       ("logp_abs_diff", "float?", "grpo: mean |sampler logprob - trainer logprob| over the generation's tokens "
+                                   "(nats), as in agent_update.parquet; null otherwise.", True),
+       ("sampler_kl", "float?", "grpo: KL(sampler || trainer) per token, k3 estimate; null otherwise.", True),
+       ("truncated_share", "float?", "grpo: share of tokens whose importance weight was truncated at "
+                                     "env_update.is_cap; null otherwise.", True)),
     _s("env_update_steps", "epochs/NNNN/env_update_steps.parquet", "parquet", "update-env",
        "The environment's training curve, one row per optimizer step; the last row says whether kl_max stopped it.",
        ("step", "int", "Optimizer step (from 1)."),
-       ("loss", "float", "Weighted NLL + kl_coef * KL."),
-       ("nll", "float", "Weighted token-mean negative log-likelihood of the targets."),
-       ("kl", "float", "Mean per-token KL(current || initial) over the step's target positions, before the step."),
+       ("loss", "float", "Weighted NLL + kl_coef * KL (rwr, rwr-task); the GRPO loss (grpo)."),
+       ("nll", "float?", "Weighted token-mean negative log-likelihood of the targets; null under grpo."),
+       ("kl", "float", "Mean per-token KL(current || initial) over the step's target positions, before the step "
+                       "(exact over the vocabulary under rwr and rwr-task; the k3 estimate on the sampled tokens "
+                       "under grpo)."),
        ("applied", "bool", "False for the step that found the KL past kl_max: it was not taken."),
        ("stopped_by_kl", "bool", "True on the row where the update stopped because the KL passed kl_max."),
        ("grad_norm", "float?", "Gradient norm before clipping."),
-       ("learning_rate", "float?", "Learning rate of the step.")),
+       ("learning_rate", "float?", "Learning rate of the step."),
+       ("policy_loss", "float?", "grpo: the clipped surrogate alone, token mean; null otherwise.", True),
+       ("clip_frac", "float?", "grpo: share of tokens whose ratio was clipped; null otherwise.", True),
+       ("is_weight_mean", "float?", "grpo: mean sampler-mismatch weight; null otherwise.", True)),
 ]}
 
 
@@ -243,6 +302,13 @@ METRICS_DOCS: dict[str, str] = {
     "env_batches": "environment task batches scored",
     "env_batch_band_share": "share of environment batches whose p_batch is in [band_low, band_high]",
     "informative_share": "share of GRPO groups (tasks with K >= 2 rollouts) whose rewards are not all equal",
+    "env_groups": "the environment's GRPO groups: batches with two generations or more of known reward "
+                  "(pools/env_gen; null for epochs that predate it)",
+    "env_groups_informative_share": "share of those groups whose generations' rewards are not all equal (the ones "
+                                    "env_update.algo = \"grpo\" learns from)",
+    "env_reward_valid": "mean reward of the environment's generations that became tasks, exp(-beta (p_task - alpha)^2)",
+    "env_reward_invalid": "mean reward of its generations that became no task (curriculum.invalid_reward); null when "
+                          "every generation became a task",
     "env_shape_mix": "mapping: shape -> share of the environment's tasks of that shape",
     "shape_success": "mapping: shape -> {p: pooled success, tasks, informative: share of informative groups}",
     "mean_prompt_tokens": "mean agent prompt length in tokens (task length)",
@@ -255,8 +321,11 @@ METRICS_DOCS: dict[str, str] = {
     "agent_sampler_kl": "KL(sampler ‖ trainer) per completion token (k3 estimate), same samples",
     "agent_is_truncated": "share of those tokens whose importance weight trainer / sampler was truncated at "
                           "agent_update.is_cap",
-    "env_loss": "mean weighted SFT loss over update-env's steps",
-    "env_kl": "mean per-token KL of the environment to the initial model, on update-env's last batch before its step (or the KL that stopped it)",
+    "env_loss": "mean loss over update-env's steps: the weighted SFT loss (env_update.algo rwr, rwr-task) or the GRPO "
+                "loss (grpo)",
+    "env_kl": "mean per-token KL of the environment to the initial model, on update-env's last batch before its step (or "
+              "the KL that stopped it): exact over the vocabulary (rwr, rwr-task), the k3 estimate on the sampled "
+              "tokens (grpo)",
     "env_kl_stopped": "true when update-env stopped because the KL passed env_update.kl_max",
     "by_domain": "mixed runs only (null otherwise): mapping domain -> {tasks, seed_tasks, env_tasks, generations, "
                  "accepted, valid_generation_rate (generate-tasks); rollouts, successes, success_rate, in_band, "

@@ -47,7 +47,7 @@ from genenv_cli.safefiles import (
     remove_entry,
 )
 
-POOLS = ("agent_train", "env_sft")
+POOLS = ("agent_train", "env_sft", "env_gen")
 # the run's folders outside its epochs, named here only
 EVALS, REPORT, STATIC = "evals", "report", "static"
 EPOCH_MAX = 99_999  # epochs are folder names (`epochs/0003`): a bound keeps them names, not numbers too big to use

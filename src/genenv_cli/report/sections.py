@@ -23,6 +23,7 @@ CHARTS: list[tuple[str, str]] = [
     ("band-share", "Share of tasks in the band"),
     ("env-reward", "Mean environment reward R_env"),
     ("valid-generation", "Valid-generation rate"),
+    ("env-signal", "What the environment's generations teach it"),
     ("lengths", "Task length and agent response length"),
     ("agent-reward", "Agent training reward"),
     ("informative", "Informative GRPO groups and environment batches in the band"),
@@ -170,6 +171,28 @@ def _valid_generation(r: _Run) -> Built:
                                  ("seed tasks", seed_t, "int")]))
 
 
+def _env_signal(r: _Run) -> Built:
+    from genenv_cli.report import charts as ch
+
+    groups, inf = r.col("env_groups"), r.col("env_groups_informative_share")
+    valid, invalid = r.col("env_reward_valid"), r.col("env_reward_invalid")
+    low = min([0.0, *[v for v in invalid if v is not None]])
+    png = r.line("env-signal", [ch.Series("batches with unequal rewards", inf, ch.TEAL),
+                                ch.Series("mean reward: became a task", valid, ch.GREEN),
+                                ch.Series("mean reward: became none", invalid, ch.RED)],
+                 ch.Decor(ylabel="share / reward", ylim=(low, 1.05)))
+    return ({"epoch": r.epochs, "env_groups": groups, "env_groups_informative_share": inf, "env_reward_valid": valid,
+             "env_reward_invalid": invalid}, png, _section(
+        "env-signal", "Every generation of the environment gets a reward of its own (pools/env_gen): "
+        f"exp(-β (p_task - α)²) from its task's K rollouts when it became a task, "
+        f"curriculum.invalid_reward = {r.c.invalid_reward:g} when it did not. A batch (the generations of one "
+        "conditioning context) whose rewards are not all equal is what env_update.algo = \"grpo\" learns from; "
+        "the paper's update (rwr) learns only from the valid generations of the batches the filter keeps.",
+        r.mode_note + img(png, "the environment's generation rewards per epoch")
+        + wide_table(r.epochs, [("batches (2+ rewards)", groups, "int"), ("unequal rewards", inf, "pct"),
+                                ("mean reward, task", valid, "num"), ("mean reward, none", invalid, "num")])))
+
+
 def _lengths(r: _Run) -> Built:
     from genenv_cli.report import charts as ch
 
@@ -248,7 +271,8 @@ def _env_kl(r: _Run) -> Built:
                                   f"updated, so there is no KL to show.</p>")
     numbers = {"epoch": r.epochs, "env_kl": ekl, "env_kl_stopped": stop, "env_loss": eloss, "kl_max": kl_max}
     return numbers, png, _section(
-        "env-kl", "Mean per-token KL of the environment to its initial model at the end of update-env (RWR). "
+        "env-kl", "Mean per-token KL of the environment to its initial model at the end of update-env (exact over "
+        "the vocabulary under env_update.algo rwr and rwr-task, the k3 estimate on its sampled tokens under grpo). "
         "A red ring marks an epoch whose update stopped because the KL passed env_update.kl_max.",
         mode_note + img(png, "environment KL per epoch")
         + wide_table(r.epochs, [("KL", ekl, "g"), ("stopped by kl_max", stop, "bool"), ("loss", eloss, "g")]))
@@ -324,6 +348,7 @@ BUILDERS: list[tuple[str, Callable[[_Run], Built], bool]] = [
     ("band-share", _band_share, True),
     ("env-reward", _env_reward, True),
     ("valid-generation", _valid_generation, True),
+    ("env-signal", _env_signal, True),
     ("lengths", _lengths, True),
     ("agent-reward", _agent_reward, True),
     ("informative", _informative, True),

@@ -56,7 +56,8 @@ STAGES: dict[str, Stage] = {s.name: s for s in [
                    **{k: ("metrics", k) for k in (
                        "success_rate", "batch_p_mean", "band_share", "env_r_mean", "env_batches_kept", "env_batches",
                        "env_batch_band_share", "informative_share", "env_shape_mix", "shape_success",
-                       "mean_prompt_tokens", "mean_completion_tokens")}}),
+                       "mean_prompt_tokens", "mean_completion_tokens", "env_groups",
+                       "env_groups_informative_share", "env_reward_valid", "env_reward_invalid")}}),
     Stage("update-agent", "genenv_cli.stages.update_agent",
           "GRPO on the epoch's scored rollouts -> epochs/N/agent/ (runs under accelerate launch too).",
           short="upd-agent", count="samples_used",
@@ -66,7 +67,8 @@ STAGES: dict[str, Stage] = {s.name: s for s in [
                    "agent_sampler_kl": ("metrics", "mismatch_sampler_kl"),
                    "agent_is_truncated": ("metrics", "mismatch_truncated_share")}),
     Stage("update-env", "genenv_cli.stages.update_env",
-          "Reward-weighted regression of the environment with a KL leash -> epochs/N/env/.",
+          "The environment learns (reward-weighted regression, or GRPO: env_update.algo) on a KL leash -> "
+          "epochs/N/env/.",
           short="upd-env", count="samples_used",
           metrics={"env_loss": ("metrics", "loss_mean"), "env_kl": ("metrics", "kl_final"),
                    "env_kl_stopped": ("metrics", "kl_stopped")}),

@@ -9,7 +9,9 @@ samples `generate.variations` (n) outputs per context; every output is parsed by
 novel ones become the batch's tasks. Exact and near duplicates (word-trigram Jaccard >= `near_duplicate`) of
 any seed, any earlier epoch's task or an earlier task of this epoch are rejected, as are unparseable and
 invalid outputs: all go to `tasks.rejects.jsonl` with the reason. Batches still short are retried for up to
-`max_rounds` rounds; whatever the environment could not fill is filled with seed tasks (counted).
+`max_rounds` rounds; whatever the environment could not fill is filled with seed tasks (counted). Every generation,
+task or not, is also recorded with its tokens and sampler logprobs in `env_generations.parquet`: a batch's
+generations are the group the environment's GRPO update (`env_update.algo = "grpo"`) compares.
 
 `generate.seed_share` of the epoch's tasks are seed (base) tasks, as the paper's training pool mixes base
 data with new tasks. Modes: `frozen` generates with the base environment every epoch; `static` draws the
@@ -24,9 +26,10 @@ domain (`e0003-arith-b0012-v2`, `e0003-seed-arith-a17`); one environment model s
 
 from __future__ import annotations
 
+import json
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +41,7 @@ from genenv_cli.domains import domain_data
 from genenv_cli.domains.base import Domain, EnvContext, Reject, SeedTask, jaccard
 from genenv_cli.domains.seedfiles import domains_for_run
 from genenv_cli.metrics import after_stage
-from genenv_cli.pools import iter_jsonl, read_parquet, write_jsonl
+from genenv_cli.pools import frame, iter_jsonl, read_parquet, write_jsonl, write_parquet
 from genenv_cli.rundir import RunDir, clean_stale_tmp, replace_into_place, tmp_name, write_text_atomic
 from genenv_cli.ui import UI
 from genenv_cli.watchdog import ItemTimeout, Watchdog
@@ -73,7 +76,11 @@ def split_budget(total: int, shares: dict[str, float]) -> dict[str, int]:
 def plan(run_dir: RunDir, cfg: Config, epoch: int) -> StagePlan:
     domains = domains_for_run(cfg, run_dir.root)
     p = StagePlan(STAGE, epoch, config_sections=CONFIG_SECTIONS)
-    p.outputs = {"tasks": run_dir.file("tasks", epoch), "rejects": run_dir.file("rejects", epoch)}
+    p.outputs = {"tasks": run_dir.file("tasks", epoch), "rejects": run_dir.file("rejects", epoch),
+                 "env_generations": run_dir.file("env_generations", epoch)}
+    # the stage always writes it; optional so that tasks written by hand (tests, benchmarks) complete the stage as
+    # an earlier genenv's did, and `score` then treats the epoch as one without the record
+    p.optional_outputs.add("env_generations")
     p.values = {"domain_data": domain_data(domains)}
     if cfg.env.mode != "seeds":
         name, tag, manifest = env_model_for(run_dir, cfg, epoch, STAGE)
@@ -193,12 +200,13 @@ def _generate(run_dir: RunDir, cfg: Config, epoch: int, domains: dict[str, Domai
     prev = _prev_tasks(run_dir, epoch)
     ts = read_parquet(run_dir.file("task_stats", epoch - 1), "task_stats") if epoch > 1 else None
     rejects: list[dict[str, Any]] = []
+    generations: list[dict[str, Any]] = []
     if not cfg.run.mixed:
         (domain,) = domains.values()
         counts = _new_counts()
         rng = random.Random(derive_seed(cfg.run.seed, STAGE, epoch))
-        tasks = _domain_tasks(_Epoch(run_dir, cfg, epoch, out, ui, rejects), domain, cfg.generate.tasks_per_epoch,
-                              rng, prev, ts, counts, "")
+        tasks = _domain_tasks(_Epoch(run_dir, cfg, epoch, out, ui, rejects, generations), domain,
+                              cfg.generate.tasks_per_epoch, rng, prev, ts, counts, "")
     else:
         import polars as pl
 
@@ -212,7 +220,8 @@ def _generate(run_dir: RunDir, cfg: Config, epoch: int, domains: dict[str, Domai
             for name, wanted in budget.items():
                 own = _new_counts()
                 rng = random.Random(derive_seed(cfg.run.seed, STAGE, epoch, name))
-                made = _domain_tasks(_Epoch(run_dir, cfg, epoch, out, ui, rejects, engine), domains[name], wanted,
+                made = _domain_tasks(_Epoch(run_dir, cfg, epoch, out, ui, rejects, generations, engine),
+                                     domains[name], wanted,
                                      rng, [t for t in prev if t["domain"] == name],
                                      None if ts is None else ts.filter(pl.col("domain") == name), own, f"-{name}")
                 _tally(own, made)
@@ -230,13 +239,15 @@ def _generate(run_dir: RunDir, cfg: Config, epoch: int, domains: dict[str, Domai
     _tally(counts, tasks)
     write_jsonl(out.path("tasks"), tasks)
     write_jsonl(out.path("rejects"), rejects)
+    write_parquet(frame(generations, "env_generations"), out.path("env_generations"), "env_generations")
     out.counts.update(counts)
 
 
 @dataclass
 class _Epoch:
     """What every domain's part of an epoch shares: the run, its settings, the stage's staging area and UI, the
-    rejects file's rows, and (a mixed run) the one open environment engine (None: each part opens its own)."""
+    rejects file's rows, env_generations' rows, and (a mixed run) the one open environment engine (None: each
+    part opens its own)."""
 
     run_dir: RunDir
     cfg: Config
@@ -244,6 +255,7 @@ class _Epoch:
     out: Staging
     ui: UI
     rejects: list[dict[str, Any]]
+    generations: list[dict[str, Any]]
     engine: Any = None
 
 
@@ -286,7 +298,7 @@ def _domain_tasks(ep: _Epoch, domain: Domain, wanted: int, rng: random.Random, p
         contexts = [EnvContext(pid, shape, payload, pp, stats, frontier) for pid, shape, payload, pp in parents]
         name, model_tag = out.plan.models["env"]
         sampling = Sampling(cfg, epoch, domain, name, model_tag, novelty, g.variations, f"e{epoch:04d}{tag}", ui,
-                            counts, rejects)
+                            counts, rejects, ep.generations)
         env_tasks = _sample_batches(sampling, contexts, n_env, ep.engine)
     else:
         env_tasks = []
@@ -315,7 +327,8 @@ def _reject_kind(reason: str) -> str:
 @dataclass
 class Sampling:
     """What one sampling of environment batches works with (an epoch's, or the static set's), and the tallies
-    it adds to: `counts` (generations, accepted, rejected_*, rounds) and `rejects` (the rejects file's rows)."""
+    it adds to: `counts` (generations, accepted, rejected_*, rounds), `rejects` (the rejects file's rows) and
+    `generations` (env_generations' rows; None for the static set, which no update learns from)."""
 
     cfg: Config
     epoch: int          # 0 for the static set
@@ -328,6 +341,8 @@ class Sampling:
     ui: UI
     counts: dict[str, Any]
     rejects: list[dict[str, Any]]
+    generations: list[dict[str, Any]] | None = None
+    per_batch: dict[str, int] = field(default_factory=dict)  # generations recorded so far, by batch
 
 
 def _open_env_engine(cfg: Config, epoch: int, model_name: str, model_tag: str, ui: UI) -> Any:
@@ -370,17 +385,42 @@ def _sample_batches(s: Sampling, contexts: list[EnvContext], wanted: int, shared
                 for i, gens in zip(idxs, outs, strict=True):
                     for gen in gens:
                         counts["generations"] += 1
-                        _accept(s, f"{s.id_prefix}-b{i:04d}", contexts[i], messages[i], gen.text, accepted[i])
+                        batch_id = f"{s.id_prefix}-b{i:04d}"
+                        reason = _accept(s, batch_id, contexts[i], messages[i], gen.text, accepted[i])
+                        if s.generations is not None:
+                            s.generations.append(_generation_record(s, batch_id, contexts[i], messages[i], gen,
+                                                                    rnd + 1, accepted[i], reason, params))
     finally:
         if shared is None:
             engine.close()
     tasks = [t for batch in accepted for t in batch]
-    return tasks[:wanted] if len(tasks) > wanted else tasks
+    if len(tasks) > wanted:  # the last batch's tail has no room in the epoch: those generations became no task
+        dropped = {t["task_id"] for t in tasks[wanted:]}
+        for rec in s.generations or []:
+            if rec["task_id"] in dropped:
+                rec["task_id"], rec["reason"] = None, "surplus: the epoch's tasks were already written"
+        tasks = tasks[:wanted]
+    return tasks
+
+
+def _generation_record(s: Sampling, batch_id: str, ctx: EnvContext, messages: list[dict[str, str]], gen: Any,
+                       rnd: int, batch: list[dict[str, Any]], reason: str | None, params: Any) -> dict[str, Any]:
+    """One row of env_generations.parquet: the generation with its tokens, and the task it became (the batch's
+    newest, when `_accept` took it) or why it became none."""
+    index = s.per_batch.get(batch_id, 0)
+    s.per_batch[batch_id] = index + 1
+    return {"generation_id": f"{batch_id}/g{index}", "batch_id": batch_id, "domain": s.domain.name,
+            "parent_id": ctx.parent_id, "round": rnd, "prompt": json.dumps(messages, ensure_ascii=False),
+            "prompt_token_ids": list(gen.prompt_token_ids), "output": gen.text,
+            "completion_token_ids": list(gen.token_ids), "logprobs": [float(x) for x in gen.logprobs],
+            "finish_reason": gen.finish_reason, "temperature": float(params.temperature), "top_p": float(params.top_p),
+            "env_model": s.model_tag, "task_id": batch[-1]["task_id"] if reason is None else None, "reason": reason}
 
 
 def _accept(s: Sampling, batch_id: str, ctx: EnvContext, messages: list[dict[str, str]], text: str,
-            batch: list[dict[str, Any]]) -> None:
-    """Parse one generation; a valid, novel task joins `batch`, anything else goes to the rejects."""
+            batch: list[dict[str, Any]]) -> str | None:
+    """Parse one generation; a valid, novel task joins `batch` (None), anything else goes to the rejects (its
+    reason)."""
     domain, novelty, counts = s.domain, s.novelty, s.counts
     try:
         if len(batch) >= s.variations:
@@ -403,7 +443,7 @@ def _accept(s: Sampling, batch_id: str, ctx: EnvContext, messages: list[dict[str
             counts[_reject_kind(reason)] += 1
         s.rejects.append({"batch_id": batch_id, "domain": domain.name, "parent_id": ctx.parent_id, "reason": reason,
                           "env_output": text})
-        return
+        return reason
     tid = f"{batch_id}-v{len(batch)}"
     novelty.add(payload, tid)
     counts["accepted"] += 1
@@ -411,6 +451,7 @@ def _accept(s: Sampling, batch_id: str, ctx: EnvContext, messages: list[dict[str
                   "domain": domain.name, "shape": shape, "payload": payload, "parent_id": ctx.parent_id,
                   "context": ctx.to_json(), "env_prompt": messages, "env_output": text,
                   "env_model": s.model_tag})
+    return None
 
 
 def _static_tasks(run_dir: RunDir, cfg: Config, epoch: int, domain: Domain, seeds: list[SeedTask], wanted: int,

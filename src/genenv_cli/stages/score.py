@@ -7,8 +7,10 @@ over its K rollouts; per batch: p_batch over its n x K rollouts, R_env = exp(-be
 the filter flag |p_batch - alpha| > k_min, carried to every task of the batch (task_stats.parquet). Then
 the epoch's pool partitions, replaced whole on a rerun so rows are never duplicated:
 `pools/agent_train/epoch=NNNN.parquet` (every trace with group ids, tokens, logprobs and rewards) and
-`pools/env_sft/epoch=NNNN.parquet` (each environment generation: context -> raw output, R_env, weight
-exp(lambda R_env), kept = passed the filter).
+`pools/env_sft/epoch=NNNN.parquet` (each environment generation that became a task: context -> raw output,
+R_env, weight exp(lambda R_env), kept = passed the filter) and `pools/env_gen/epoch=NNNN.parquet` (every
+environment generation, task or not, with its own reward: exp(-beta (p_task - alpha)^2) from its task's K
+rollouts, `curriculum.invalid_reward` for one that became no task; what `env_update.algo = "grpo"` learns from).
 
 Every row carries its task's domain, and each task is graded by its own domain's scorer; a mixed run's metrics add
 `by_domain`, the epoch's numbers per domain, which add up to its totals.
@@ -80,6 +82,10 @@ def plan(run_dir: RunDir, cfg: Config, epoch: int) -> StagePlan:
         p.inputs[name] = run_dir.file("rollouts", epoch, shard_of(stage))
         p.requires.append((epoch, stage))
     p.outputs = {key: run_dir.file(key, epoch) for key in ("scores", "task_stats", "agent_train", "env_sft")}
+    if run_dir.recorded_output(epoch, "generate-tasks", "env_generations") is not None:
+        # absent where generate-tasks predates it: such an epoch has no env_gen partition, and stays done
+        p.inputs["env_generations"] = run_dir.file("env_generations", epoch)
+        p.outputs["env_gen"] = run_dir.file("env_gen", epoch)
     p.values["domain_data"] = domain_data(run_domains(cfg))
     return p
 
@@ -131,6 +137,11 @@ def _score(run_dir: RunDir, cfg: Config, epoch: int, p: StagePlan, out: Staging,
                        "valid_rollouts": int(scores["valid"].sum()), "env_generations": env_sft.height,
                        "env_kept": int(env_sft["kept"].sum())})
     out.metrics.update(epoch_metrics(stats, scores, c, list(domains) if cfg.run.mixed else None))
+    if "env_gen" in p.outputs:
+        gens = generation_rewards(read_parquet(p.inputs["env_generations"], "env_generations"), stats, epoch, c)
+        _refuse_non_finite(gens, "env_gen", epoch)
+        write_parquet(gens, out.path("env_gen"), "env_gen")
+        out.metrics.update(generation_metrics(gens))
 
 
 SCORE_COLUMNS = ("rollout_id", "task_id", "batch_id", "sample_index", "source", "domain", "shape", "reward",
@@ -262,6 +273,49 @@ def write_outputs(out: Staging, epoch: int, scores: Any, stats: Any, agent_train
         write_parquet(env_sft, out.path("env_sft"), "env_sft")
         writing.result()
     return env_sft
+
+
+def generation_rewards(gens: Any, stats: Any, epoch: int, c: Any) -> Any:
+    """The epoch's env_gen partition: every environment generation with its own reward. A generation that became a
+    task gets exp(-beta (p_task - alpha)^2) from that task's K rollouts (`env_reward` on p_task); one that became no
+    task gets `curriculum.invalid_reward`; a surplus one (valid, but the epoch had no room for it, so never
+    attempted) gets none and stays out of its group."""
+    import polars as pl
+
+    p_task = stats.select("task_id", "p_task")
+    unknown = gens.filter(pl.col("task_id").is_not_null()).join(p_task, on="task_id", how="anti")
+    if unknown.height:
+        raise InputError(f"epoch {epoch}: env_generations.parquet names task {unknown['task_id'][0]}, which is not in "
+                         f"tasks.jsonl; the two files of generate-tasks disagree. Rerun `genenv generate-tasks --epoch "
+                         f"{epoch} --force`.")
+    surplus = pl.col("reason").is_not_null() & pl.col("reason").str.starts_with("surplus")
+    return (gens.join(p_task, on="task_id", how="left", maintain_order="left")
+            .with_columns(pl.col("task_id").is_not_null().alias("valid"),
+                          env_reward(alpha=c.alpha, beta=c.beta, p="p_task").alias("_r"))
+            .with_columns(pl.when(pl.col("valid")).then(pl.col("_r"))
+                          .when(surplus).then(pl.lit(None, pl.Float64))
+                          .otherwise(pl.lit(float(c.invalid_reward))).alias("reward"),
+                          pl.lit(epoch, pl.Int64).alias("epoch"))
+            .select(list(polars_schema("env_gen"))))
+
+
+def generation_metrics(gens: Any) -> dict[str, Any]:
+    """What the environment's GRPO update will see in this epoch's generations: its groups (batches with two
+    generations or more of known reward), the share whose rewards are not all equal, and the mean reward of the
+    valid and of the invalid generations."""
+    import polars as pl
+
+    known = gens.filter(pl.col("reward").is_not_null())
+    groups = known.group_by("batch_id").agg(pl.len().alias("n"), (pl.col("reward").max() > pl.col("reward").min())
+                                           .alias("informative")).filter(pl.col("n") >= 2)
+
+    def mean(df: Any) -> float | None:
+        return round(float(df["reward"].mean()), 4) if df.height else None
+
+    return {"env_groups": groups.height,
+            "env_groups_informative_share": round(float(groups["informative"].mean()), 4) if groups.height else None,
+            "env_reward_valid": mean(known.filter(pl.col("valid"))),
+            "env_reward_invalid": mean(known.filter(~pl.col("valid")))}
 
 
 def task_counts(stats: Any) -> dict[str, Any]:

@@ -140,7 +140,7 @@ def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
         train_policy,
         world,
     )
-    from genenv_cli.training.grpo import make_trainer
+    from genenv_cli.training.grpo import make_trainer, mismatch_records
 
     u = cfg.agent_update
     import polars as pl
@@ -182,7 +182,7 @@ def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
                           "grad_norm": lg.get("grad_norm"),
                           "learning_rate": lg.get("learning_rate"), "tokens": s["tokens"]})
     old_logps = trainer.old_policy_logps() if trainer is not None else None
-    records, mismatch = with_mismatch(records, rows, old_logps, u.is_cap)
+    records, mismatch = mismatch_records(records, rows, old_logps, u.is_cap, key="rollout_id")
     loss_mean = all_mean(sum(s["loss"] for s in steps) / len(steps)) if steps else None
     digest = publish_update(policy, out, role="agent", epoch=epoch, trained_from=tag, records=records, steps=steps,
                             ui=ui, trainer=trainer, train=u)
@@ -199,33 +199,3 @@ def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
         "parameter_digest": digest,
         **mismatch,
     })
-
-
-MISMATCH_COLUMNS = ("logp_abs_diff", "sampler_kl", "truncated_share")
-
-
-def with_mismatch(records: Any, rows: list[dict[str, Any]], old_logps: dict[int, Any] | None,
-                  is_cap: float) -> tuple[Any, dict[str, float | None]]:
-    """The per-sample records with the sampler/trainer gap of each on-policy sample trained on (null for the
-    rest: skipped, or replayed, whose sampler is an older policy), and the epoch's three numbers, token-weighted
-    over those samples: mean |delta logprob|, KL(sampler || trainer), share of tokens truncated."""
-    import polars as pl
-    import torch
-
-    from genenv_cli.training.grpo import sample_mismatch
-
-    per: list[dict[str, Any]] = []
-    for i, r in enumerate(rows):
-        if r.get("replay") or old_logps is None or i not in old_logps:
-            continue
-        sampler = torch.tensor(r["sampler_logps"], dtype=torch.float64)
-        per.append({"epoch": r["epoch"], "rollout_id": r["rollout_id"],
-                    **sample_mismatch(old_logps[i], sampler, is_cap)})
-    tokens = sum(p["tokens"] for p in per)
-    # six significant digits, not decimals: a KL of 1e-7 is a result, not zero
-    totals = {f"mismatch_{c}": (float(f"{sum(p[c] * p['tokens'] for p in per) / tokens:.6g}") if tokens else None)
-              for c in MISMATCH_COLUMNS}
-    frame = pl.DataFrame(per, schema={"epoch": pl.Int64, "rollout_id": pl.String,
-                                      **{c: pl.Float64 for c in MISMATCH_COLUMNS}, "tokens": pl.Int64})
-    records = records.join(frame.drop("tokens"), on=["epoch", "rollout_id"], how="left", maintain_order="left")
-    return records, totals

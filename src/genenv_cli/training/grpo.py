@@ -101,6 +101,7 @@ def grpo_loss(logps: Any, old_logps: Any, advantages: Any, mask: Any, *, clip_ep
     """Per-token clipped surrogate (+ beta * KL), aggregated as TRL's `grpo` or `bnpo` loss types.
 
     logps, old_logps, ref_logps, sampler_logps, mask: (B, T); advantages: (B,); replay: (B,) bool or None.
+    `ref_logps` None: no KL (the agent with kl_coef 0); given, the KL is measured (and added when kl_coef is not 0).
     `old_logps` are the old policy's (the trainer's forward before the update; for a replayed row, its sampler's
     logprobs). With `sampler_logps`, each on-policy token's surrogate is multiplied by the truncated importance
     weight min(exp(old - sampler), is_cap) (module docstring); replayed rows get weight 1. The statistics come
@@ -124,12 +125,13 @@ def grpo_loss(logps: Any, old_logps: Any, advantages: Any, mask: Any, *, clip_ep
         truncated = -torch.clamp(ratio, max=replay_clip) * adv
         per_token = torch.where(replay.to(per_token.device).unsqueeze(1), truncated, per_token)
     kl = None
-    if kl_coef != 0.0:
+    if ref_logps is not None:  # measured whenever the reference is given; in the loss when kl_coef is not 0
         diff = ref_logps - logps
         # k3 estimator, importance-weighted because the tokens were drawn from the behaviour policy
         # (TRL's default `use_bias_correction_kl=True`)
         kl = (torch.exp(diff) - diff - 1) * ratio
-        per_token = per_token + kl_coef * kl
+        if kl_coef != 0.0:
+            per_token = per_token + kl_coef * kl
     if loss_type == "grpo":
         loss = ((per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()
     elif loss_type == "bnpo":
@@ -176,13 +178,23 @@ def collate(rows: list[dict[str, Any]], pad_id: int) -> dict[str, Any]:
 
 
 def make_trainer(policy: Any, args: Any, rows: list[dict[str, Any]], *, clip_eps: float, kl_coef: float,
-                 loss_type: str, temperature: float, replay_clip: float, is_cap: float = 3.0) -> Any:
+                 loss_type: str, temperature: float, replay_clip: float, is_cap: float = 3.0,
+                 kl_max: float | None = None) -> Any:
     """A transformers Trainer whose loss is GRPO's on the stored rows; per-step stats in `trainer.step_stats`,
-    the old policy's logprobs of every on-policy row from `trainer.old_policy_logps()`."""
+    the old policy's logprobs of every on-policy row from `trainer.old_policy_logps()`.
+
+    Two callers: the agent's update (rollouts) and the environment's (`env_update.algo = "grpo"`, its
+    generations). `kl_max` is the environment's leash: before every optimizer step the batch's KL to the
+    reference (averaged over ranks, so every process stops at the same step) is compared with it, and past it the
+    step is not taken and the update stops (`rwr.KLCapReached`, the step in `trainer.stopped`), as in the
+    environment's reward-weighted regression."""
     import torch
     from transformers import Trainer
 
-    from genenv_cli.training.common import attach_recorder, token_logps
+    from genenv_cli.training.common import all_mean, attach_recorder, token_logps
+    from genenv_cli.training.rwr import KLCapReached
+
+    measure_kl = kl_coef != 0.0 or kl_max is not None
 
     pad_id = policy.tokenizer.pad_token_id
     rows = [{**r, "index": i} for i, r in enumerate(rows)]
@@ -236,7 +248,7 @@ def make_trainer(policy: Any, args: Any, rows: list[dict[str, Any]], *, clip_eps
                 self.old_table[index, :n] = torch.where(replay, kept, logps.detach().float())
             old = torch.where(replay, sampler, self.old_table[index, :n].to(sampler.dtype))
             ref = None
-            if kl_coef != 0.0:
+            if measure_kl:
                 with torch.no_grad(), policy.reference_context():
                     ref = token_logps(policy.reference_model(), inputs["input_ids"], inputs["attention_mask"], n,
                                       temperature)
@@ -245,8 +257,45 @@ def make_trainer(policy: Any, args: Any, rows: list[dict[str, Any]], *, clip_eps
                                     replay=inputs["replay"], replay_clip=replay_clip, sampler_logps=sampler,
                                     is_cap=is_cap, sync=False)
             stats["loss"] = loss.detach()
+            if kl_max is not None:
+                kl_all = all_mean(stats["kl"])  # one synchronisation per micro-step: the cap decides before the step
+                if kl_all > kl_max:
+                    self.stopped = {"step": self.state.global_step + 1, "kl": kl_all, "loss": float(loss.item())}
+                    raise KLCapReached(f"KL {kl_all:.4g} > kl_max {kl_max:g}")
+                stats["kl"] = kl_all
             self.micro.append(stats)
             return loss
 
-    return attach_recorder(StoredRolloutGRPO(model=policy.model, args=args, train_dataset=rows,
-                                             data_collator=lambda batch: collate(batch, pad_id)))
+    trainer = attach_recorder(StoredRolloutGRPO(model=policy.model, args=args, train_dataset=rows,
+                                                data_collator=lambda batch: collate(batch, pad_id)))
+    trainer.stopped = None
+    return trainer
+
+
+MISMATCH_COLUMNS = ("logp_abs_diff", "sampler_kl", "truncated_share")
+
+
+def mismatch_records(records: Any, rows: list[dict[str, Any]], old_logps: dict[int, Any] | None, is_cap: float,
+                     key: str = "rollout_id") -> tuple[Any, dict[str, float | None]]:
+    """The per-sample records with the sampler/trainer gap of each on-policy row trained on (null for the rest:
+    skipped, or replayed, whose sampler is an older policy), and the update's three numbers, token-weighted over
+    those rows: mean |delta logprob|, KL(sampler || trainer), share of tokens truncated (`mismatch_<column>`).
+    Rows and records are matched on (epoch, `key`): a rollout's id for the agent, a generation's for the
+    environment; `old_logps` is `trainer.old_policy_logps()`, by row index."""
+    import polars as pl
+    import torch
+
+    per: list[dict[str, Any]] = []
+    for i, r in enumerate(rows):
+        if r.get("replay") or old_logps is None or i not in old_logps:
+            continue
+        sampler = torch.tensor(r["sampler_logps"], dtype=torch.float64)
+        per.append({"epoch": r["epoch"], key: r[key], **sample_mismatch(old_logps[i], sampler, is_cap)})
+    tokens = sum(p["tokens"] for p in per)
+    # six significant digits, not decimals: a KL of 1e-7 is a result, not zero
+    totals = {f"mismatch_{c}": (float(f"{sum(p[c] * p['tokens'] for p in per) / tokens:.6g}") if tokens else None)
+              for c in MISMATCH_COLUMNS}
+    frame = pl.DataFrame(per, schema={"epoch": pl.Int64, key: pl.String,
+                                      **{c: pl.Float64 for c in MISMATCH_COLUMNS}, "tokens": pl.Int64})
+    records = records.join(frame.drop("tokens"), on=["epoch", key], how="left", maintain_order="left")
+    return records, totals
