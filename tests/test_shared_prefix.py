@@ -60,6 +60,48 @@ def test_training_logits_and_gradients_equal_a_plain_forward(engine):
         assert torch.allclose(g_plain[k], g_shared[k], atol=1e-5, rtol=1e-4), k
 
 
+def test_rows_that_share_a_prompt_compute_it_once_with_the_same_logits_and_gradients(engine):
+    """A training batch holding several samples of each prompt (a task's K attempts, a context's variations): each
+    prompt is run once, and every row's logits and every parameter's gradient equal a plain forward's."""
+    model = engine.model
+    ps = prompts(engine)
+    rows_p = [ps[0], ps[1], ps[0], ps[2], ps[1], ps[0]]
+    completions = [[5, 6, 7], [8], [9, 10, 11, 12, 13], [14, 15], [16, 17, 18], [19]]
+    ids, attn, _ = pad_pairs(rows_p, completions, engine.pad_id)
+    n = ids.shape[1] - max(len(p) for p in rows_p)
+    real = torch.tensor([[1.0] * len(c) + [0.0] * (n - len(c)) for c in completions]).bool()
+    calls = []
+    forward = shared_prefix.grouped_forward
+
+    def spy(*args, **kwargs):
+        calls.append(len(args[2]))  # the distinct heads run
+        return forward(*args, **kwargs)
+
+    def grads(shared: bool):
+        model.zero_grad()
+        if shared:
+            logits = completion_logits(model, ids, attn, n)
+        else:
+            logits = model(input_ids=ids, attention_mask=attn).logits[:, -n - 1:-1, :]
+        (logits.float().log_softmax(-1)[..., 3][real].sum()).backward()
+        return logits.detach(), {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}
+
+    model.train()
+    shared_prefix.grouped_forward = spy
+    try:
+        plain, g_plain = grads(False)
+        shared, g_shared = grads(True)
+    finally:
+        shared_prefix.grouped_forward = forward
+        model.zero_grad()
+        model.eval()
+    assert calls == [3]  # three prompts for six rows
+    assert torch.allclose(plain[real], shared[real], atol=1e-5)
+    assert g_plain.keys() == g_shared.keys() and g_plain
+    for k in g_plain:
+        assert torch.allclose(g_plain[k], g_shared[k], atol=1e-5, rtol=1e-4), k
+
+
 def test_greedy_tokens_equal_generate(engine):
     ps = prompts(engine)
     out = engine.generate(CONVS, SamplingParams(temperature=0.0, max_new_tokens=12, n=2))

@@ -141,12 +141,36 @@ def forward(model: Any, prefix: list[int], rows: list[list[int]], own_mask: Any 
     return out.logits, returned_cache(out), mask, positions[:, -1] + 1
 
 
+def grouped_forward(model: Any, prefix: list[int], heads: list[list[int]], group_of: list[int], tails: Any,
+                    tail_mask: Any, *, pad_id: int, logits_to_keep: int, device: Any) -> Any:
+    """`prefix` once, each distinct head once after it, and each row's tail after its own head (`group_of[i]`: the
+    head of row i): the logits of the tails' last `logits_to_keep` positions. Tails (B, T) and their mask are what
+    every row has after its head (the last columns of a TRL-layout batch, completions right-padded). So rows that
+    share a prompt (the K samples of a task, the variations of one conditioning context) compute it once.
+
+    Layout of row i's cache: `[prefix][left padding][head of group_of[i]]`, then its tail; positions count real
+    tokens only, as in `forward`."""
+    import torch
+
+    _, cache, mask, _ = forward(model, prefix, heads, pad_id=pad_id, logits_to_keep=1, device=device)
+    index = torch.tensor(group_of, dtype=torch.long, device=device)
+    cache.batch_select_indices(index)  # each row gets its head's keys and values (a copy: gradients flow back)
+    full = torch.cat([mask[index], tail_mask.to(device=device, dtype=mask.dtype)], dim=1)
+    positions = (full.cumsum(-1) - 1).clamp(min=0)[:, -tails.shape[1]:]
+    out = call(model, input_ids=tails.to(device), attention_mask=full, position_ids=positions, cache=cache,
+               use_cache=True, logits_to_keep=logits_to_keep)
+    return out.logits
+
+
 def padded_forward(model: Any, input_ids: Any, attention_mask: Any, logits_to_keep: int) -> Any | None:
     """The logits of the last `logits_to_keep` columns of a left-padded batch (TRL's layout: prompts left-padded,
-    completions right-padded), computed with its shared prefix once; None when the batch shares too little (or the
-    prefix would reach a position whose logits are asked for), and the caller runs the plain forward. Only for
-    tensors on the CPU: finding the prefix reads the token ids on the host, which on an accelerator would make
-    every micro-step wait for the device (and there the prompt's arithmetic is a smaller share of the time)."""
+    completions right-padded), computed with what its rows share once; None when the batch shares too little (or
+    the prefix would reach a position whose logits are asked for), and the caller runs the plain forward.
+
+    Rows whose tokens before those columns are the same (one prompt's samples) compute them once
+    (`grouped_forward`); otherwise the prefix every row shares is computed once (`forward`). Only for tensors on
+    the CPU: finding what is shared reads the token ids on the host, which on an accelerator would make every
+    micro-step wait for the device (and there the prompt's arithmetic is a smaller share of the time)."""
     if input_ids.device.type != "cpu":
         return None
     ids, mask = input_ids.tolist(), attention_mask.tolist()
@@ -154,6 +178,9 @@ def padded_forward(model: Any, input_ids: Any, attention_mask: Any, logits_to_ke
     starts = [m.index(1) if 1 in m else width for m in mask]
     if len(ids) < 2 or max(starts) >= width:
         return None
+    grouped = _grouped(model, input_ids, attention_mask, ids, starts, logits_to_keep)
+    if grouped is not None:
+        return grouped
     rows = [r[s:] for r, s in zip(ids, starts, strict=True)]
     n = common_length(rows, keep=0)
     n = min(n, min(width - logits_to_keep - s for s in starts))  # positions whose logits are wanted stay own
@@ -163,3 +190,21 @@ def padded_forward(model: Any, input_ids: Any, attention_mask: Any, logits_to_ke
     logits, _, _, _ = forward(model, rows[0][:n], [r[n:] for r in rows], own_mask, pad_id=0,
                               logits_to_keep=logits_to_keep, device=input_ids.device)
     return logits
+
+
+def _grouped(model: Any, input_ids: Any, attention_mask: Any, ids: list[list[int]], starts: list[int],
+             logits_to_keep: int) -> Any | None:
+    """`padded_forward` for a batch in which some rows share everything before the last `logits_to_keep` columns:
+    None when no two rows do."""
+    width = len(ids[0])
+    cut = width - logits_to_keep
+    if min(cut - s for s in starts) < 1:
+        return None
+    distinct: dict[tuple[int, ...], int] = {}
+    group_of = [distinct.setdefault(tuple(r[s:cut]), len(distinct)) for r, s in zip(ids, starts, strict=True)]
+    if len(distinct) == len(ids):
+        return None
+    heads = [list(h) for h in distinct]
+    n = common_length(heads, keep=1)  # every head keeps a token of its own
+    return grouped_forward(model, heads[0][:n], [h[n:] for h in heads], group_of, input_ids[:, cut:],
+                           attention_mask[:, cut:], pad_id=0, logits_to_keep=logits_to_keep, device=input_ids.device)

@@ -131,7 +131,7 @@ def select_pairs(paths: list[Path], lam: float) -> tuple[list[dict[str, Any]], A
     records = _with_weights(df, lam).select("epoch", "task_id", "batch_id", "r_env", "weight", "weight_rel", "used",
                                             "skip_reason")
     want = records.filter(pl.col("used")).select("epoch", "task_id", "weight_rel")
-    pairs = (pl.concat([scan_parquet(p).select("epoch", "task_id", "prompt", "output") for p in paths])
+    pairs = (pl.concat([scan_parquet(p).select("epoch", "task_id", "batch_id", "prompt", "output") for p in paths])
              .join(want.lazy(), on=["epoch", "task_id"], how="inner", maintain_order="right").collect())
     return pairs.to_dicts(), records
 
@@ -181,9 +181,9 @@ def select_task_pairs(paths: list[Path], lam: float) -> tuple[list[dict[str, Any
     df = df.with_columns(why.alias("skip_reason")).with_columns(pl.col("skip_reason").is_null().alias("used"))
     records = _with_weights(df.rename({"reward": "r_env"}), lam).select(
         "epoch", "task_id", "batch_id", "r_env", "weight", "weight_rel", "used", "skip_reason", "generation_id")
-    got = _tokens(paths, records.filter(pl.col("used")).select("epoch", "generation_id", "weight_rel"))
+    got = _tokens(paths, records.filter(pl.col("used")).select("epoch", "generation_id", "batch_id", "weight_rel"))
     rows = [{"prompt_ids": d["prompt_token_ids"], "target_ids": d["completion_token_ids"],
-             "weight_rel": d["weight_rel"]} for d in got]
+             "weight_rel": d["weight_rel"], "group": f"{d['epoch']}/{d['batch_id']}"} for d in got]
     return rows, records
 
 
@@ -220,10 +220,10 @@ def select_group_samples(paths: list[Path]) -> tuple[list[dict[str, Any]], Any, 
     records = records.select("epoch", "task_id", "batch_id", "r_env", "weight", "weight_rel", "used", "skip_reason",
                              "generation_id", "advantage")
     temps = df["temperature"].unique().to_list()
-    got = _tokens(paths, records.filter(pl.col("used")).select("epoch", "generation_id", "advantage"))
+    got = _tokens(paths, records.filter(pl.col("used")).select("epoch", "generation_id", "batch_id", "advantage"))
     rows = [{"prompt_ids": d["prompt_token_ids"], "completion_ids": d["completion_token_ids"],
              "sampler_logps": d["logprobs"], "advantage": d["advantage"], "replay": False, "epoch": d["epoch"],
-             "generation_id": d["generation_id"]} for d in got]
+             "generation_id": d["generation_id"], "group": f"{d['epoch']}/{d['batch_id']}"} for d in got]
     return rows, records, (float(temps[0]) if len(temps) == 1 else None)
 
 
@@ -275,7 +275,7 @@ def _tokenize_pairs(tok: Any, pairs: list[dict[str, Any]]) -> list[dict[str, Any
         prompt = tok.apply_chat_template(json.loads(r["prompt"]), tokenize=False, add_generation_prompt=True)
         rows.append({"prompt_ids": tok(prompt, add_special_tokens=False)["input_ids"],
                      "target_ids": tok(r["output"], add_special_tokens=False)["input_ids"] + [tok.eos_token_id],
-                     "weight_rel": r["weight_rel"]})
+                     "weight_rel": r["weight_rel"], "group": f"{r['epoch']}/{r['batch_id']}"})
     return rows
 
 
@@ -317,7 +317,7 @@ def _train_grpo(policy: Any, cfg: Config, epoch: int, rows: list[dict[str, Any]]
     trainer, logged, cap = train_policy(
         policy, u, lambda args: make_trainer(policy, args, rows, clip_eps=u.clip_eps, kl_coef=u.kl_coef,
                                              loss_type="grpo", temperature=temperature, replay_clip=1.0,
-                                             is_cap=u.is_cap, kl_max=u.kl_max),
+                                             is_cap=u.is_cap, kl_max=u.kl_max, group_batches=True),
         seed=cfg.run.seed + epoch, device=cfg.run.device, dtype=cfg.run.dtype, ui=ui, desc=f"update-env e{epoch}",
         stop_on=(KLCapReached,), sharding=trainer_sharding(cfg), timeout=cfg.run.dist_timeout)
     for s in trainer.step_stats:

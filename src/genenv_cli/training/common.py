@@ -237,6 +237,43 @@ def train_with_progress(trainer: Any, ui: Any, desc: str, passes: int, grad_accu
             trainer.train()
 
 
+def grouped_order(groups: list[Any], seed: int) -> Any:
+    """A sampler for Trainer that keeps the rows of a group next to each other: every pass shuffles the groups and
+    the rows inside each (seeded: `seed` and the pass), then runs them group after group, so a micro-batch holds
+    whole groups. The environment's groups are the generations of one conditioning context, which share their
+    whole prompt (a few hundred tokens against a few dozen of output): together in a micro-batch, the shared-prefix
+    forward (engines/shared_prefix.py) computes that prompt once for all of them instead of once per row. Every row
+    is still used once per pass; only which rows share a micro-batch changes."""
+    import random
+
+    from torch.utils.data import Sampler
+
+    members: dict[Any, list[int]] = {}
+    for i, g in enumerate(groups):
+        members.setdefault(g, []).append(i)
+
+    class _Grouped(Sampler):
+        def __init__(self) -> None:
+            self.passes = 0
+
+        def __len__(self) -> int:
+            return len(groups)
+
+        def __iter__(self):
+            rng = random.Random(f"{seed}/{self.passes}")
+            self.passes += 1
+            keys = list(members)
+            rng.shuffle(keys)
+            order: list[int] = []
+            for k in keys:
+                rows = list(members[k])
+                rng.shuffle(rows)
+                order.extend(rows)
+            return iter(order)
+
+    return _Grouped()
+
+
 def attach_recorder(trainer: Any) -> Any:
     """Make a Trainer with our own compute_loss report per-step numbers: compute_loss appends a dict per
     micro-step to `trainer.micro`; each optimizer step's mean (token counts summed) lands in

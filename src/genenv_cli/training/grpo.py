@@ -179,7 +179,7 @@ def collate(rows: list[dict[str, Any]], pad_id: int) -> dict[str, Any]:
 
 def make_trainer(policy: Any, args: Any, rows: list[dict[str, Any]], *, clip_eps: float, kl_coef: float,
                  loss_type: str, temperature: float, replay_clip: float, is_cap: float = 3.0,
-                 kl_max: float | None = None) -> Any:
+                 kl_max: float | None = None, group_batches: bool = False) -> Any:
     """A transformers Trainer whose loss is GRPO's on the stored rows; per-step stats in `trainer.step_stats`,
     the old policy's logprobs of every on-policy row from `trainer.old_policy_logps()`.
 
@@ -187,11 +187,12 @@ def make_trainer(policy: Any, args: Any, rows: list[dict[str, Any]], *, clip_eps
     generations). `kl_max` is the environment's leash: before every optimizer step the batch's KL to the
     reference (averaged over ranks, so every process stops at the same step) is compared with it, and past it the
     step is not taken and the update stops (`rwr.KLCapReached`, the step in `trainer.stopped`), as in the
-    environment's reward-weighted regression."""
+    environment's reward-weighted regression. `group_batches`: rows of one `group` share micro-batches
+    (common.grouped_order; the environment's, whose groups share long prompts), else Trainer's random order."""
     import torch
     from transformers import Trainer
 
-    from genenv_cli.training.common import all_mean, attach_recorder, token_logps
+    from genenv_cli.training.common import all_mean, attach_recorder, grouped_order, token_logps
     from genenv_cli.training.rwr import KLCapReached
 
     measure_kl = kl_coef != 0.0 or kl_max is not None
@@ -231,6 +232,11 @@ def make_trainer(policy: Any, args: Any, rows: list[dict[str, Any]], *, clip_eps
                 return {}
             table = self.old_table.detach().cpu()
             return {r["index"]: table[r["index"], :len(r["completion_ids"])] for r in rows if not r.get("replay")}
+
+        def _get_train_sampler(self, *args, **kwargs):
+            if group_batches:
+                return grouped_order([r.get("group", r["index"]) for r in rows], self.args.seed)
+            return super()._get_train_sampler(*args, **kwargs)
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             device = inputs["input_ids"].device

@@ -46,14 +46,20 @@ def collate(rows: list[dict[str, Any]], pad_id: int) -> dict[str, Any]:
 
 
 def make_trainer(policy: Any, args: Any, rows: list[dict[str, Any]], *, kl_coef: float, kl_max: float) -> Any:
+    """A Trainer whose loss is `rwr_loss` on the rows (prompt_ids, target_ids, weight_rel, and `group`: rows of
+    one group, the generations of one conditioning context, share micro-batches; see common.grouped_order)."""
     import torch
     from transformers import Trainer
 
-    from genenv_cli.training.common import all_mean, attach_recorder, completion_logits
+    from genenv_cli.training.common import all_mean, attach_recorder, completion_logits, grouped_order
 
     pad_id = policy.tokenizer.pad_token_id
+    groups = [r.get("group", i) for i, r in enumerate(rows)]
 
     class WeightedSFT(Trainer):
+        def _get_train_sampler(self, *args, **kwargs):  # the variations of one context share a micro-batch
+            return grouped_order(groups, self.args.seed)
+
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             n = inputs["target_mask"].shape[1]
             ids, attn = inputs["input_ids"], inputs["attention_mask"]
