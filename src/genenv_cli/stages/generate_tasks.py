@@ -36,9 +36,11 @@ from genenv_cli.contract import StagePlan, StageResult, Staging, execute
 from genenv_cli.curriculum import agent_statistics, env_reward
 from genenv_cli.domains import domain_data
 from genenv_cli.domains.base import Domain, EnvContext, Reject, SeedTask, jaccard
+from genenv_cli.domains.fingerprints import generate_values
 from genenv_cli.domains.seedfiles import domains_for_run
 from genenv_cli.metrics import after_stage
 from genenv_cli.pools import iter_jsonl, read_parquet, write_jsonl
+from genenv_cli.reject_reasons import top_reasons
 from genenv_cli.rundir import RunDir, clean_stale_tmp, replace_into_place, tmp_name, write_text_atomic
 from genenv_cli.ui import UI
 from genenv_cli.watchdog import ItemTimeout, Watchdog
@@ -74,7 +76,7 @@ def plan(run_dir: RunDir, cfg: Config, epoch: int) -> StagePlan:
     domains = domains_for_run(cfg, run_dir.root)
     p = StagePlan(STAGE, epoch, config_sections=CONFIG_SECTIONS)
     p.outputs = {"tasks": run_dir.file("tasks", epoch), "rejects": run_dir.file("rejects", epoch)}
-    p.values = {"domain_data": domain_data(domains)}
+    p.values = {"domain_data": domain_data(domains), **generate_values(domains)}  # + the parser's code, the prompt
     if cfg.env.mode != "seeds":
         name, tag, manifest = env_model_for(run_dir, cfg, epoch, STAGE)
         p.models["env"] = (name, tag)
@@ -157,11 +159,15 @@ def _pick_parents(rng: random.Random, count: int, seeds: list[SeedTask], prev: l
 
 
 def summary(counts: dict[str, Any], metrics: dict[str, Any]) -> str:
+    from genenv_cli.reject_reasons import describe
     from genenv_cli.summaries import pct
 
-    return (f"{counts.get('tasks')} tasks ({counts.get('seed_tasks')} seed, {counts.get('env_tasks')} env) in "
+    line = (f"{counts.get('tasks')} tasks ({counts.get('seed_tasks')} seed, {counts.get('env_tasks')} env) in "
             f"{counts.get('batches')} batches; {counts.get('accepted', 0)}/{counts.get('generations', 0)} "
             f"generations valid and novel ({pct(counts.get('valid_generation_rate'))})")
+    refused = sum(counts.get(k, 0) or 0 for k in ("rejected_parse", "rejected_invalid", "rejected_duplicate"))
+    top = describe(counts.get("reject_reasons"), refused)
+    return line + (f"; top reject reasons: {top}" if top else "")
 
 
 def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI | None = None) -> StageResult:
@@ -228,6 +234,7 @@ def _generate(run_dir: RunDir, cfg: Config, epoch: int, domains: dict[str, Domai
                 engine.close()
         counts["by_domain"] = by_domain
     _tally(counts, tasks)
+    counts["reject_reasons"] = top_reasons(rejects)  # the summary line and status name them
     write_jsonl(out.path("tasks"), tasks)
     write_jsonl(out.path("rejects"), rejects)
     out.counts.update(counts)

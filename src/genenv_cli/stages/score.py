@@ -36,6 +36,7 @@ from genenv_cli.curriculum import (
     success,
 )
 from genenv_cli.domains import domain_data, run_domains
+from genenv_cli.domains.fingerprints import score_values
 from genenv_cli.errors import InputError
 from genenv_cli.grading import grade_pairs
 from genenv_cli.metrics import after_stage
@@ -81,6 +82,7 @@ def plan(run_dir: RunDir, cfg: Config, epoch: int) -> StagePlan:
         p.requires.append((epoch, stage))
     p.outputs = {key: run_dir.file(key, epoch) for key in ("scores", "task_stats", "agent_train", "env_sft")}
     p.values["domain_data"] = domain_data(run_domains(cfg))
+    p.values.update(score_values(run_domains(cfg)))  # the scorer's code
     return p
 
 
