@@ -99,6 +99,9 @@ def test_a_one_off_set_that_differs_from_the_config_is_noted(scored):
     assert states(scored)["score"]["label"] == "stale: curriculum.alpha 0.3 → 0.5"
     quiet = runner.invoke(app, ["score", "--epoch", "1", "--run", str(scored.root), "--set", "curriculum.alpha=0.5"])
     assert quiet.exit_code == 0 and "note: --set" not in quiet.output
+    # a key score does not record (rollout's): nothing it writes looks stale, so nothing to note
+    other = runner.invoke(app, ["score", "--epoch", "1", "--run", str(scored.root), "--set", "rollout.group_size=5"])
+    assert other.exit_code == 0 and "note: --set" not in other.output
 
 
 def test_generate_tasks_names_its_top_reject_reasons(tmp_path, monkeypatch):

@@ -65,30 +65,34 @@ def _main(version: Annotated[bool, typer.Option("--version", callback=_version, 
 
 
 def _open(run: Path | None, sets: list[str] | None, where: Where, log: str | None = None, required: bool = True,
-          note_sets: bool = False):
+          recorded: list[str] | None = None):
     """(run, config) of --run/$GENENV_RUN/the current directory, recorded in `where` for the error path (with the
     command's log). `required=False`: a command that can work without a run gets (None, the defaults + --set).
-    `note_sets`: say which --set values differ from genenv.toml (what the command writes will then show stale)."""
+    `recorded`: the config sections the command's manifests record; a --set in them that differs from genenv.toml
+    is noted (what the command writes will then show stale)."""
     from genenv_cli.rundir import open_run
 
     where.run = run
     run_dir, cfg = open_run(run, sets or [], required=required)
     if run_dir is not None:
         where.run, where.log = run_dir.root, run_dir.logs_dir() / f"{log}.log" if log else None
-        if note_sets and sets and not os.environ.get(SETS_NOTED):
-            _note_sets(run_dir, cfg, sets)
+        if recorded and sets and not os.environ.get(SETS_NOTED):
+            _note_sets(run_dir, cfg, sets, recorded)
     return run_dir, cfg
 
 
 SETS_NOTED = "GENENV_SETS_NOTED"  # set by `genenv run` for its stages: it said it once already
 
 
-def _note_sets(run_dir: Any, cfg: Any, sets: list[str]) -> None:
-    """A one-off --set that differs from genenv.toml: what the command writes records the --set value, so status
-    (which reads genenv.toml) will show it stale. Said before the work starts, on stderr."""
+def _note_sets(run_dir: Any, cfg: Any, sets: list[str], recorded: list[str]) -> None:
+    """A one-off --set that differs from genenv.toml in a section the command's manifests record: what it writes
+    records the --set value, so status (which reads genenv.toml) will show it stale. Said before the work starts,
+    on stderr."""
     from genenv_cli.staleness import override_changes
 
     for c in override_changes(run_dir.load_config(), cfg, sets):
+        if c.key not in recorded and c.key.split(".")[0] not in recorded:
+            continue  # a key this command does not record: nothing it writes will look stale
         typer.echo(f"note: --set {c.key}={json.dumps(c.now)} is not what genenv.toml says ({json.dumps(c.was)}); "
                    f"what this command writes records {json.dumps(c.now)}, so `genenv status` will show it stale "
                    f"(stale: {c.key} {json.dumps(c.now)} → {json.dumps(c.was)}) unless genenv.toml is changed to "
@@ -110,9 +114,10 @@ def _stage(stage: str, run: Path | None, sets: list[str] | None, quiet: bool, as
     from genenv_cli.summaries import summarize
 
     with reported() as where:
-        run_dir, cfg = _open(run, sets, where, stage, note_sets=True)
+        module = STAGES[stage].load()
+        run_dir, cfg = _open(run, sets, where, stage, recorded=getattr(module, "CONFIG_SECTIONS", []))
         ui = _ui(run_dir, stage, quiet, as_json, start=f"{stage} epoch={epoch}")
-        fields, text = summarize(call(STAGES[stage].load(), run_dir, cfg, ui))
+        fields, text = summarize(call(module, run_dir, cfg, ui))
         ui.summary(stage, epoch, fields, text)
 
 
@@ -183,7 +188,8 @@ def run_cmd(epochs: Annotated[int, typer.Option("--epochs", min=1, max=EPOCH_MAX
     from genenv_cli.runner import spawn_epochs
 
     with reported() as where:
-        run_dir, _ = _open(run, sets, where, "run", note_sets=True)  # a bad config or --set fails here, first
+        recorded = [s for name in STAGES for s in getattr(STAGES[name].load(), "CONFIG_SECTIONS", [])]
+        run_dir, _ = _open(run, sets, where, "run", recorded=recorded)  # a bad config or --set fails here, first
         spawn_epochs(run_dir, epochs, ui=_ui(run_dir, "run", quiet, as_json, start="run"), sets=sets or [],
                      from_stage=from_stage, from_epoch=from_epoch, quiet=quiet, as_json=as_json)
 

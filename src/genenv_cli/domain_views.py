@@ -74,7 +74,9 @@ def _read_text(path: Path | None, what: str) -> str | None:
     if str(path) == "-":
         return sys.stdin.read()
     if not path.is_file():
-        raise InputError(f"{path}: no such file; {what} expects a text file (or - for standard input).")
+        why = "is not a file" if path.exists() else "no such file"
+        raise InputError(f"{path}: {why}; {what} expects a text file holding the model's text (or - for standard "
+                         f"input).")
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:

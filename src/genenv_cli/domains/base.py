@@ -99,12 +99,9 @@ def package_folder(cls: type, attribute: str) -> Path:
     built-in domain without setting `seed_file` keeps the built-in seeds."""
     owner = next((k for k in cls.__mro__ if attribute in vars(k)), cls)
     module = sys.modules[owner.__module__]
-    package = module.__package__ or ""
-    if package:
-        from importlib import resources  # here, not at the top: ~4 ms (zipfile) on `genenv status`
-
-        with resources.as_file(resources.files(package)) as folder:  # a plain folder for every installed package
-            return Path(folder)
+    package = sys.modules.get(module.__package__ or "")
+    if package is not None and getattr(package, "__path__", None):
+        return Path(list(package.__path__)[0])  # a regular or a namespace package: its (first) folder
     return Path(module.__file__ or ".").parent  # a top-level module (no package): the folder it sits in
 
 

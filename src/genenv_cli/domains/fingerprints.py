@@ -4,9 +4,10 @@ A stage is stale when something it used changed. For a domain that is more than 
 (`Domain.data_fingerprint`):
 
 - `domain_code`: the source of the modules that define the domain (`Domain.code_files`: its class and every
-  base class up to `Domain`, plus `code_modules`), compared as syntax trees, so an edited parser, scorer or
-  prompt template counts and a comment or a blank line does not. generate-tasks (the parser) and score (the
-  scorer) record it.
+  base class up to `Domain`, plus `code_modules`), so an edited parser, scorer or prompt template counts. Lines
+  that hold only a comment, blank lines and trailing spaces do not (a syntax tree would also leave out a comment
+  at the end of a line, but parsing a benchmark suite's modules costs `genenv status` 0.2 s). generate-tasks
+  (the parser) and score (the scorer) record it.
 - `env_prompt`: the environment's prompt rendered for fixed contexts built from the seeds (the first epoch's,
   with no statistics, and a later epoch's, with statistics, a difficulty hint and a frontier example), so a
   prompt that comes from a template file or a suite also counts. generate-tasks records it.
@@ -19,7 +20,6 @@ these were recorded stay done.
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
 from typing import Any
@@ -36,12 +36,13 @@ def _digest(parts: list[str]) -> str:
     return h.hexdigest()[:16]
 
 
-def _source_tree(text: str) -> str:
-    """A module's syntax tree as text (comments and layout left out); the text itself when it does not parse."""
-    try:
-        return ast.dump(ast.parse(text))
-    except (SyntaxError, ValueError, RecursionError):
-        return text
+def _code_lines(text: str) -> str:
+    r"""A module's source without the lines that hold only a comment, blank lines and trailing spaces.
+
+    >>> _code_lines("x = 1   \n\n    # why\ny = 2  # how\n") == _code_lines("x = 1\ny = 2  # how")
+    True
+    """
+    return "\n".join(line.rstrip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#"))
 
 
 _CACHE: dict[tuple[int, str], tuple[Domain, str]] = {}
@@ -56,11 +57,11 @@ def _cached(domain: Domain, what: str, compute: Any) -> str:
 
 
 def code_fingerprint(domain: Domain) -> str:
-    """The domain's code: its `code_files`, by module file name and syntax tree."""
+    """The domain's code: its `code_files`, by module file name and code lines."""
     inner = getattr(domain, "inner", domain)  # a run's imported seeds wrap the registered domain's code
 
     def compute() -> str:
-        return _digest([f"{path.name}\n{_source_tree(path.read_text('utf-8'))}" for path in inner.code_files()])
+        return _digest([f"{path.name}\n{_code_lines(path.read_text('utf-8', 'replace'))}" for path in inner.code_files()])
 
     return _cached(inner, "code", compute)
 
@@ -114,9 +115,13 @@ def _joined(domains: dict[str, Domain], value: Any) -> str:
     return ",".join(f"{name}:{value(d)}" for name, d in domains.items())
 
 
-def generate_values(domains: dict[str, Domain]) -> dict[str, str]:
-    """What generate-tasks records besides `domain_data`: the parser's code and the environment's prompt."""
-    return {"domain_code": _joined(domains, code_fingerprint), "env_prompt": _joined(domains, env_prompt_fingerprint)}
+def generate_values(domains: dict[str, Domain], with_environment: bool = True) -> dict[str, str]:
+    """What generate-tasks records besides `domain_data`: the parser's code and, when an environment writes
+    tasks (`with_environment`; not in env.mode = "seeds"), its prompt."""
+    out = {"domain_code": _joined(domains, code_fingerprint)}
+    if with_environment:
+        out["env_prompt"] = _joined(domains, env_prompt_fingerprint)
+    return out
 
 
 def rollout_values(domains: dict[str, Domain]) -> dict[str, str]:

@@ -76,7 +76,8 @@ def plan(run_dir: RunDir, cfg: Config, epoch: int) -> StagePlan:
     domains = domains_for_run(cfg, run_dir.root)
     p = StagePlan(STAGE, epoch, config_sections=CONFIG_SECTIONS)
     p.outputs = {"tasks": run_dir.file("tasks", epoch), "rejects": run_dir.file("rejects", epoch)}
-    p.values = {"domain_data": domain_data(domains), **generate_values(domains)}  # + the parser's code, the prompt
+    # + the parser's code and the environment's prompt
+    p.values = {"domain_data": domain_data(domains), **generate_values(domains, cfg.env.mode != "seeds")}
     if cfg.env.mode != "seeds":
         name, tag, manifest = env_model_for(run_dir, cfg, epoch, STAGE)
         p.models["env"] = (name, tag)
