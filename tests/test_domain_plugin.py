@@ -168,7 +168,7 @@ def test_the_guide_shows_the_example_as_it_is():
     assert '[project.entry-points."genenv.domains"]\nunitconv = "genenv_unitconv.domain:UnitConvDomain"' in guide
     source = (EXAMPLE / "genenv_unitconv" / "domain.py").read_text()
     methods = set(re.findall(r"^    def (\w+)\(", source, re.M))
-    table = guide.split("### The methods", 1)[1].split("\n### ", 1)[0]
+    table = guide.split("### 3. The class: the methods", 1)[1].split("\n### ", 1)[0]
     named = set(re.findall(r"`(\w+)\(", table))
     assert methods <= named, f"methods of the example the guide's table does not name: {methods - named}"
     assert os.path.exists(EXAMPLE / "genenv_unitconv" / "data" / "unitconv_seeds.jsonl")
