@@ -82,6 +82,12 @@ def mark_upstream(rows: list[dict[str, Any]]) -> None:
                                  f"change when {it} redone"]
 
 
+def _count(counts: dict[str, Any], key: str) -> int | None:
+    """A manifest's count, or None where it is absent or not an integer (a hand-edited manifest shows as it is)."""
+    v = counts.get(key)
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
 def flag(name: str, st: dict[str, Any]) -> str | None:
     """What a done update's table cell adds to `done N`: it trained on nothing, or took one optimizer step."""
     if name.split(".")[0] not in UPDATES or st["state"] != "done":
@@ -89,10 +95,10 @@ def flag(name: str, st: dict[str, Any]) -> str | None:
     counts = st["counts"]
     if counts.get("skipped"):
         return "not trained"
-    steps = counts.get("steps")
-    if counts.get("samples_used") == 0 or steps == 0:
+    steps = _count(counts, "steps")
+    if _count(counts, "samples_used") == 0 or steps == 0:
         return "trained on nothing"
-    if isinstance(steps, int) and steps < 2:
+    if steps is not None and steps < 2:
         return f"{steps} step"
     return None
 
@@ -120,11 +126,11 @@ def _update_note(name: str, st: dict[str, Any], cfg: Config) -> str:
 def generation_note(st: dict[str, Any]) -> str | None:
     """generate-tasks' note when its environment wrote fewer tasks than asked: the top reject reasons."""
     counts = st["counts"]
-    if st["state"] in ("missing", "running") or not counts.get("generations"):
+    if st["state"] in ("missing", "running") or not _count(counts, "generations"):
         return None
-    if not counts.get("seed_fill") and counts.get("accepted"):
+    if not _count(counts, "seed_fill") and _count(counts, "accepted"):
         return None
-    refused = sum(counts.get(k, 0) or 0 for k in ("rejected_parse", "rejected_invalid", "rejected_duplicate"))
+    refused = sum(_count(counts, k) or 0 for k in ("rejected_parse", "rejected_invalid", "rejected_duplicate"))
     top = describe(counts.get("reject_reasons"), refused)
     return (f"{counts.get('accepted', 0)} of {counts.get('generations')} environment generations usable, "
             f"{counts.get('seed_fill', 0)} seed tasks filled the epoch" + (f"; top reject reasons: {top}" if top else "")
