@@ -1,48 +1,21 @@
-"""What the tests know about each registered domain, in one table: how to write its right answer and a wrong
-one, how the environment writes one of its items, and (for a benchmark-family domain) the hand-written files in
-the benchmark's official format that its suite loads. tests/test_domain_contract.py checks every domain
-against the same contract from this table; a new domain is tested by registering it and adding its row here
-(the contract test fails, naming it, until the row exists)."""
+"""What the tests know about each built-in domain, in one table: how to write its right answer and wrong ones, how
+the environment writes one of its items, and (for a benchmark-family domain) the hand-written files in the
+benchmark's official format that its suite loads. tests/test_domain_contract.py checks every domain against the
+contract (`genenv_cli.domains.checks`, the code `genenv domains check` runs) with its row here; a domain without a
+row is checked with the answers it declares itself (`gold_answer`, `wrong_answer`, `render_task`), as a plugin
+is."""
 
 from __future__ import annotations
 
 import csv
 import functools
 import json
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.domains.base import EnvContext
+from genenv_cli.domains.checks import DomainCase, Payload, SuiteData, seed_context  # noqa: F401 - the tests' names
 
 FIX = Path(__file__).parent / "fixtures"
-Payload = dict[str, Any]
-
-
-def seed_context(dom: Any) -> EnvContext:
-    """The environment's context for a new item varied from the domain's first training seed."""
-    s = dom.seeds("train")[0]
-    return EnvContext(s.id, s.shape, s.payload, None, None, [])
-
-
-@dataclass(frozen=True)
-class SuiteData:
-    """Files the domain's `evaluate` suite loads (`data`, `split`, under the domain's protocol)."""
-    data: Path
-    split: str | None = None
-
-
-@dataclass(frozen=True)
-class DomainCase:
-    gold: Callable[[Payload], str | None]   # the right answer; None where the item carries none to write
-    wrong: Callable[[Payload], str]         # an answer that must score 0
-    env_text: Callable[[Any, Payload], str]  # (domain, payload) -> the item as the environment writes it
-    answers: Callable[[Payload], list[str]] = lambda p: []  # more answers whose score must equal the suite's
-    suite_data: tuple[SuiteData, ...] = ()  # benchmark files in the official format (family domains)
-    pair: Callable[[Any, Any], Payload] | None = None  # (domain, suite sample) -> the domain's item for it
-    # (payload, answer) -> the reason the domain refuses an answer its suite accepts, where it documents one
-    stricter: Callable[[Payload, str], str | None] = lambda p, out: None
 
 
 # ---------------------------------------------------------------- answers, by domain

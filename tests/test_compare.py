@@ -73,6 +73,8 @@ def test_compare_overlays_arms_and_flags_other_settings(runs, tmp_path):
         "with them."]
     page = out.read_text()
     assert "rollout.group_size" in page and "⚠" in page
+    # the arms table lists each arm's run.seed values under that name (a count is the runs column)
+    assert "<th>runs</th><th>run.seed of each run</th>" in page and "<td>2</td><td>0, 1</td>" in page
     for cid, _ in CHARTS:
         m = re.search(rf'<section id="{cid}">.*?</section>', page, re.S)
         assert m, cid

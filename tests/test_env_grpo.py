@@ -110,7 +110,7 @@ def test_the_environments_grpo_loss_is_the_agents(make_run, tiny_model):
                    "finish_reason": r["finish_reason"], "temperature": 1.0, "model": r["env_model"]} for r in rows]
     gen_pool(run, 1, rows, agent_rows)
     cfg = run.load_config()
-    agent = update_agent.run(run, cfg, 1)
+    update_agent.run(run, cfg, 1)
     env = update_env.run(run, cfg, 1)
     a_steps = read_parquet(run.file("agent_update_steps", 1), "agent_update_steps")
     e_steps = read_parquet(run.file("env_update_steps", 1), "env_update_steps")

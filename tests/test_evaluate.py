@@ -101,3 +101,30 @@ def test_heldout_success_on_the_domain_validation_split(make_run, tiny_model):
     result = json.loads(Path(summary["path"]).read_text())
     assert result["n"] == 5 and result["headline"]["name"] == "success_rate"
     assert set(result["summary"]["categories"]) <= {"single", "conversion", "multiple", "parallel", "no_tool"}
+
+
+@pytest.mark.slow
+def test_a_result_made_with_other_settings_is_not_overwritten_silently(make_run, tiny_model):
+    """The same file name with other settings: refused before any model is loaded, naming what differs; --label
+    writes beside it, --force replaces it, the same settings replace it saying so. The answer length defaults to
+    what the benchmark needs: for heldout, the run's rollout.max_new_tokens."""
+    run = Path(make_run(domain="arith"))
+    base = ["evaluate", "--bench", "heldout", "--epoch", "0", "--limit", "3", "--run", str(run), "--json"]
+    first = json.loads(invoke(*base).stdout.strip().splitlines()[-1])
+    path = Path(first["path"])
+    result = json.loads(path.read_text())
+    assert result["sampling"]["max_new_tokens"] == 12  # rollout.max_new_tokens of the test runs (conftest.SMALL)
+    before = path.read_bytes()
+    refused = invoke(*base, "--set", "evaluate.max_new_tokens=20", "--set", "evaluate.temperature=0.5", ok=False)
+    assert refused.exit_code == 2 and path.read_bytes() == before
+    assert (f"{path} holds an evaluation made with other settings (evaluate.temperature 0.0 → 0.5, "
+            f"evaluate.max_new_tokens 12 → 20). Pass --force to replace it, or --label NAME") in refused.output
+    assert "loading" not in refused.output  # refused before the model was loaded
+    beside = json.loads(invoke(*base, "--set", "evaluate.max_new_tokens=20", "--label", "long").stdout.splitlines()[-1])
+    assert Path(beside["path"]).name == path.name.replace(".json", ".long.json") and path.read_bytes() == before
+    assert json.loads(Path(beside["path"]).read_text())["sampling"]["max_new_tokens"] == 20
+    invoke(*base, "--set", "evaluate.max_new_tokens=20", "--force")
+    assert json.loads(path.read_text())["sampling"]["max_new_tokens"] == 20
+    again = invoke(*base[:-1], "--set", "evaluate.max_new_tokens=20")
+    assert "replacing" in again.output and "(made with the same settings)" in again.output
+    assert "--label 'a b'" in invoke(*base, "--label", "a b", ok=False).output

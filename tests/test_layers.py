@@ -30,16 +30,16 @@ PKG = "genenv_cli"
 # matching pattern's: `evals` (the registry) is a catalogue, `evals.*` (the suites) sit higher.
 FLOORS: list[tuple[str, list[str]]] = [
     ("basics", ["", "errors", "paths", "plaintext", "callparse", "curriculum", "watchdog", "memory_plan", "ui",
-                "registry", "safefiles", "jsonio", "domains.lengths"]),
+                "registry", "safefiles", "jsonio", "domains.lengths", "reject_reasons"]),
     ("catalogues and config", ["stages", "domains", "evals", "config", "presets"]),
-    ("run directory", ["pools", "rundir", "contract", "metrics", "summaries"]),
+    ("run directory", ["pools", "rundir", "contract", "staleness", "metrics", "summaries"]),
     ("benchmark suites", ["evals.*"]),
     ("domains", ["domains.*"]),
     ("models and machinery", ["models", "engines", "engines.*", "launch", "training", "training.*", "grading",
                               "taskfile", "checkpoints", "pruning"]),
     ("stages", ["stages.*"]),
     ("views", ["status", "views", "report", "report.*", "compare", "paper_table", "runner",
-               "create_run"]),
+               "create_run", "domain_views"]),
     ("command line", ["cli", "errorpath", "__main__"]),
 ]
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).parents[1]
-SCANNED = ["README.md", "noxfile.py", "pyproject.toml", "docs", "src", "benchmarks", "experiments", "stages"]
+SCANNED = ["README.md", "noxfile.py", "pyproject.toml", "docs", "src", "benchmarks", "experiments", "stages",
+           "examples"]
 
 FORBIDDEN = {
     # the builder's machine's own folders (relative paths are resolved against their file: `_leaves_repository`)

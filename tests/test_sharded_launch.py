@@ -99,11 +99,11 @@ def test_fsdp_launch_on_two_cpu_processes_saves_a_gathered_checkpoint(make_run, 
     log = (run.logs_dir() / "update-agent.log").read_text()
     assert "sharding fsdp over 2 processes" in log     # the config file's choice reached genenv
     if gpus >= 2:
-        assert "trained as FSDP" in log
+        assert "(accelerate: FSDP," in log
         held = re.search(r"parameters sharded, this rank holds ([\d,]+) of ([\d,]+)", log)
         assert held and int(held[1].replace(",", "")) < int(held[2].replace(",", ""))
     else:
-        assert "trained as MULTI_CPU" in log and "warning: sharding was asked for" in log
+        assert "(accelerate: MULTI_CPU," in log and "warning: sharding was asked for" in log
     manifest = json.loads(run.manifest_path(1, "update-agent").read_text())
     assert manifest["counts"]["world_size"] == 2 and manifest["counts"]["steps"] >= 1
     folder = run.epoch_dir(1) / "agent"
@@ -193,7 +193,7 @@ def test_zero3_launch_on_two_cpu_processes_saves_a_gathered_checkpoint(make_run,
     out = subprocess.run(cmd, capture_output=True, text=True, env=_launch_env(), timeout=600)
     assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]
     log = (run.logs_dir() / "update-agent.log").read_text()
-    assert "sharding zero3 over 2 processes" in log and "trained as DEEPSPEED" in log
+    assert "sharding zero3 over 2 processes" in log and "(accelerate: DEEPSPEED," in log
     saved = AutoModelForCausalLM.from_pretrained(run.epoch_dir(1) / "agent")
     base = AutoModelForCausalLM.from_pretrained(tiny_model)
     assert any(not torch.equal(a, b) for a, b in zip(saved.state_dict().values(), base.state_dict().values(),

@@ -64,16 +64,39 @@ def _main(version: Annotated[bool, typer.Option("--version", callback=_version, 
     DEBUG["on"] = debug
 
 
-def _open(run: Path | None, sets: list[str] | None, where: Where, log: str | None = None, required: bool = True):
+def _open(run: Path | None, sets: list[str] | None, where: Where, log: str | None = None, required: bool = True,
+          recorded: list[str] | None = None):
     """(run, config) of --run/$GENENV_RUN/the current directory, recorded in `where` for the error path (with the
-    command's log). `required=False`: a command that can work without a run gets (None, the defaults + --set)."""
+    command's log). `required=False`: a command that can work without a run gets (None, the defaults + --set).
+    `recorded`: the config sections the command's manifests record; a --set in them that differs from genenv.toml
+    is noted (what the command writes will then show stale)."""
     from genenv_cli.rundir import open_run
 
     where.run = run
     run_dir, cfg = open_run(run, sets or [], required=required)
     if run_dir is not None:
         where.run, where.log = run_dir.root, run_dir.logs_dir() / f"{log}.log" if log else None
+        if recorded and sets and not os.environ.get(SETS_NOTED):
+            _note_sets(run_dir, cfg, sets, recorded)
     return run_dir, cfg
+
+
+SETS_NOTED = "GENENV_SETS_NOTED"  # set by `genenv run` for its stages: it said it once already
+
+
+def _note_sets(run_dir: Any, cfg: Any, sets: list[str], recorded: list[str]) -> None:
+    """A one-off --set that differs from genenv.toml in a section the command's manifests record: what it writes
+    records the --set value, so status (which reads genenv.toml) will show it stale. Said before the work starts,
+    on stderr."""
+    from genenv_cli.staleness import override_changes
+
+    for c in override_changes(run_dir.load_config(), cfg, sets):
+        if c.key not in recorded and c.key.split(".")[0] not in recorded:
+            continue  # a key this command does not record: nothing it writes will look stale
+        typer.echo(f"note: --set {c.key}={json.dumps(c.now)} is not what genenv.toml says ({json.dumps(c.was)}); "
+                   f"what this command writes records {json.dumps(c.now)}, so `genenv status` will show it stale "
+                   f"(stale: {c.key} {json.dumps(c.now)} → {json.dumps(c.was)}) unless genenv.toml is changed to "
+                   f"match.", err=True)
 
 
 def _ui(run_dir: Any, command: str, quiet: bool, as_json: bool, start: str | None = None) -> UI:
@@ -91,9 +114,10 @@ def _stage(stage: str, run: Path | None, sets: list[str] | None, quiet: bool, as
     from genenv_cli.summaries import summarize
 
     with reported() as where:
-        run_dir, cfg = _open(run, sets, where, stage)
+        module = STAGES[stage].load()
+        run_dir, cfg = _open(run, sets, where, stage, recorded=getattr(module, "CONFIG_SECTIONS", []))
         ui = _ui(run_dir, stage, quiet, as_json, start=f"{stage} epoch={epoch}")
-        fields, text = summarize(call(STAGES[stage].load(), run_dir, cfg, ui))
+        fields, text = summarize(call(module, run_dir, cfg, ui))
         ui.summary(stage, epoch, fields, text)
 
 
@@ -164,7 +188,8 @@ def run_cmd(epochs: Annotated[int, typer.Option("--epochs", min=1, max=EPOCH_MAX
     from genenv_cli.runner import spawn_epochs
 
     with reported() as where:
-        run_dir, _ = _open(run, sets, where, "run")  # a bad config or --set fails here, before any stage starts
+        recorded = [s for name in STAGES for s in getattr(STAGES[name].load(), "CONFIG_SECTIONS", [])]
+        run_dir, _ = _open(run, sets, where, "run", recorded=recorded)  # a bad config or --set fails here, first
         spawn_epochs(run_dir, epochs, ui=_ui(run_dir, "run", quiet, as_json, start="run"), sets=sets or [],
                      from_stage=from_stage, from_epoch=from_epoch, quiet=quiet, as_json=as_json)
 
@@ -192,6 +217,9 @@ def evaluate(
     version: Annotated[str | None, typer.Option("--version", help="Data version (bfcl: v4 or v3).")] = None,
     protocol: Annotated[str, typer.Option("--protocol", help="official, or paper (the GenEnv paper's decomposition).")] = "official",
     list_: Annotated[bool, typer.Option("--list", help="List the benchmarks and exit.")] = False,
+    label: Annotated[str | None, typer.Option("--label", help="Add NAME to the result's file name (keeps results of "
+                                              "other settings side by side).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace an earlier result made with other settings.")] = False,
     run: RunOpt = None, sets: SetOpt = None, quiet: QuietOpt = False, as_json: JsonOpt = False,
 ) -> None:
     """Run an agent on a benchmark, or score predictions made elsewhere, with the benchmark's metric."""
@@ -209,7 +237,8 @@ def evaluate(
                              required=predictions is None and export is None and model is None)
         ui = _ui(run_dir, "evaluate", quiet, as_json)
         result = stage.evaluate(run_dir, cfg, bench, epoch=epoch, model=model, data=data, predictions=predictions,
-                                export=export, limit=limit, split=split, version=version, protocol=protocol, ui=ui)
+                                export=export, limit=limit, split=split, version=version, protocol=protocol, ui=ui,
+                                force=force, label=label)
         if export is not None:
             ui.summary("evaluate", None, result, f"exported {result['exported']} samples to {result['path']}")
             return
@@ -273,14 +302,57 @@ def table(run: RunOpt = None,
         typer.echo(json.dumps(rows) if as_json else render_table(rows))
 
 
-@app.command()
-def domains() -> None:
+domains_app = typer.Typer(help="The task domains (built-in and plugins): list them (no subcommand), check one "
+                                "against the domain contract, or preview its prompts and parsers.",
+                           invoke_without_command=True, rich_markup_mode=None)
+app.add_typer(domains_app, name="domains")
+NameArg = Annotated[str, typer.Argument(help="A registered domain (`genenv domains` lists them).")]
+DomainRunOpt = Annotated[Path | None, typer.Option("--run", help="Use this run's imported seeds (genenv init --seeds).",
+                                                   show_default=False)]
+
+
+@domains_app.callback()
+def domains(ctx: typer.Context) -> None:
     """List the task domains (built-in and plugins)."""
+    if ctx.invoked_subcommand is not None:
+        return
     from genenv_cli.domains import DOMAINS
 
     with reported():
         for name in DOMAINS.names():
             typer.echo(f"{name:12s} {DOMAINS.get(name).description}")
+
+
+@domains_app.command("check")
+def domains_check(name: NameArg, run: DomainRunOpt = None,
+                  as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
+    """Run the domain contract on NAME with the answers it declares: seeds, scorer, parser, prompts, fingerprints
+    (exit status 1 when a clause fails). No model is loaded."""
+    from genenv_cli.domain_views import check
+
+    with reported():
+        code = check(name, run, as_json=as_json)
+    raise typer.Exit(code)
+
+
+@domains_app.command("preview")
+def domains_preview(
+    name: NameArg, run: DomainRunOpt = None,
+    seed: Annotated[str | None, typer.Option("--seed", help="The seed to render (default: the first train seed).")] = None,
+    output: Annotated[Path | None, typer.Option("--output", help="A file holding an environment output to parse "
+                                                "(- reads standard input); default: the seed as the domain writes it.")] = None,
+    answer: Annotated[Path | None, typer.Option("--answer", help="A file holding an agent answer to score (- reads "
+                                                "standard input); default: the seed's right answer.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Show the environment's and the agent's prompts for a seed, the parser's verdict on an environment output and
+    the score of an answer, with no model loaded (exit status 1 when the output is rejected or the answer is not
+    right)."""
+    from genenv_cli.domain_views import preview
+
+    with reported():
+        code = preview(name, run, seed_id=seed, output=output, answer=answer, as_json=as_json)
+    raise typer.Exit(code)
 
 
 def main() -> None:

@@ -370,7 +370,7 @@ def _page(arms: list[ArmData], flags: list[str], numbers: dict[str, Any], pngs: 
              f"<p>{len(arms)} arm(s) from {sum(len(a.runs) for a in arms)} run(s). Runs equal in every setting but "
              "run.seed form an arm.</p></header>",
              '<section id="arms"><h2>Arms</h2><div class="scroll"><table><tr><th class="row">arm</th><th>runs</th>'
-             f'<th>seeds</th><th class="row">run directories</th></tr>{arm_rows}</table></div></section>']
+             f'<th>run.seed of each run</th><th class="row">run directories</th></tr>{arm_rows}</table></div></section>']
     parts += [f'<p class="note flag">⚠ {esc(f)}</p>' for f in flags]
     for cid, title in CHARTS:
         parts.append(f'<section id="{cid}"><h2>{esc(heading[cid])}</h2><p class="what">{what[cid]}</p>'

@@ -218,7 +218,9 @@ class EnvUpdateConfig(TrainingConfig):
 @dataclass
 class EvaluateConfig:
     temperature: float = _f(0.0, "Sampling temperature for evaluation; 0 is greedy.", min=0.0, max=2.0)
-    max_new_tokens: int = _f(512, "Longest answer per turn, in tokens.", min=1)
+    max_new_tokens: int = _f(0, "Longest answer per turn, in tokens. 0: what the benchmark needs: heldout the run's "
+                             "rollout.max_new_tokens (what the agent answered in while it trained), bfcl and api-bank "
+                             "256 (their answers' 99th percentile is 156 and 110 tokens), the others 512.", min=0)
     batch_size: int = _f(16, "Sequences generated together.", min=1)
     max_steps: int = _f(50, "Interactive benchmarks (ALFWorld): steps per episode.", min=1)
 

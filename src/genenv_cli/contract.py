@@ -63,6 +63,7 @@ from genenv_cli.rundir import (
     write_new,
 )
 from genenv_cli.safefiles import link_refusal, read_regular, refuse_links_below, remove_entry
+from genenv_cli.staleness import Change, config_changes, value_changes
 from genenv_cli.ui import open_log
 
 # the caller's hook for files derived from the epoch's manifests: (run, cfg, plan, the new manifest or None for
@@ -94,6 +95,7 @@ class StageState:
     state: str  # done | stale | incomplete | missing
     reasons: list[str]
     manifest: dict[str, Any] | None
+    changes: list[Change] = field(default_factory=list)  # why it is stale, key by key (staleness.py)
 
 
 @dataclass
@@ -191,24 +193,31 @@ def check_state(run: RunDir, cfg: Config, plan: StagePlan) -> StageState:
 
 def _compare(run: RunDir, cfg: Config, plan: StagePlan, manifest: dict[str, Any]) -> StageState:
     reasons: list[str] = []
+    changes: list[Change] = []
     recorded = manifest.get("inputs", {})
     for name, p in plan.inputs.items():
         rec = recorded.get(name)
         if rec is None:
             reasons.append(f"new input {name}")
+            changes.append(Change("input", name))
         elif not unchanged(p, rec["fingerprint"]):
             reasons.append(f"input {name} changed ({run.rel(p)})")
+            changes.append(Change("input", name))
     for name in recorded:
         if name not in plan.inputs:
             reasons.append(f"input {name} no longer read")
-    if manifest.get("values", {}) != _jsonable(plan.values):
-        changed = [k for k in set(plan.values) | set(manifest.get("values", {}))
-                   if _jsonable(plan.values).get(k) != manifest.get("values", {}).get(k)]
-        reasons.append("changed: " + ", ".join(sorted(changed)))
+            changes.append(Change("input", name))
+    values = value_changes(manifest.get("values", {}), _jsonable(plan.values))
+    if values:
+        reasons.append("changed: " + ", ".join(c.short() for c in values))
+        changes += values
     if manifest.get("config_digest") != cfg.digest(plan.config_sections):
-        reasons.append("config changed in " + ", ".join(plan.config_sections))
+        keys = config_changes(manifest.get("config"), cfg, plan.config_sections)
+        reasons.append("config changed: " + ", ".join(c.short() for c in keys) if keys
+                       else "config changed in " + ", ".join(plan.config_sections))
+        changes += keys or [Change("sections", ", ".join(plan.config_sections))]
     if reasons:
-        return StageState("stale", reasons, manifest)
+        return StageState("stale", reasons, manifest, changes)
     pruned = read_pruned(run, plan.epoch)
     expected = {name: run.rel(p) for name, p in plan.outputs.items()}
     for name, rec in manifest.get("outputs", {}).items():

@@ -147,7 +147,10 @@ def spawn_epochs(run: RunDir, epochs: int, *, ui: UI, sets: list[str] | None = N
             force = restart is not None and (epoch, i) >= restart
             cmd = stage_command(stage, run, epoch, sets=sets or [], force=force, quiet=quiet, as_json=as_json)
             ui.log(f"epoch {epoch} {stage}: {' '.join(cmd)}")
-            rc = _run_child(cmd, child_env(stage, gpus))
+            env = child_env(stage, gpus)
+            if sets:  # `genenv run` said once which --set values differ from genenv.toml: not again per stage
+                env = {**(env or os.environ), "GENENV_SETS_NOTED": "1"}
+            rc = _run_child(cmd, env)
             count += 1
             if rc != 0:
                 raise StageFailed(f"`genenv {stage} --epoch {epoch}` exited with status {rc}; the run stops here. "

@@ -1,8 +1,16 @@
 """`genenv status`: every epoch's stages (done / stale / incomplete / missing / running) and its numbers.
 
 States: **done** — manifest present, inputs and config unchanged, outputs as written; **stale** — an input
-or the config changed since (the reasons are listed); **incomplete** — an output is missing or was
-modified; **missing** — never completed; **running** — another process holds the epoch's lock for it.
+or the config changed since, or a stage it reads from is stale (the reasons are listed); **incomplete** — an
+output is missing or was modified; **missing** — never completed; **running** — another process holds the
+epoch's lock for it.
+
+The table says why in each cell: `stale: domain code`, `stale: rollout.max_new_tokens 16 → 24` (the first
+change; the notes under the table and `--json`'s `changes` list them all), `stale upstream` for a stage whose own
+inputs are as they were but which reads what a stale stage wrote (its outputs will change when that stage is
+redone; `genenv run` then redoes both, in order). An update that trained on nothing, or took a single optimizer
+step, says so (`done 0: trained on nothing`, `done 16: 1 step`), and an epoch whose environment wrote fewer tasks
+than asked names the most common reasons its generations were refused.
 """
 
 from __future__ import annotations
@@ -13,20 +21,30 @@ from genenv_cli.config import Config
 from genenv_cli.contract import check_state, manifests_problem
 from genenv_cli.errors import GenenvError
 from genenv_cli.metrics import gather
+from genenv_cli.reject_reasons import describe
 from genenv_cli.rundir import RunDir, shard_of, shard_stage
 from genenv_cli.stages import EPOCH_STAGES, STAGES, available, stage_module
 
+UPDATES = ("update-agent", "update-env")
+
 
 def stage_state(run: RunDir, cfg: Config, epoch: int, stage: str) -> dict[str, Any]:
+    """The stage's state with its reasons (`changes`: the same, key by key), its manifest's numbers, and what it
+    reads and writes (`links`, for `collect` to find the stages upstream; not shown)."""
     base = stage.split(".")[0]
+    changes: list[dict[str, Any]] = []
+    links: dict[str, Any] = {"reads": [], "requires": [], "writes": [run.rel(run.manifest_path(epoch, stage))]}
     try:
         mod = stage_module(base)
         if base == "rollout" and shard_of(stage):
             p = mod.plan(run, cfg, epoch, shard=shard_of(stage))
         else:
             p = mod.plan(run, cfg, epoch)
+        links = {"reads": [run.rel(q) for q in p.inputs.values()], "requires": [list(r) for r in p.requires],
+                 "writes": links["writes"] + [run.rel(q) for q in p.outputs.values()]}
         st = check_state(run, cfg, p)
         state, reasons, manifest = st.state, st.reasons, st.manifest
+        changes = [c.to_json() for c in st.changes]
     except GenenvError as exc:
         manifest = run.manifest_record(epoch, stage) or None
         problem = manifests_problem(run, epoch)
@@ -34,9 +52,108 @@ def stage_state(run: RunDir, cfg: Config, epoch: int, stage: str) -> dict[str, A
         reasons = [problem or str(exc).split(". ")[0]]
     if not isinstance(manifest, dict) or not all(isinstance(manifest.get(k, {}), dict) for k in ("counts", "metrics")):
         manifest = None  # a manifest of the wrong shape: check_state already calls the stage incomplete
-    return {"state": state, "reasons": reasons,
+    return {"state": state, "reasons": reasons, "changes": changes,
             "counts": (manifest or {}).get("counts", {}), "metrics": (manifest or {}).get("metrics", {}),
-            "finished": (manifest or {}).get("finished"), "seconds": (manifest or {}).get("seconds")}
+            "finished": (manifest or {}).get("finished"), "seconds": (manifest or {}).get("seconds"),
+            "links": links}
+
+
+def mark_upstream(rows: list[dict[str, Any]]) -> None:
+    """A done stage that reads what a stale (or incomplete) stage wrote, or requires such a stage, becomes
+    `stale` with `upstream` naming it: its own inputs are as they were, but they will change when that stage is
+    redone. Carried down in the order stages run (every stage reads only from earlier ones)."""
+    writer: dict[str, tuple[int, str]] = {}
+    for row in rows:
+        for name, st in row["stages"].items():
+            for path in st["links"]["writes"]:
+                writer[path] = (row["epoch"], name)
+    states = {(row["epoch"], name): st for row in rows for name, st in row["stages"].items()}
+    for row in rows:
+        for name, st in row["stages"].items():
+            ups = {tuple(r) for r in st["links"]["requires"]} | {writer[p] for p in st["links"]["reads"] if p in writer}
+            bad = sorted(u for u in ups if u in states and u != (row["epoch"], name)
+                         and states[u]["state"] in ("stale", "incomplete"))
+            if bad and st["state"] == "done":
+                st["state"] = "stale"
+                st["upstream"] = [f"epoch {e} {s}" for e, s in bad]
+                word = " or ".join(sorted({states[u]["state"] for u in bad}))
+                verb, it = ("is", "it is") if len(bad) == 1 else ("are", "they are")
+                st["reasons"] = [f"upstream {' and '.join(st['upstream'])} {verb} {word}: what this stage read will "
+                                 f"change when {it} redone"]
+
+
+def _count(counts: dict[str, Any], key: str) -> int | None:
+    """A manifest's count, or None where it is absent or not an integer (a hand-edited manifest shows as it is)."""
+    v = counts.get(key)
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def flag(name: str, st: dict[str, Any]) -> str | None:
+    """What a done update's table cell adds to `done N`: it trained on nothing, or took one optimizer step."""
+    if name.split(".")[0] not in UPDATES or st["state"] != "done":
+        return None
+    counts = st["counts"]
+    if counts.get("skipped"):
+        return "not trained"
+    steps = _count(counts, "steps")
+    if _count(counts, "samples_used") == 0 or steps == 0:
+        return "trained on nothing"
+    if steps is not None and steps < 2:
+        return f"{steps} step"
+    return None
+
+
+def _update_note(name: str, st: dict[str, Any], cfg: Config) -> str:
+    """Why an update trained on nothing, or what one step means, from its manifest's counts."""
+    counts = st["counts"]
+    if flag(name, st) == "trained on nothing":
+        if name == "update-env":
+            seen = counts.get("pairs_seen")
+            if not seen:
+                return ("trained on nothing: the pool holds no environment generations (every task was a seed task, "
+                        "or the environment wrote none that parsed); see generate-tasks' reject reasons")
+            return (f"trained on nothing: none of {seen} environment generations passed the difficulty filter "
+                    f"(|p̂ batch − α| ≤ curriculum.k_min = {cfg.curriculum.k_min:g}) with a non-empty output")
+        why = counts.get("skipped_by_reason") or {}
+        parts = ", ".join(f"{n} {reason}" for reason, n in why.items()) if isinstance(why, dict) else ""
+        return ("trained on nothing: no GRPO group had rewards that differ" + (f" (skipped groups: {parts})" if parts
+                                                                               else ""))
+    return (f"{counts.get('steps')} optimizer step from {counts.get('samples_used')} samples; more tasks "
+            f"(generate.tasks_per_epoch), a larger group (rollout.group_size) or a smaller batch "
+            f"(*_update.batch_size, grad_accum) gives more")
+
+
+def generation_note(st: dict[str, Any]) -> str | None:
+    """generate-tasks' note when its environment wrote fewer tasks than asked: the top reject reasons."""
+    counts = st["counts"]
+    if st["state"] in ("missing", "running") or not _count(counts, "generations"):
+        return None
+    if not _count(counts, "seed_fill") and _count(counts, "accepted"):
+        return None
+    refused = sum(_count(counts, k) or 0 for k in ("rejected_parse", "rejected_invalid", "rejected_duplicate"))
+    top = describe(counts.get("reject_reasons"), refused)
+    return (f"{counts.get('accepted', 0)} of {counts.get('generations')} environment generations usable, "
+            f"{counts.get('seed_fill', 0)} seed tasks filled the epoch" + (f"; top reject reasons: {top}" if top else "")
+            + " (all in tasks.rejects.jsonl)")
+
+
+def label(name: str, st: dict[str, Any]) -> str:
+    """A stage's table cell: its state, the count it shows, and why where that is not plain."""
+    state = st["state"]
+    if state == "stale":
+        if st.get("upstream"):
+            return "stale upstream"
+        changes = st.get("changes") or []
+        if changes:
+            from genenv_cli.staleness import Change
+
+            first = Change(**changes[0]).short()
+            return f"stale: {first}" + (f" +{len(changes) - 1}" if len(changes) > 1 else "")
+        return "stale"
+    n = st["counts"].get(STAGES[name.split(".")[0]].count or "", None)
+    text = state + (f" {n}" if n is not None and state != "missing" else "")
+    extra = flag(name, st)
+    return text + (f": {extra}" if extra else "")
 
 
 def collect(run: RunDir, cfg: Config) -> list[dict[str, Any]]:
@@ -61,6 +178,13 @@ def collect(run: RunDir, cfg: Config) -> list[dict[str, Any]]:
         metrics = {k: v for k, v in gather(run, epoch, band, c.alpha).items() if k != "epoch"}
         rows.append({"epoch": epoch, "stages": stages, "metrics": metrics,
                      "running": ", ".join(sorted(running)) or None})
+    mark_upstream(rows)
+    for row in rows:
+        for name, st in row["stages"].items():
+            del st["links"]
+            st["label"] = label(name, st)
+            if (f := flag(name, st)) is not None:
+                st["flag"] = f
     return rows
 
 
@@ -88,11 +212,10 @@ def table_cells(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[tuple[
             parts = []
             for k in keys:
                 st = row["stages"][k]
-                n = st["counts"].get(STAGES[name].count or "", None)
-                label = st["state"] + (f" {n}" if n is not None and st["state"] != "missing" else "")
+                text = st["label"]
                 if (shard := shard_of(k)) is not None:
-                    label = f"{shard[0]}/{shard[1]} {label}"
-                parts.append((label, st["state"]))
+                    text = f"{shard[0]}/{shard[1]} {text}"
+                parts.append((text, st["state"]))
             cells.append((" / ".join(p for p, _ in parts) or "-", parts[0][1] if len(parts) == 1 else ""))
         m = row["metrics"]
         kl = _fmt(m.get("env_kl")) + (" (cap)" if m.get("env_kl_stopped") else "")
@@ -175,10 +298,18 @@ def render_plain(rows: list[dict[str, Any]], run: RunDir, cfg: Config) -> str:
     return "\n".join(lines)
 
 
-def stale_notes(rows: list[dict[str, Any]]) -> list[str]:
+def stale_notes(rows: list[dict[str, Any]], cfg: Config | None = None) -> list[str]:
+    """A line for every stage that is not plainly done: why it is stale, incomplete or running, why an update
+    trained on nothing (or took one step), and why the environment's generations were refused."""
+    cfg = cfg or Config()
     notes = []
     for row in rows:
         for name, s in row["stages"].items():
+            where = f"epoch {row['epoch']} {name}"
             if s["state"] in ("stale", "incomplete", "running"):
-                notes.append(f"epoch {row['epoch']} {name}: {s['state']} — {'; '.join(s['reasons'])}")
+                notes.append(f"{where}: {s['state']} — {'; '.join(s['reasons'])}")
+            if s.get("flag") not in (None, "not trained"):  # a mode that trains nothing is the run's choice
+                notes.append(f"{where}: {_update_note(name, s, cfg)}")
+            if name == "generate-tasks" and (g := generation_note(s)):
+                notes.append(f"{where}: {g}")
     return notes

@@ -62,7 +62,7 @@ def print_status(run: RunDir, cfg: Config, *, as_json: bool) -> None:
         print(f"{run.root}: no epoch started yet. Next: genenv generate-tasks --epoch 1")
         return
     lines = status.domain_lines(rows, cfg) + disk_lines(run)
-    notes = status.stale_notes(rows)
+    notes = status.stale_notes(rows, cfg)
     if not sys.stdout.isatty():
         print("\n".join([status.render_plain(rows, run, cfg), *lines, *notes]))
         return

@@ -203,6 +203,12 @@ class ALFWorldDomain(FamilyDomain):
 
     # ------------------------------------------------------------ environment
 
+    def gold_answer(self, payload: dict[str, Any]) -> str | None:
+        return f"ACTION: {payload['action']}"
+
+    def wrong_answer(self, payload: dict[str, Any]) -> str:
+        return "ACTION: " + next(c for c in payload["admissible_commands"] if c != payload["action"])
+
     def render_item(self, payload: dict[str, Any]) -> str:
         keys = ("task_type", "observation", "trajectory", "admissible_commands", "action")
         return json.dumps({k: payload[k] for k in keys}, ensure_ascii=False)

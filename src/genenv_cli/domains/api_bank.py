@@ -205,6 +205,15 @@ class APIBankDomain(FamilyDomain):
 
     # ------------------------------------------------------------ environment
 
+    def gold_answer(self, payload: dict[str, Any]) -> str | None:
+        return gold_answer(payload)
+
+    def wrong_answer(self, payload: dict[str, Any]) -> str:
+        """Another API with the same arguments (a mangled value may pass a lenient per-API rule)."""
+        call = [t for t in payload["dialogue"] if t["role"] == "API"][payload["k"]]
+        args = ", ".join(f"{k}='{v}'" for k, v in call["param_dict"].items())
+        return f"[{call['api_name']}Other({args})]"
+
     def render_item(self, payload: dict[str, Any]) -> str:
         calls = _api_turns(payload["dialogue"])
         end = payload["dialogue"].index(calls[payload["k"]])

@@ -23,7 +23,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -220,8 +219,7 @@ class ArithDomain(Domain):
 
     @functools.cache  # noqa: B019 - one instance per process (get_domain)
     def data_fingerprint(self) -> str:
-        raw = resources.files("genenv_cli.domains").joinpath("data", self.seed_file).read_bytes()
-        return hashlib.sha256(raw).hexdigest()[:16]
+        return hashlib.sha256(self.seed_path().read_bytes()).hexdigest()[:16]
 
     def agent_messages(self, payload: dict[str, Any]) -> list[dict[str, str]]:
         # one worked example shows the format: SmolLM2-135M then answers 1-digit sums about half the time,
@@ -298,6 +296,15 @@ class ArithDomain(Domain):
         err, scale = abs(pred - gold), max(1, abs(gold))
         partial = 0.0 if err >= scale else 1.0 - err / scale  # err < scale: the quotient fits a float
         return Score(0.0, partial, True, f"answered {pred}, expected {gold}")
+
+    def gold_answer(self, payload: dict[str, Any]) -> str | None:
+        return f"Answer: {payload['answer']}"
+
+    def wrong_answer(self, payload: dict[str, Any]) -> str:
+        return f"Answer: {payload['answer'] + 1}"
+
+    def render_task(self, payload: dict[str, Any]) -> str:
+        return f"EXERCISE: {payload['expression']}"
 
     def dedup_text(self, payload: dict[str, Any]) -> str:
         return "".join(payload["expression"].split())

@@ -171,6 +171,12 @@ class BamboogleDomain(FamilyDomain):
         golds = list(sample.gold)
         return SeedTask(f"bamboogle-{sample.id}", "", shape_of(question, golds), {"question": question, "answer": golds})
 
+    def gold_answer(self, payload: dict[str, Any]) -> str | None:
+        return f"<answer> {payload['answer'][0]} </answer>"
+
+    def wrong_answer(self, payload: dict[str, Any]) -> str:
+        return "<answer>certainly not this</answer>"
+
     def render_item(self, payload: dict[str, Any]) -> str:
         import json
 

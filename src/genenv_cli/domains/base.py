@@ -5,12 +5,19 @@ examples near the frontier) through `env_messages`, and writes a task in the dom
 `parse_env_output` turns that text into a task or raises `Reject` with a reason (counted and kept in the
 rejects file). The agent sees `agent_messages(payload)`; `score` grades its completion. Both parsers treat
 model text as data.
+
+A domain also says how its own answers look (`gold_answer`, `wrong_answer`, `render_task`): the domain contract
+(`domains/checks.py`, run by `genenv domains check NAME` and by the project's tests) grades them. What shapes a
+stage's output is fingerprinted into its manifest: the seed data (`data_fingerprint`), the source of the modules
+that define the domain (`code_files`) and the rendered prompts (`domains/fingerprints.py`), so an edited parser
+or prompt makes the stages that used it stale. docs/domains.md, "Writing a domain", is the author's guide.
 """
 
 from __future__ import annotations
 
-import json
+import hashlib
 import re
+import sys
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from functools import cached_property
@@ -86,6 +93,18 @@ def stats_lines(ctx: EnvContext, thing: str = "item", aim: str = "an item it") -
     return out
 
 
+def package_folder(cls: type, attribute: str) -> Path:
+    """The folder of the package holding the module whose class (in `cls`'s MRO) sets `attribute`: a plugin's
+    `seed_file` is found in its own package, a built-in domain's in genenv_cli/domains, and a plugin subclassing a
+    built-in domain without setting `seed_file` keeps the built-in seeds."""
+    owner = next((k for k in cls.__mro__ if attribute in vars(k)), cls)
+    module = sys.modules[owner.__module__]
+    package = sys.modules.get(module.__package__ or "")
+    if package is not None and getattr(package, "__path__", None):
+        return Path(list(package.__path__)[0])  # a regular or a namespace package: its (first) folder
+    return Path(module.__file__ or ".").parent  # a top-level module (no package): the folder it sits in
+
+
 class Domain(ABC):
     name: str = ""
     description: str = ""
@@ -93,27 +112,65 @@ class Domain(ABC):
     builtin_seeds: bool = True          # False: `genenv init` needs `--seeds FILE`
     seed_format: str = ""               # what `--seeds FILE` takes, in words ("" = it takes none)
     seed_folders: bool = False          # whether `--seeds` also takes a folder of the benchmark's files
-    # the packaged seed set (genenv_cli/domains/data/): JSON lines of {id, split, shape, *payload_keys}
+    # the packaged seed set, in the `data/` folder of the package that defines the domain (genenv_cli/domains/data/
+    # for the built-in ones, a plugin's own package for a plugin): JSON lines of {id, split, shape, *payload_keys}
     seed_file: str = ""
     payload_keys: tuple[str, ...] = ()
+    # modules besides the domain's own whose code shapes its output (a shared parser, a scorer): fingerprinted
+    code_modules: tuple[str, ...] = ()
+
+    def seed_path(self) -> Path:
+        """Where the packaged seed set is: `data/<seed_file>` in the defining package's folder."""
+        if not self.seed_file:
+            raise TypeError(f"domain {self.name!r} names no seed_file; it must override seeds()")
+        return package_folder(type(self), "seed_file") / "data" / self.seed_file
 
     @cached_property
     def _seeds(self) -> list[SeedTask]:
-        if not self.seed_file:
-            raise TypeError(f"domain {self.name!r} names no seed_file; it must override seeds()")
-        from importlib import resources  # here, not at the top: ~4 ms (zipfile) on `genenv status`
+        from genenv_cli.errors import InputError
+        from genenv_cli.jsonio import json_lines
 
-        text = resources.files("genenv_cli.domains").joinpath("data", self.seed_file).read_text("utf-8")
-        return [SeedTask(r["id"], r["split"], r["shape"], {k: r[k] for k in self.payload_keys})
-                for r in map(json.loads, filter(str.strip, text.splitlines()))]
+        path = self.seed_path()
+        expected = '{"id", "split", "shape", ' + ", ".join(f'"{k}"' for k in self.payload_keys) + "}"
+        if not path.is_file():
+            raise InputError(f"{path}: the seed file of domain {self.name!r} (seed_file = {self.seed_file!r}) is not "
+                             f"there; a domain's seed file goes in the data/ folder of its package, shipped as "
+                             f"package data.")
+        out = []
+        for where, r in json_lines(path, expected):
+            missing = [k for k in ("id", "split", "shape", *self.payload_keys) if not isinstance(r, dict) or k not in r]
+            if missing:
+                raise InputError(f"{where}: missing {', '.join(missing)}; expected {expected}.")
+            if r["split"] not in ("train", "validation") or not isinstance(r["id"], str) \
+                    or not isinstance(r["shape"], str):
+                raise InputError(f"{where}: expected a string id and shape, and split train or validation; got "
+                                 f"id {r['id']!r}, split {r['split']!r}, shape {r['shape']!r}.")
+            out.append(SeedTask(r["id"], r["split"], r["shape"], {k: r[k] for k in self.payload_keys}))
+        return out
 
     def seeds(self, split: str = "train") -> list[SeedTask]:
         """The domain's seed tasks of a split (`train` feeds epochs; `validation` is held out)."""
         return [s for s in self._seeds if s.split == split]
 
-    @abstractmethod
     def data_fingerprint(self) -> str:
-        """A hash of the domain's data (seeds, tool library), recorded in manifests."""
+        """A hash of the domain's data, recorded in manifests: by default its seed file (override it to add more,
+        such as a tool library read from a file)."""
+        return hashlib.sha256(self.seed_path().read_bytes()).hexdigest()[:16]
+
+    def code_files(self) -> list[Path]:
+        """The source files whose code shapes this domain's output, fingerprinted into the manifests
+        (`domains/fingerprints.py`): the module of every class from this one down to `Domain` (excluded), and
+        `code_modules`."""
+        import importlib
+
+        modules = [k.__module__ for k in type(self).__mro__ if issubclass(k, Domain) and k is not Domain]
+        modules += [importlib.import_module(m).__name__ for m in self.code_modules]
+        files = []
+        for name in dict.fromkeys(modules):
+            path = getattr(sys.modules.get(name), "__file__", None)
+            if path and path.endswith(".py"):
+                files.append(Path(path))
+        return files
 
     @abstractmethod
     def agent_messages(self, payload: dict[str, Any]) -> list[dict[str, str]]:
@@ -150,6 +207,22 @@ class Domain(ABC):
 
     def score_many(self, payloads: list[dict[str, Any]], completions: list[str]) -> list[Score]:
         return [self.score(p, c) for p, c in zip(payloads, completions, strict=True)]
+
+    # ------------------------------------------------------------ the domain's own answers, for its contract
+
+    def gold_answer(self, payload: dict[str, Any]) -> str | None:
+        """The right answer to a task as the agent should write it (it must score 1), or None where the task
+        carries no answer that can be written out. `genenv domains check` grades it."""
+        raise NotImplementedError(f"domain {self.name!r} does not declare gold_answer(payload)")
+
+    def wrong_answer(self, payload: dict[str, Any]) -> str:
+        """An answer to the task that must score 0, with a reason."""
+        raise NotImplementedError(f"domain {self.name!r} does not declare wrong_answer(payload)")
+
+    def render_task(self, payload: dict[str, Any]) -> str:
+        """The task written as the environment should write it: `parse_env_output` must read it back as the same
+        task."""
+        raise NotImplementedError(f"domain {self.name!r} does not declare render_task(payload)")
 
     # ------------------------------------------------------------ base tasks from the user's files
 

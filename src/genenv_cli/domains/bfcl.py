@@ -180,6 +180,7 @@ def gold_answer(payload: dict[str, Any]) -> str:
 
 class BFCLDomain(FamilyDomain):
     name = "bfcl"
+    code_modules = ("genenv_cli.plaintext",)  # the stricter "no call" rule on top of the suite's verdict
     description = "BFCL single-turn items (simple, multiple, parallel, irrelevance), scored by the bfcl suite's AST checker."
     shapes = SHAPES
     benchmark = "bfcl"
@@ -241,6 +242,14 @@ class BFCLDomain(FamilyDomain):
         return out
 
     # ------------------------------------------------------------ environment
+
+    def gold_answer(self, payload: dict[str, Any]) -> str | None:
+        return gold_answer(payload)
+
+    def wrong_answer(self, payload: dict[str, Any]) -> str:
+        if not payload["ground_truth"]:  # irrelevance: any call is wrong
+            return f"[{payload['function'][0]['name']}()]" if payload["function"] else "[no_such_function()]"
+        return "I cannot help with that."
 
     def render_item(self, payload: dict[str, Any]) -> str:
         return json.dumps({"question": payload["question"], "function": payload["function"],

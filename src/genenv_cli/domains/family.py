@@ -23,9 +23,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import sys
 from abc import abstractmethod
 from functools import cached_property
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -113,8 +113,7 @@ class FamilyDomain(Domain):
     def _builtin(self) -> list[SeedTask]:
         from genenv_cli.domains.seedfiles import load_run_seeds
 
-        with resources.as_file(resources.files("genenv_cli.domains").joinpath("data", self.seed_file)) as path:
-            return load_run_seeds(self, Path(path))
+        return load_run_seeds(self, self.seed_path())
 
     def seeds(self, split: str = "train") -> list[SeedTask]:
         if not self.seed_file:
@@ -126,8 +125,16 @@ class FamilyDomain(Domain):
     def data_fingerprint(self) -> str:
         h = hashlib.sha256(f"{self.name}/{self.benchmark}/{self.protocol}".encode())
         if self.seed_file:
-            h.update(resources.files("genenv_cli.domains").joinpath("data", self.seed_file).read_bytes())
+            h.update(self.seed_path().read_bytes())
         return h.hexdigest()[:16]
+
+    def code_files(self) -> list[Path]:
+        """The domain's modules and its suite's: the suite's prompt and scorer are the domain's."""
+        suite = Path(sys.modules[type(self.suite).__module__].__file__ or ".").parent
+        return super().code_files() + sorted(suite.glob("*.py"))
+
+    def render_task(self, payload: dict[str, Any]) -> str:
+        return "Here is a new item:\n```json\n" + self.render_item(payload) + "\n```"
 
     def read_seeds(self, path: Path) -> list[SeedTask]:
         from genenv_cli.paths import cache_dir

@@ -147,6 +147,7 @@ class ToolCallDomain(Domain):
     shapes = SHAPES
     seed_file = "tool_call_seeds.jsonl"
     payload_keys = ("request", "tools", "calls")
+    code_modules = ("genenv_cli.callparse", "genenv_cli.plaintext")  # the answer parser and the "no call" rule
 
     @cached_property
     def library(self) -> dict[str, dict[str, Any]]:
@@ -317,6 +318,15 @@ class ToolCallDomain(Domain):
 
     def score(self, payload: dict[str, Any], completion: str) -> Score:
         return self._score(completion, self._gold(payload))
+
+    def gold_answer(self, payload: dict[str, Any]) -> str | None:
+        blocks = [f"<tool_call>\n{json.dumps({'name': c['name'], 'arguments': c.get('arguments', {})})}\n</tool_call>"
+                  for c in payload["calls"]]
+        return "".join(blocks) or "No tool fits that."
+
+    def wrong_answer(self, payload: dict[str, Any]) -> str:
+        call = {"name": "send_fax", "arguments": {"to": "nobody"}}  # a tool never offered
+        return f"<tool_call>\n{json.dumps(call)}\n</tool_call>"
 
     def score_many(self, payloads: list[dict[str, Any]], completions: list[str]) -> list[Score]:
         """As score(), with each task's canonical gold computed once for all its completions."""

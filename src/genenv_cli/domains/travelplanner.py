@@ -414,6 +414,12 @@ class TravelPlannerDomain(FamilyDomain):
                                                                "reference_information": _user_reference(sample)}
         return SeedTask(f"travelplanner-{g['level']}-{sample.id}", "", g["level"], payload)
 
+    def gold_answer(self, payload: dict[str, Any]) -> str | None:
+        return None  # an item carries its sandbox, not a plan: the right answer cannot be written from it
+
+    def wrong_answer(self, payload: dict[str, Any]) -> str:
+        return "No plan."
+
     def render_item(self, payload: dict[str, Any]) -> str:
         """The item as the environment sees it; an imported official item's sandbox (hundreds of rows a city) is
         cut to its first RENDER_ROWS rows per city (per route for flights and distances): an example of the

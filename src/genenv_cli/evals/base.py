@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 PROTOCOLS = ("official", "paper")
+DEFAULT_ANSWER_TOKENS = 512  # a suite that measured nothing shorter: room for a reasoned answer
 
 
 @dataclass
@@ -66,6 +67,11 @@ class Benchmark(ABC):
     versions: list[str] = []              # data versions the loader knows; the first is the default
     interactive: bool = False             # True: samples are episodes played with run_episode
     paper_column: PaperColumn | None = None  # the suite's column in the paper's Table 1 (None: not in it)
+    answer_tokens: int = DEFAULT_ANSWER_TOKENS  # the longest answer per turn it needs (evaluate.max_new_tokens = 0)
+
+    def needed_tokens(self, cfg: Any) -> int:
+        """New tokens per turn when `evaluate.max_new_tokens` is 0 (its default): what the suite's answers need."""
+        return self.answer_tokens
 
     @abstractmethod
     def load(self, *, data: Path | None, split: str | None, version: str | None, protocol: str,

@@ -18,7 +18,13 @@ line (or a JSON list), replayed in the game.
 Writes `RUN/evals/<bench>/<tag>.json` (headline, the benchmark's summary overall and per category, the data
 version and fingerprint, the model and sampling, counts) and `<tag>.samples.jsonl` beside it (id, category,
 output, parsed form, verdict, reason, per-sample scores). `<tag>` is `epoch-0003-agent`, a model name, or
-`pred-<file stem>`, plus `.paper` for the paper protocol and `.<split>` / `.limit<K>` when given.
+`pred-<file stem>`, plus `.paper` for the paper protocol, `.<split>` / `.limit<K>` when given and `.<label>` for
+`--label NAME`. An earlier result of the same name made with other settings (sampling, seed, engine, dtype, or
+other data) is not replaced without `--force`: the error names what differs (`--label` keeps both).
+
+**Answer length**: `evaluate.max_new_tokens`, or when it is 0 (the default) what the benchmark needs
+(`Benchmark.needed_tokens`): the run's `rollout.max_new_tokens` for heldout, 256 for bfcl and api-bank, 512 for
+the others.
 
 **Context**: a prompt that, with `evaluate.max_new_tokens`, would not fit the model's context is not sent; its
 sample fails with `"end": "context_overflow"` and the numbers in its reason. Interactive episodes are checked
@@ -106,10 +112,14 @@ def read_predictions(path: Path) -> dict[str, str]:
 def evaluate(run: RunDir | None, cfg: Config, bench_name: str, *, epoch: int | None = None, model: str | None = None,
              data: Path | None = None, predictions: Path | None = None, export: Path | None = None,
              limit: int | None = None, split: str | None = None, version: str | None = None,
-             protocol: str = "official", out_dir: Path | None = None, ui: UI | None = None) -> dict[str, Any]:
+             protocol: str = "official", out_dir: Path | None = None, ui: UI | None = None, force: bool = False,
+             label: str | None = None) -> dict[str, Any]:
     ui = ui or UI(quiet=True)
     if protocol not in PROTOCOLS:
         raise ConfigError(f"--protocol {protocol!r}: choose one of {', '.join(PROTOCOLS)}.")
+    if label is not None and not LABEL.fullmatch(label):
+        raise ConfigError(f"--label {label[:60]!r}: use 1 to 40 letters, digits, '.', '_' or '-' (it becomes part of "
+                          f"the result's file name).")
     if sum(x is not None for x in (epoch, model, predictions)) > 1:
         raise ConfigError("give at most one of --epoch, --model and --predictions.")
     bench: Benchmark = get_benchmark(bench_name)
@@ -130,6 +140,14 @@ def evaluate(run: RunDir | None, cfg: Config, bench_name: str, *, epoch: int | N
         ui.info(f"wrote {n} {bench_name} samples to {export}")
         return {"exported": n, "path": str(export), "bench": bench_name}
 
+    suffix = ("" if protocol == "official" else f".{protocol}") + (f".{split}" if split else "") \
+        + (f".{version}" if version else "") + (f".limit{limit}" if limit else "") + (f".{label}" if label else "")
+    # without a run, the results go to ./evals/<bench>, as if the current directory were one
+    base = out_dir / bench_name if out_dir else (run or RunDir(Path())).evals_dir(bench_name)
+    planned = {"data_fingerprint": loaded.fingerprint}
+    if predictions is None:
+        planned |= {"temperature": cfg.evaluate.temperature, "max_new_tokens": answer_length(bench, cfg),
+                    "seed": cfg.run.seed, "engine": cfg.run.engine, "dtype": cfg.run.dtype}
     if predictions is not None:
         preds = read_predictions(predictions)
         known = {s.id for s in samples}
@@ -146,23 +164,23 @@ def evaluate(run: RunDir | None, cfg: Config, bench_name: str, *, epoch: int | N
         tag, model_info, ep = f"pred-{model_tag(predictions.stem)}", {"predictions": str(predictions)}, None
         timeout = cfg.score.item_timeout_s
         verdicts = [score_safely(bench, s, o, protocol, timeout) for s, o in zip(samples, outputs, strict=True)]
+        # after scoring, which is cheap: damaged data is reported as such first
+        refuse_other_settings(base / f"{tag}{suffix}.json", planned, force, ui)
         notes = [None] * len(samples)
         sampling = None
     else:
         name, tag, ep = _pick_model(run, cfg, epoch, model, ui)
+        refuse_other_settings(base / f"{tag}{suffix}.json", planned, force, ui)  # before any model is loaded
         outputs, verdicts, notes, sampling, model_info = _generate(bench, samples, cfg, name, tag, protocol, ui)
         missing = 0
     summary = bench.summarize(samples, verdicts, protocol)
-    suffix = ("" if protocol == "official" else f".{protocol}") + (f".{split}" if split else "") \
-        + (f".{version}" if version else "") + (f".limit{limit}" if limit else "")
-    # without a run, the results go to ./evals/<bench>, as if the current directory were one
-    base = out_dir / bench_name if out_dir else (run or RunDir(Path())).evals_dir(bench_name)
     result = {
         "bench": bench_name, "model_tag": tag, "epoch": ep, "protocol": protocol, "split": split,
         "version": loaded.version, "data_source": loaded.source, "data_fingerprint": loaded.fingerprint,
         "n": len(samples), "headline": headline(summary), "summary": summary, "model": model_info,
         "sampling": sampling, "config": {"evaluate": cfg.section("evaluate"), "engine": cfg.run.engine,
-                                         "dtype": cfg.run.dtype, "limit": limit},
+                                         "dtype": cfg.run.dtype, "limit": limit, "seed": cfg.run.seed},
+        "label": label,
         "counts": {"samples": len(samples), "correct": sum(v.correct for v in verdicts),
                    "missing_predictions": missing,
                    "too_long": sum(n == "too long" for n in notes),
@@ -189,6 +207,57 @@ def evaluate(run: RunDir | None, cfg: Config, bench_name: str, *, epoch: int | N
     write_json_atomic(result_path, result)
     result["path"] = str(result_path)
     return result
+
+
+LABEL = re.compile(r"[A-Za-z0-9._-]{1,40}")
+
+
+def answer_length(bench: Benchmark, cfg: Config) -> int:
+    """New tokens per answer: evaluate.max_new_tokens, or (0, its default) what the benchmark needs."""
+    return cfg.evaluate.max_new_tokens or bench.needed_tokens(cfg)
+
+
+def recorded_settings(result: dict[str, Any]) -> dict[str, Any]:
+    """What an earlier result says it was made with, in `planned`'s keys (a key it does not record is left out)."""
+    sampling = result.get("sampling") if isinstance(result.get("sampling"), dict) else {}
+    config = result.get("config") if isinstance(result.get("config"), dict) else {}
+    out = {k: sampling[k] for k in ("temperature", "max_new_tokens") if k in sampling}
+    if "seed" in config or "seed" in sampling:
+        out["seed"] = config.get("seed", sampling.get("seed"))
+    out |= {k: config[k] for k in ("engine", "dtype") if k in config}
+    if "data_fingerprint" in result:
+        out["data_fingerprint"] = result["data_fingerprint"]
+    return out
+
+
+def refuse_other_settings(path: Path, planned: dict[str, Any], force: bool, ui: UI) -> None:
+    """An earlier result at `path` made with other settings is not replaced without --force: the error names the
+    settings that differ, and how to keep both (--label). The same settings again replace it, saying so."""
+    if not path.exists():
+        return
+    from genenv_cli.rundir import read_json
+
+    try:
+        old, damaged = recorded_settings(read_json(path, "evaluation result")), False
+    except InputError:
+        old, damaged = {}, True  # nothing can be compared; --force is asked for all the same
+    differ = {k: (old.get(k), v) for k, v in planned.items() if k in old and old[k] != v}
+    if not differ and not damaged:
+        ui.info(f"replacing {path} (made with the same settings)")
+        return
+    if force:
+        ui.warn(f"--force: replacing {path}" + (f" (made with {_settings_text(differ)})" if differ else ""))
+        return
+    what = f"made with other settings ({_settings_text(differ)})" if differ else "that cannot be read"
+    raise ConfigError(f"{path} holds an evaluation {what}. Pass --force to replace it, or --label NAME to write "
+                      f"this one beside it ({path.stem}.NAME.json).")
+
+
+def _settings_text(differ: dict[str, tuple[Any, Any]]) -> str:
+    names = {"temperature": "evaluate.temperature", "max_new_tokens": "evaluate.max_new_tokens", "seed": "run.seed",
+             "engine": "run.engine", "dtype": "run.dtype", "data_fingerprint": "the data"}
+    return ", ".join(f"{names.get(k, k)} {was} → {now}" if k != "data_fingerprint" else "the data changed"
+                     for k, (was, now) in differ.items())
 
 
 def score_safely(bench: Benchmark, sample: EvalSample, output: str, protocol: str,
@@ -264,15 +333,16 @@ def _generate(bench: Benchmark, samples: list[EvalSample], cfg: Config, name: st
     from genenv_cli.models import resolve
 
     settings = cfg.evaluate
+    max_new = answer_length(bench, cfg)
     ref = resolve(name, tag=tag)
     ui.info(f"evaluate {bench.name}: loading {tag}")
     engine = open_engine(ref, engine=cfg.run.engine, device=cfg.run.device, dtype=cfg.run.dtype,
                          trust_remote_code=cfg.run.trust_remote_code, batch_size=settings.batch_size, seed=cfg.run.seed,
                          vllm_settings=cfg.vllm)
-    params = SamplingParams(temperature=settings.temperature, top_p=1.0, max_new_tokens=settings.max_new_tokens, n=1,
+    params = SamplingParams(temperature=settings.temperature, top_p=1.0, max_new_tokens=max_new, n=1,
                             seed=cfg.run.seed)
     context = _context_limit(engine)
-    limit = context - settings.max_new_tokens
+    limit = context - max_new
     outputs: list[str] = [""] * len(samples)
     verdicts: list[Verdict | None] = [None] * len(samples)
     notes: list[str | None] = [None] * len(samples)
@@ -299,7 +369,7 @@ def _generate(bench: Benchmark, samples: list[EvalSample], cfg: Config, name: st
             verdicts[i] = v = score_safely(bench, samples[i], outputs[i], protocol, cfg.score.item_timeout_s)
             if notes[i]:   # never sent: a failure whatever the empty answer would score (BFCL irrelevance: right)
                 v.correct, v.end = False, CONTEXT_OVERFLOW
-                v.reason = overflow_reason(lengths[i], settings.max_new_tokens, context)
+                v.reason = overflow_reason(lengths[i], max_new, context)
                 v.scores = {k: 0.0 for k in v.scores}
         if episodic:
             from genenv_cli.evals.episodes import play_episodes
@@ -313,11 +383,11 @@ def _generate(bench: Benchmark, samples: list[EvalSample], cfg: Config, name: st
             ended = sum(v.end == CONTEXT_OVERFLOW for _, v in played)
             if ended:
                 ui.warn(f"{ended} of {len(episodic)} episodes outgrew the model's context ({context} tokens with "
-                        f"{settings.max_new_tokens} for the answer); they count as failures "
+                        f"{max_new} for the answer); they count as failures "
                         f'("end": "{CONTEXT_OVERFLOW}" in the samples file)')
     finally:
         engine.close()
-    sampling = {"temperature": settings.temperature, "max_new_tokens": settings.max_new_tokens, "seed": cfg.run.seed,
+    sampling = {"temperature": settings.temperature, "max_new_tokens": max_new, "seed": cfg.run.seed,
                 "engine": engine.name}
     return outputs, verdicts, notes, sampling, ref.identity()  # type: ignore[return-value]
 

@@ -39,9 +39,11 @@ from genenv_cli.contract import StagePlan, StageResult, Staging, execute
 from genenv_cli.curriculum import agent_statistics, env_reward
 from genenv_cli.domains import domain_data
 from genenv_cli.domains.base import Domain, EnvContext, Reject, SeedTask, jaccard
+from genenv_cli.domains.fingerprints import generate_values
 from genenv_cli.domains.seedfiles import domains_for_run
 from genenv_cli.metrics import after_stage
 from genenv_cli.pools import frame, iter_jsonl, read_parquet, write_jsonl, write_parquet
+from genenv_cli.reject_reasons import top_reasons
 from genenv_cli.rundir import RunDir, clean_stale_tmp, replace_into_place, tmp_name, write_text_atomic
 from genenv_cli.ui import UI
 from genenv_cli.watchdog import ItemTimeout, Watchdog
@@ -81,7 +83,8 @@ def plan(run_dir: RunDir, cfg: Config, epoch: int) -> StagePlan:
     # the stage always writes it; optional so that tasks written by hand (tests, benchmarks) complete the stage as
     # an earlier genenv's did, and `score` then treats the epoch as one without the record
     p.optional_outputs.add("env_generations")
-    p.values = {"domain_data": domain_data(domains)}
+    # + the parser's code and the environment's prompt
+    p.values = {"domain_data": domain_data(domains), **generate_values(domains, cfg.env.mode != "seeds")}
     if cfg.env.mode != "seeds":
         name, tag, manifest = env_model_for(run_dir, cfg, epoch, STAGE)
         p.models["env"] = (name, tag)
@@ -164,11 +167,15 @@ def _pick_parents(rng: random.Random, count: int, seeds: list[SeedTask], prev: l
 
 
 def summary(counts: dict[str, Any], metrics: dict[str, Any]) -> str:
+    from genenv_cli.reject_reasons import describe
     from genenv_cli.summaries import pct
 
-    return (f"{counts.get('tasks')} tasks ({counts.get('seed_tasks')} seed, {counts.get('env_tasks')} env) in "
+    line = (f"{counts.get('tasks')} tasks ({counts.get('seed_tasks')} seed, {counts.get('env_tasks')} env) in "
             f"{counts.get('batches')} batches; {counts.get('accepted', 0)}/{counts.get('generations', 0)} "
             f"generations valid and novel ({pct(counts.get('valid_generation_rate'))})")
+    refused = sum(counts.get(k, 0) or 0 for k in ("rejected_parse", "rejected_invalid", "rejected_duplicate"))
+    top = describe(counts.get("reject_reasons"), refused)
+    return line + (f"; top reject reasons: {top}" if top else "")
 
 
 def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI | None = None) -> StageResult:
@@ -237,6 +244,7 @@ def _generate(run_dir: RunDir, cfg: Config, epoch: int, domains: dict[str, Domai
                 engine.close()
         counts["by_domain"] = by_domain
     _tally(counts, tasks)
+    counts["reject_reasons"] = top_reasons(rejects)  # the summary line and status name them
     write_jsonl(out.path("tasks"), tasks)
     write_jsonl(out.path("rejects"), rejects)
     write_parquet(frame(generations, "env_generations"), out.path("env_generations"), "env_generations")

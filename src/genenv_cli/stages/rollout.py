@@ -23,6 +23,8 @@ from genenv_cli.config import Config
 from genenv_cli.contract import StagePlan, StageResult, Staging, execute
 from genenv_cli.domains import run_domains
 from genenv_cli.domains.base import Domain
+from genenv_cli.domains.fingerprints import rollout_values
+from genenv_cli.domains.seedfiles import domains_for_run
 from genenv_cli.errors import ConfigError
 from genenv_cli.metrics import after_stage
 from genenv_cli.pools import frame, polars_schema, write_parquet
@@ -64,6 +66,7 @@ def plan(run_dir: RunDir, cfg: Config, epoch: int, shard: tuple[int, int] | None
     name, tag, manifest = agent_model_for(run_dir, cfg, epoch, STAGE)
     p.models["agent"] = (name, tag)
     p.values["agent_model"] = tag
+    p.values.update(rollout_values(domains_for_run(cfg, run_dir.root)))  # the agent's prompt, rendered
     if manifest is not None:
         p.inputs["agent_checkpoint"] = manifest
     p.outputs["rollouts"] = output_path(run_dir, epoch, shard)

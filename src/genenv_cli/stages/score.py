@@ -38,6 +38,7 @@ from genenv_cli.curriculum import (
     success,
 )
 from genenv_cli.domains import domain_data, run_domains
+from genenv_cli.domains.fingerprints import score_values
 from genenv_cli.errors import InputError
 from genenv_cli.grading import grade_pairs
 from genenv_cli.metrics import after_stage
@@ -87,6 +88,7 @@ def plan(run_dir: RunDir, cfg: Config, epoch: int) -> StagePlan:
         p.inputs["env_generations"] = run_dir.file("env_generations", epoch)
         p.outputs["env_gen"] = run_dir.file("env_gen", epoch)
     p.values["domain_data"] = domain_data(run_domains(cfg))
+    p.values.update(score_values(run_domains(cfg)))  # the scorer's code
     return p
 
 

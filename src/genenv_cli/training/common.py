@@ -366,7 +366,8 @@ def train_policy(policy: Policy, train: TrainingConfig, build: Any, *, seed: int
         logged = merged_logs(trainer)
         policy.model = trainer.model
         kind = str(trainer.accelerator.distributed_type).split(".")[-1]
-        ui.info(f"{desc}: trained as {kind} ({type(trainer.model_wrapped).__name__})")
+        ui.info(f"{desc}: trained {distribution_words(kind, trainer.accelerator.num_processes)} "
+                f"(accelerate: {kind}, {type(trainer.model_wrapped).__name__})")
         asked = sharding != "none" or os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true"
         if asked and kind not in ("FSDP", "DEEPSPEED"):
             # accelerate applies FSDP only to GPU-like process groups: CPU processes (MULTI_CPU) train unsharded
@@ -376,6 +377,22 @@ def train_policy(policy: Policy, train: TrainingConfig, build: Any, *, seed: int
             local = sum(p.to_local().numel() for p in shards)
             ui.info(f"{desc}: parameters sharded, this rank holds {local:,} of {sum(p.numel() for p in shards):,}")
     return trainer, logged, stopped
+
+
+def distribution_words(kind: str, processes: int) -> str:
+    """accelerate's distributed type in words, for the log line (its name for one process is `NO`).
+
+    >>> distribution_words("NO", 1), distribution_words("MULTI_GPU", 8), distribution_words("FSDP", 2)
+    ('in one process (no distribution)', 'data-parallel (DDP) over 8 GPU processes', 'sharded with FSDP over 2 processes')
+    """
+    if kind == "NO":
+        return "in one process (no distribution)"
+    where = {"MULTI_GPU": "GPU ", "MULTI_CPU": "CPU ", "MULTI_XPU": "XPU ", "MULTI_NPU": "NPU "}
+    if kind in where:
+        return f"data-parallel (DDP) over {processes} {where[kind]}processes"
+    if kind in ("FSDP", "DEEPSPEED"):
+        return f"sharded with {'FSDP' if kind == 'FSDP' else 'DeepSpeed'} over {processes} processes"
+    return f"as accelerate's {kind} over {processes} processes"
 
 
 def _first_non_finite_step(steps: list[dict[str, Any]]) -> tuple[int, str, float] | None:

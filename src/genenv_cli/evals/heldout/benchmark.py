@@ -39,6 +39,12 @@ class HeldOut(Benchmark):
 
     uses_run_domains = True
 
+    def needed_tokens(self, cfg: Any) -> int:
+        """The run's rollout.max_new_tokens: the length the agent answered its tasks in while it trained (a greedy
+        model given more room can run on past its answer, `Answer: 5000000...`, where the domain reads the last
+        number)."""
+        return int(cfg.rollout.max_new_tokens)
+
     def configure(self, cfg: Any, run_root: Path | None = None, domains: dict[str, Any] | None = None) -> None:
         self.domains = dict(domains or {})
         self.mixed = bool(cfg.run.mixed)
