@@ -64,16 +64,16 @@ def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI
     if env_trained(cfg):
         from genenv_cli.launch import check_update_launch
 
-        sharding = check_update_launch(cfg, "env_update", cfg.env.model)  # before the lock and any compute
+        check_update_launch(cfg, "env_update", cfg.env.model)  # before the lock and any compute
 
     def body(out: Staging) -> None:
         if not env_trained(cfg):
             out.counts.update({"samples_used": 0, "skipped": f"env.mode = {cfg.env.mode}: the environment is not trained"})
             ui.info(f"update-env epoch {epoch}: env.mode = {cfg.env.mode}, the environment is not trained")
             return
-        from genenv_cli.launch import world_size
+        from genenv_cli.launch import sharding_line
 
-        ui.info(f"update-env epoch {epoch}: sharding {sharding} over {world_size()} processes")
+        ui.info(f"update-env epoch {epoch}: {sharding_line(cfg)}")
         _update(cfg, epoch, out, ui)
 
     result = execute(run_dir, cfg, STAGE, epoch, lambda: plan(run_dir, cfg, epoch), body, force=force,
@@ -109,7 +109,7 @@ def select_pairs(paths: list[Path], lam: float) -> tuple[list[dict[str, Any]], A
 
 
 def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
-    from genenv_cli.launch import trainer_sharding
+    from genenv_cli.launch import rank0_loads, trainer_sharding
     from genenv_cli.training.common import (
         load_policy,
         publish_update,
@@ -130,7 +130,8 @@ def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
     ui.info(f"update-env epoch {epoch}: {len(used)} of {records.height} generations from epochs "
             f"{window_epochs(epoch, u.window)} pass the filter; training {tag}")
     policy = load_policy(name, tag, base_name=cfg.env.model, train=u, need_reference=True, device=cfg.run.device,
-                         dtype=cfg.run.dtype, trust_remote_code=cfg.run.trust_remote_code, seed=cfg.run.seed + epoch)
+                         dtype=cfg.run.dtype, trust_remote_code=cfg.run.trust_remote_code, seed=cfg.run.seed + epoch,
+                         rank0_loads=rank0_loads(cfg))
     tok = policy.tokenizer
     rows = []
     for r in used:
