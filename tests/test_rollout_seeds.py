@@ -77,3 +77,16 @@ def test_one_process_and_three_shards_draw_identical_rollouts(tmp_path, arith_mo
     assert len(set(map(tuple, whole["completion_token_ids"].to_list()))) > tasks  # sampled: groups differ inside
     for a, b in zip(sharded["logprobs"].to_list(), whole["logprobs"].to_list(), strict=True):
         assert torch.allclose(torch.tensor(a), torch.tensor(b), atol=1e-4)
+
+
+def test_inverse_cdf_draws_follow_the_distribution_and_never_a_removed_token():
+    from genenv_cli.engines.hf import _inverse_cdf
+
+    logp = torch.log_softmax(torch.tensor([[0.0, 1.0, float("-inf"), 2.0, -1.0]]), -1)
+    u = torch.rand(100_000, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    drawn = _inverse_cdf(logp.expand(len(u), -1), u)
+    share = torch.bincount(drawn, minlength=5).double() / len(u)
+    assert share[2] == 0 and torch.allclose(share, logp.exp()[0].double(), atol=0.005)
+    edge = _inverse_cdf(torch.log_softmax(torch.tensor([[1.0, 0.0, float("-inf")]]), -1),
+                        torch.tensor([1.0], dtype=torch.float64))   # u * total == total: past every token
+    assert edge.tolist() == [0]

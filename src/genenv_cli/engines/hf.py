@@ -77,9 +77,13 @@ class HFEngine(Engine):
                 warpers.append(TemperatureLogitsWarper(params.temperature))
             if params.top_p < 1.0:
                 warpers.append(TopPLogitsWarper(params.top_p))
-        # one generator per row, seeded with its sample's own seed: a row draws the same tokens whatever else shares
-        # its batch (the batches depend on the call's prompts and the engine's batch size)
-        generators = [] if params.greedy else [torch.Generator(device=self.device).manual_seed(s) for s in seeds]
+        # every row's noise comes from its own sample's seed, drawn once for all its steps: a row draws the same
+        # tokens whatever else shares its batch (the batches depend on the call's prompts and the engine's batch
+        # size). Sampled by inverse CDF, in one batched operation per step: torch.multinomial takes one generator
+        # for the whole batch, and one call per row costs a kernel launch per row and step on a GPU
+        uniforms = None if params.greedy else torch.stack([
+            torch.rand(params.max_new_tokens, generator=torch.Generator(device=self.device).manual_seed(s),
+                       device=self.device, dtype=torch.float64) for s in seeds])
         eos = torch.tensor(self.eos_ids, device=self.device)
         tokens: list[list[int]] = [[] for _ in prompts]
         logps: list[list[float]] = [[] for _ in prompts]
@@ -96,12 +100,7 @@ class HFEngine(Engine):
                 for warp in warpers:
                     scores = warp(None, scores)
                 logp = torch.log_softmax(scores, dim=-1)
-                if params.greedy:
-                    drawn = scores.argmax(-1)
-                else:
-                    probs = logp.exp()
-                    drawn = torch.cat([torch.multinomial(probs[j:j + 1], 1, generator=generators[row]).view(1)
-                                       for j, row in enumerate(active)])
+                drawn = scores.argmax(-1) if params.greedy else _inverse_cdf(logp, uniforms[:, step])
                 chosen = logp.gather(1, drawn.unsqueeze(1)).squeeze(1)
                 done = torch.isin(drawn, eos)
                 for row, t, lp, d in zip(active, drawn.tolist(), chosen.tolist(), done.tolist(), strict=True):
@@ -116,6 +115,7 @@ class HFEngine(Engine):
                     keep = going.nonzero().squeeze(1)
                     cache.batch_select_indices(keep)
                     drawn, mask, position = drawn[keep], mask[keep], position[keep]
+                    uniforms = uniforms[keep] if uniforms is not None else None
                     active = [active[i] for i in keep.tolist()]
                 mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
                 out = shared_prefix.call(self.model, input_ids=drawn.unsqueeze(1), attention_mask=mask,
@@ -135,6 +135,20 @@ class HFEngine(Engine):
 
         del self.model
         gc.collect()
+
+
+def _inverse_cdf(logp: Any, u: Any) -> Any:
+    """One token per row of log-probabilities `logp` (B, V), row b drawn with its uniform u[b] in [0, 1): the first
+    token whose cumulative probability (in float64) passes u[b] times the row's total. A token of probability 0
+    (removed by top-p) is never drawn."""
+    import torch
+
+    cdf = logp.double().exp().cumsum(-1)
+    drawn = torch.searchsorted(cdf, (u * cdf[:, -1]).unsqueeze(1), right=True).squeeze(1)
+    drawn = drawn.clamp(max=logp.shape[-1] - 1)
+    # u * total can round up to the total itself, past every token: the most probable one then (no device wait)
+    zero = logp.gather(1, drawn.unsqueeze(1)).squeeze(1) == float("-inf")
+    return torch.where(zero, logp.argmax(-1), drawn)
 
 
 # the special token ids a model's generation_config carries; every other field of it is a decoding choice
