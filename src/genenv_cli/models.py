@@ -326,8 +326,8 @@ def empty_model(ref: ModelRef, *, dtype: str = "float32", trust_remote_code: boo
         with _quiet_transformers():
             config = AutoConfig.from_pretrained(ref.path, trust_remote_code=trust_remote_code)
             with init_empty_weights():
-                model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype),
-                                                         trust_remote_code=trust_remote_code)
+                model = AutoModelForCausalLM.from_config(config, trust_remote_code=trust_remote_code)
+            model.to(getattr(torch, dtype))  # on the meta device a cast allocates nothing
     except Exception as exc:  # noqa: BLE001
         raise ModelError(f"cannot build model {ref.tag} ({ref.path}) from its config: {exc}. Expected a transformers "
                          f"model folder, a reachable Hugging Face id, or `{EMBEDDED}`.") from None
