@@ -1,2 +1,3 @@
 """Measurements of genenv, run from the repository root as modules (`python -m benchmarks.speed.cli_startup`):
-`speed/` holds the speed and scale benchmarks, `record` what every recorded result says about the machine."""
+`speed/` holds the speed and scale benchmarks, `gpu/` the prepared check for a GPU machine, `record` what every
+recorded result says about the machine."""

@@ -19,7 +19,7 @@ class ReplayEngine(Engine):
     def prompt_ids(self, messages):
         return [len(m["content"]) % 97 for m in messages]
 
-    def generate(self, conversations, params, on_progress=None):
+    def generate(self, conversations, params, on_progress=None, seeds=None):
         self.calls.append(conversations)
         out = []
         for conv in conversations:

@@ -61,9 +61,9 @@ def test_no_gpu_falls_back_to_cpu_unless_cuda_is_demanded(monkeypatch):
         pick_device("cuda")
 
 
-def test_policy_and_reference_land_on_the_ranks_device(four_gpus, monkeypatch, tiny_model):
+def test_policy_and_reference_land_on_the_ranks_device(four_gpus, recorded_loads, monkeypatch, tiny_model):
     """Full fine-tuning with a KL term: the trained model and the separate reference both go to cuda:2 on rank 2
-    (before the fix: `to("cuda")`, i.e. cuda:0, for every rank)."""
+    (before the fix: `to("cuda")`, i.e. cuda:0, for every rank), read straight onto it."""
     from genenv_cli.config import AgentUpdateConfig
     from genenv_cli.training.common import load_policy
 
@@ -84,6 +84,7 @@ def test_policy_and_reference_land_on_the_ranks_device(four_gpus, monkeypatch, t
                          device="auto", dtype="auto", trust_remote_code=False)
     assert policy.reference is not None
     assert moved[id(policy.model)] == ["cuda:2"] and moved[id(policy.reference)] == ["cuda:2"]
+    assert [c["device_map"] for c in recorded_loads] == [{"": "cuda:2"}, {"": "cuda:2"}]
     # trained weights are the float32 master copy; the frozen reference uses the compute dtype (bf16 on GPU)
     assert {p.dtype for p in policy.model.parameters()} == {torch.float32}
     assert {p.dtype for p in policy.reference.parameters()} == {torch.bfloat16}
@@ -491,3 +492,156 @@ def test_only_rank_zero_logs_and_shows_progress(tmp_path, monkeypatch):
     ui = UI(stream=err, out=out, log_path=tmp_path / "stage.log", json_summary=True)
     ui.summary("rollout", 1, {"n": 2}, "done")
     assert json.loads(out.getvalue())["n"] == 2 and (tmp_path / "stage.log").exists()
+
+
+# ---------------------------------------------------------------- checkpoints: the digest of gathered weights
+
+def test_digest_reads_gathered_values_under_activation_checkpointing_wrappers(tiny_model):
+    """FSDP's activation checkpointing wraps each decoder layer, so parameter names carry
+    `_checkpoint_wrapped_module.` while the gathered state dict does not: the digest must still read every value from
+    the gathered state dict (before: no name matched, and rank 0 hashed its own shards), and equal the digest of the
+    plain model holding those values, as it loads back."""
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
+        apply_activation_checkpointing,
+        checkpoint_wrapper,
+    )
+    from transformers import AutoModelForCausalLM
+
+    from genenv_cli.training.common import parameter_digest
+
+    wrapped = AutoModelForCausalLM.from_pretrained(tiny_model)
+    layer = type(wrapped.model.layers[0])
+    apply_activation_checkpointing(wrapped, checkpoint_wrapper_fn=checkpoint_wrapper,
+                                   check_fn=lambda m: isinstance(m, layer))
+    assert any("_checkpoint_wrapped_module." in n for n, _ in wrapped.named_parameters())
+    gathered = {k: v.clone() + 1.0 for k, v in wrapped.state_dict().items()}
+    assert not any("_checkpoint_wrapped_module." in k for k in gathered)       # the state dict drops the prefix
+    plain = AutoModelForCausalLM.from_pretrained(tiny_model)
+    plain.load_state_dict(gathered)
+    assert parameter_digest(wrapped, gathered) == parameter_digest(plain)
+    assert parameter_digest(wrapped, gathered) != parameter_digest(wrapped)    # the gathered values, not the local
+
+    class Shard(torch.nn.Parameter):  # a DTensor's stand-in: this rank's part of a sharded parameter
+        def to_local(self):
+            return self
+
+    sharded = torch.nn.Module()
+    sharded.w = Shard(torch.ones(2))
+    with pytest.raises(RuntimeError, match="no value for the sharded parameter w"):
+        parameter_digest(sharded, {"other": torch.zeros(2)})
+
+
+# ---------------------------------------------------------------- host memory: weights go straight to the GPU
+
+@pytest.fixture
+def recorded_loads(monkeypatch, tiny_model):
+    """from_pretrained calls recorded with their keyword arguments (the model comes back on the CPU, which CPU torch
+    cannot leave), and Module.to("cuda:...") a no-op that records where each model was sent."""
+    from transformers import AutoModelForCausalLM
+
+    calls: list[dict] = []
+    real = AutoModelForCausalLM.from_pretrained.__func__
+
+    def recording(cls, path, *args, **kwargs):
+        calls.append({"path": str(path), **kwargs})
+        kwargs.pop("device_map", None)
+        return real(cls, path, *args, **kwargs)
+
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", classmethod(recording))
+    real_to = torch.nn.Module.to
+
+    def fake_to(self, *args, **kwargs):
+        dev = args[0] if args else kwargs.get("device")
+        if isinstance(dev, str | torch.device) and str(dev).startswith("cuda"):
+            return self
+        return real_to(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.Module, "to", fake_to)
+    return calls
+
+
+def test_models_are_read_straight_onto_the_ranks_gpu(four_gpus, recorded_loads, monkeypatch, tiny_model):
+    """Every model a GPU process loads is read onto its GPU tensor by tensor (device_map), not built in host memory
+    first: that cost a float32 7B copy (30 GB) per training rank before."""
+    from genenv_cli.models import load_model
+
+    monkeypatch.setenv("LOCAL_RANK", "2")
+    load_model(resolve(str(tiny_model)), device="auto", dtype="float32")
+    assert recorded_loads[-1]["device_map"] == {"": "cuda:2"}
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    load_model(resolve(str(tiny_model)), device="auto", dtype="float32")
+    assert "device_map" not in recorded_loads[-1]                    # CPU: as before
+
+
+def test_under_fsdp_only_rank_0_reads_the_trained_weights(four_gpus, recorded_loads, monkeypatch, tiny_model):
+    """Full fine-tuning sharded by FSDP over several GPUs with cpu_ram_efficient_loading: rank 1 builds the trained
+    model on the meta device (no weight file read, no memory) and loads only its frozen reference, onto its own
+    GPU; rank 0 reads the trained weights, which accelerate broadcasts into every rank's shards."""
+    from genenv_cli.config import AgentUpdateConfig
+    from genenv_cli.training.common import load_policy
+
+    train = AgentUpdateConfig(lora=False)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    policy = load_policy(str(tiny_model), "t", base_name=str(tiny_model), train=train, need_reference=True,
+                         device="auto", dtype="auto", trust_remote_code=False, rank0_loads=True)
+    assert {p.device.type for p in policy.model.parameters()} == {"meta"}
+    assert {p.dtype for p in policy.model.parameters()} == {torch.float32}
+    assert all(b.device.type != "meta" for b in policy.model.buffers())     # rotary frequencies are real
+    assert [c["device_map"] for c in recorded_loads] == [{"": "cuda:1"}]     # the reference alone was read
+    assert recorded_loads[0]["dtype"] == torch.bfloat16
+    recorded_loads.clear()
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    policy = load_policy(str(tiny_model), "t", base_name=str(tiny_model), train=train, need_reference=True,
+                         device="auto", dtype="auto", trust_remote_code=False, rank0_loads=True)
+    assert {p.device.type for p in policy.model.parameters()} == {"cpu"}     # read (onto cuda:0 on a real GPU)
+    assert [(c["dtype"], c["device_map"]) for c in recorded_loads] == [(torch.float32, {"": "cuda:0"}),
+                                                                      (torch.bfloat16, {"": "cuda:0"})]
+
+
+def test_which_launches_let_rank_0_load_alone(monkeypatch):
+    from genenv_cli.launch import rank0_loads
+    from genenv_cli.training.common import sharding_arguments
+
+    for k in ("ACCELERATE_USE_FSDP", "ACCELERATE_USE_DEEPSPEED", "FSDP_CPU_RAM_EFFICIENT_LOADING", "RANK",
+              "LOCAL_RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(k, raising=False)
+    fsdp = config_from_dict({"run": {"sharding": "fsdp"}}, "t")
+    assert not rank0_loads(fsdp)                                         # one process: nothing is sharded
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    monkeypatch.setenv("LOCAL_RANK", "3")
+    assert rank0_loads(fsdp)                                             # torchrun + run.sharding: genenv sets it
+    assert sharding_arguments("fsdp", False)["fsdp_config"]["cpu_ram_efficient_loading"] is True
+    assert not rank0_loads(Config())                                     # DDP: every rank holds a copy
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")                    # an accelerate FSDP launch ...
+    assert not rank0_loads(Config())
+    monkeypatch.setenv("FSDP_CPU_RAM_EFFICIENT_LOADING", "true")         # ... that broadcasts (the shipped file)
+    assert rank0_loads(Config())
+    import yaml
+
+    shipped = yaml.safe_load((Path(__file__).parents[1] / "stages/accelerate/fsdp-full-shard.yaml").read_text())
+    assert shipped["fsdp_config"]["fsdp_cpu_ram_efficient_loading"] is True
+
+
+# ---------------------------------------------------------------- memory: a warning when the plan exceeds the GPU
+
+def test_an_update_the_plan_says_cannot_fit_is_warned_about_naming_the_setting():
+    """LoRA at 7B with the settings' defaults (gradient checkpointing off) at the preset's lengths: the plan is far
+    past an 80 GB GPU, and the warning names the setting that brings it under."""
+    from genenv_cli.config import AgentUpdateConfig, EnvUpdateConfig
+    from genenv_cli.launch import memory_warning
+    from genenv_cli.memory_plan import QWEN25
+
+    seven = QWEN25["7B"]
+    said = memory_warning("agent_update", AgentUpdateConfig(), seven, "lora", 1, (9000, 1024), reference=False,
+                          loss="grpo", device_total=int(80e9))
+    assert said.startswith("memory_plan predicts 271 GB per GPU for this update (lora, 8 sequences of up to 9,000 "
+                           "tokens per micro-step, gradient checkpointing off), more than this GPU's 80 GB")
+    assert "Set agent_update.gradient_checkpointing = true (predicted 49 GB)" in said
+    assert memory_warning("agent_update", AgentUpdateConfig(gradient_checkpointing=True), seven, "lora", 1,
+                          (9000, 1024), reference=False, loss="grpo", device_total=int(80e9)) is None
+    big = memory_warning("env_update", EnvUpdateConfig(gradient_checkpointing=True, batch_size=64), seven, "lora", 1,
+                         (4608, 2560), reference=False, loss="rwr", device_total=int(80e9))
+    assert "Lower env_update.batch_size" in big and "env_update.grad_accum" in big

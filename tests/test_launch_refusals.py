@@ -145,3 +145,84 @@ def test_genenv_run_trains_on_one_gpu_when_several_are_visible(monkeypatch):
     assert child_env("rollout", 8) is None and child_env("update-agent", 1) is None
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
     assert child_env("update-agent", 8) is None       # the user's choice stands
+
+
+def test_one_process_drops_the_sharding_setting_and_says_so(gpus):
+    """`--preset paper` sets run.sharding = "fsdp"; its one-GPU route adds LoRA. One process without a launcher has
+    nothing to shard over: the setting is dropped (transformers would refuse FSDP when the Trainer is built, after
+    the models, generation and scoring), the trainer gets no FSDP options, and the stage's log says why."""
+    from genenv_cli.launch import effective_sharding, sharding_line, trainer_sharding
+
+    cfg = config_from_dict({"run": {"sharding": "fsdp"}, "agent_update": {"lora": True},
+                            "env_update": {"lora": True}}, "t")
+    gpus(1)
+    assert check_update_launch(cfg, "agent_update", "embedded") == "none"
+    assert check_update_launch(cfg, "env_update", "embedded") == "none"
+    assert effective_sharding(cfg) == trainer_sharding(cfg) == "none"
+    assert sharding_line(cfg) == ("sharding none over 1 process: run.sharding = \"fsdp\" is dropped, a single process "
+                                  "without a launcher has nothing to shard over (launch with accelerate or torchrun "
+                                  "to shard)")
+    gpus(8)   # eight GPUs and no launcher: still refused (genenv run pins training to GPU 0 for this reason)
+    with pytest.raises(ConfigError, match="nn.DataParallel"):
+        check_update_launch(cfg, "agent_update", "embedded")
+
+
+def test_the_preset_full_fine_tune_in_one_process_is_refused_naming_the_launch(gpus, tmp_path, monkeypatch):
+    """The preset as it is (full fine-tuning, run.sharding = "fsdp") started on one GPU: sharding is dropped, and the
+    unsharded 7B state cannot fit, so it is refused before anything loads, naming the launch and the LoRA route."""
+    model = _seven_b(tmp_path, monkeypatch)
+    cfg = config_from_dict({"agent": {"model": model}, "agent_update": {"lora": False},
+                            "run": {"sharding": "fsdp"}}, "t")
+    gpus(1, 80)
+    with pytest.raises(ConfigError, match=r"`agent_update.lora` = false fine-tunes all 7.6 B parameters.*"
+                                          r"stages/accelerate/fsdp-full-shard.yaml.*agent_update.lora = true"):
+        check_update_launch(cfg, "agent_update", model)
+
+
+def test_an_fsdp_setting_under_a_deepspeed_launch_is_refused(gpus, monkeypatch):
+    """The setting and the launch's config file must agree: before, run.sharding = "fsdp" under zero3.yaml logged
+    "sharding fsdp" while DeepSpeed trained."""
+    gpus(0)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")
+    monkeypatch.setenv("ACCELERATE_DEEPSPEED_ZERO_STAGE", "3")
+    monkeypatch.setenv("ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL", "true")
+    cfg = config_from_dict({"run": {"sharding": "fsdp"}}, "t")
+    with pytest.raises(ConfigError, match=r"run.sharding = \"fsdp\" but the launch uses DeepSpeed.*"
+                                          r"stages/accelerate/fsdp-full-shard.yaml.*run.sharding = \"zero3\""):
+        check_update_launch(cfg, "agent_update", "embedded")
+    for setting in ("zero3", "none"):
+        ok = config_from_dict({"run": {"sharding": setting}}, "t")
+        assert check_update_launch(ok, "agent_update", "embedded") == "zero3"
+
+
+@pytest.mark.slow
+def test_the_preset_one_gpu_lora_route_trains_in_one_process(gpus, tiny_model, tmp_path, monkeypatch):
+    """README's one-GPU route, `--preset paper` with `agent_update.lora=true env_update.lora=true`, as a single
+    process on a machine showing one GPU: both updates train (before: transformers raised "Using fsdp only works in
+    distributed training" when the Trainer was built), and each stage's log says the sharding was dropped."""
+    from genenv_cli.rundir import RunDir
+    from stagekit import agent_pool, env_pool
+
+    gpus(0)  # torch itself sees no GPU: the models train on this CPU ...
+    monkeypatch.setattr("genenv_cli.launch.visible_gpus", lambda device: 1)  # ... and the launch checks see one
+    monkeypatch.setattr("genenv_cli.launch.device_bytes", lambda: int(80e9))
+    root = tmp_path / "run"
+    sets = ["agent_update.lora=true", "env_update.lora=true", "agent_update.learning_rate=0.0001",
+            "env_update.learning_rate=0.0001", "agent_update.batch_size=4", "env_update.batch_size=4",
+            "env_update.kl_max=100", "run.device=cpu"]
+    r = runner.invoke(app, ["init", str(root), "--preset", "paper", "--agent-model", str(tiny_model),
+                            "--env-model", str(tiny_model), *[a for s in sets for a in ("--set", s)]])
+    assert r.exit_code == 0, r.output
+    run = RunDir(root)
+    cfg = run.load_config()
+    assert cfg.run.sharding == "fsdp" and cfg.agent_update.gradient_checkpointing
+    agent_pool(run, tiny_model, 1, {"t1": [1.0, 0.0, 1.0, 0.0], "t2": [0.0, 1.0, 1.0, 1.0]})
+    env_pool(run, 1, [1.0, 0.9], [True, True])
+    for stage in ("update-agent", "update-env"):
+        r = runner.invoke(app, [stage, "--epoch", "1", "--run", str(root), "--json"])
+        assert r.exit_code == 0, r.output + repr(r.exception)
+        assert json.loads(r.stdout.strip().splitlines()[-1])["steps"] >= 1
+        log = (run.logs_dir() / f"{stage}.log").read_text()
+        assert "run.sharding = \"fsdp\" is dropped" in log and "trained as NO" in log

@@ -4,7 +4,21 @@ from pathlib import Path
 
 import pytest
 
-from genenv_cli.memory_plan import GB, QWEN25, Workload, table, training_bytes, vllm_bytes
+from genenv_cli.memory_plan import (
+    ENV_WORKLOAD,
+    GB,
+    PROCESS_HOST_BYTES,
+    QWEN25,
+    RWR_CHUNK_ELEMENTS,
+    RWR_TEMPORARIES,
+    Workload,
+    host_bytes,
+    host_table,
+    loss_bytes,
+    table,
+    training_bytes,
+    vllm_bytes,
+)
 
 DOC = Path(__file__).parents[1] / "docs" / "gpus.md"
 
@@ -47,5 +61,32 @@ def test_vllm_memory_is_weights_plus_kv_cache():
     assert v["kv_cache"] == 2 * 28 * 4 * 128 * 2 * w.vllm_seqs * w.seq_len
 
 
-def test_the_table_in_the_docs_is_the_computed_one():
-    assert table() in DOC.read_text()
+def test_update_env_keeps_three_compute_dtype_vocabulary_tensors_and_one_chunk():
+    """RWR's exact KL in chunks: logits, the reference's logits and the logits' gradient in bf16, plus one chunk of
+    float32 temporaries; over the whole vocabulary at once it was about 24 bytes per entry, 44 GB at 8 x 1,500 target
+    tokens of the 7B vocabulary."""
+    s = QWEN25["7B"]
+    w = Workload(batch_size=8, completion_len=1500, loss="rwr")
+    entries = 8 * 1500 * s.vocab
+    assert loss_bytes(s, w) == 3 * 2 * entries + RWR_TEMPORARIES * 4 * RWR_CHUNK_ELEMENTS
+    assert 24 * entries / GB == pytest.approx(43.8, abs=0.1)
+    assert loss_bytes(s, w) / GB == pytest.approx(11.8, abs=0.1)
+    assert loss_bytes(s, Workload(batch_size=8, completion_len=1500)) == 8 * entries      # GRPO, unchanged
+    assert ENV_WORKLOAD.loss == "rwr" and ENV_WORKLOAD.reference
+    env = training_bytes(s, "fsdp", 8, ENV_WORKLOAD)
+    assert env["activations"] == pytest.approx(2 * s.hidden * 8 * 4608 * s.layers + 34 * s.hidden * 8 * 4608
+                                               + loss_bytes(s, ENV_WORKLOAD))
+
+
+def test_host_memory_is_the_processes_own_and_the_page_cache():
+    s = QWEN25["7B"]
+    h = host_bytes(s, 8, 4 * s.params())
+    assert h["processes"] == 8 * (PROCESS_HOST_BYTES + 4 * s.vocab * s.hidden)
+    assert h["page_cache"] == 4 * s.params() and h["total"] == h["processes"] + h["page_cache"]
+    assert h["total"] / GB == pytest.approx(71.9, abs=0.1)   # against 8 x (4 + 2) P = 365 GB loaded on the CPU
+
+
+def test_the_tables_in_the_docs_are_the_computed_ones():
+    text = DOC.read_text()
+    assert table() in text and host_table() in text
+    assert "| 7B | LoRA (r 16), no gradient checkpointing | 271.0 |" in table()   # the defaults at 7B: warned

@@ -95,9 +95,9 @@ def test_mixed_run_one_epoch_of_every_stage(tmp_path, tiny_model, monkeypatch):
         engine = real_open(*a, **k)
         inner = engine.generate
 
-        def generate(conversations, params, on_progress=None):
+        def generate(conversations, params, on_progress=None, seeds=None):
             seen.extend(conversations)
-            return inner(conversations, params, on_progress=on_progress)
+            return inner(conversations, params, on_progress=on_progress, seeds=seeds)
 
         engine.generate = generate
         return engine

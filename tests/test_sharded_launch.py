@@ -59,16 +59,24 @@ def test_sharding_setting_reaches_the_training_arguments(tmp_path):
 
 def test_the_setting_shards_under_torchrun_and_the_config_file_under_accelerate(monkeypatch):
     from genenv_cli.config import config_from_dict
-    from genenv_cli.launch import effective_sharding, trainer_sharding
+    from genenv_cli.launch import effective_sharding, sharding_line, trainer_sharding
 
-    for k in ("ACCELERATE_USE_FSDP", "ACCELERATE_USE_DEEPSPEED", "ACCELERATE_DEEPSPEED_ZERO_STAGE"):
+    for k in ("ACCELERATE_USE_FSDP", "ACCELERATE_USE_DEEPSPEED", "ACCELERATE_DEEPSPEED_ZERO_STAGE", "RANK",
+              "LOCAL_RANK", "WORLD_SIZE"):
         monkeypatch.delenv(k, raising=False)
     cfg = config_from_dict({"run": {"sharding": "fsdp"}}, "t")
-    assert effective_sharding(cfg) == trainer_sharding(cfg) == "fsdp"     # torchrun: the trainer's own options
+    # one process, no launcher: nothing to shard over, the setting is dropped and the log says so
+    assert effective_sharding(cfg) == trainer_sharding(cfg) == "none"
+    assert "run.sharding = \"fsdp\" is dropped" in sharding_line(cfg)
+    monkeypatch.setenv("WORLD_SIZE", "2")                                  # torchrun: the trainer's own options
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    assert effective_sharding(cfg) == trainer_sharding(cfg) == "fsdp"
+    assert sharding_line(cfg) == "sharding fsdp over 2 processes (run.sharding)"
     monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")                 # accelerate launch with zero3.yaml
     monkeypatch.setenv("ACCELERATE_DEEPSPEED_ZERO_STAGE", "3")
     plain = config_from_dict({}, "t")
     assert effective_sharding(plain) == "zero3" and trainer_sharding(plain) == "none"   # not given twice
+    assert sharding_line(plain).startswith("sharding zero3 over 2 processes (chosen by the accelerate launch")
 
 
 @pytest.mark.slow

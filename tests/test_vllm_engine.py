@@ -158,6 +158,21 @@ def test_every_prompt_gets_its_own_seed_and_runs_reproduce(base):
     assert _tokens(base.generate(twice, SamplingParams(temperature=1.0, max_new_tokens=10, n=2, seed=8))) != _tokens(a)
 
 
+def test_shards_draw_what_one_call_draws(base):
+    """rollout's seeds come from each task's place in the epoch (seed + j*K): the tasks split round-robin into 3
+    shards, each generated in its own call with its own tasks' seeds, draw exactly what one call over all of them
+    draws, as `genenv rollout` one process against `--shard I/3`."""
+    from genenv_cli.engines import SamplingParams
+
+    convs = CONVS + [[{"role": "user", "content": f"Compute {i} + {i + 3}."}] for i in range(4)]
+    p = SamplingParams(temperature=1.0, max_new_tokens=8, n=3, seed=11)
+    seeds = [p.seed + j * p.n for j in range(len(convs))]
+    whole = _tokens(base.generate(convs, p, seeds=seeds))
+    for i in range(3):
+        part = base.generate(convs[i::3], p, seeds=seeds[i::3])
+        assert _tokens(part) == whole[i::3]
+
+
 def test_greedy_scores_the_argmax(base, hf_model):
     from genenv_cli.engines import SamplingParams
 

@@ -4,9 +4,12 @@ sampling settings and seeds, measured in one process. Goal: ratio >= 0.95.
     python -m benchmarks.speed.engine_overhead [--engine hf] [--domain arith] [--tasks 32] [--k 4] [--max-new-tokens 32]
     python -m benchmarks.speed.engine_overhead --engine vllm --tasks 16 --k 8 --max-new-tokens 48
 
---engine hf (the default): a bare transformers `generate` loop. Both sides load the model from the same folder,
-batch the same sequences in the same order (longest prompt first), seed each batch the same way and sample with
-temperature 1, top-p 1, no top-k, so they draw the same tokens; timed: model load + generation.
+--engine hf (the default): a bare transformers `generate` loop. Both sides load the model from the same folder
+(`--model`, the embedded model by default) onto the same device in the same dtype (genenv's `auto`: float32 on CPU,
+bfloat16 on a GPU), batch the same sequences in the same order (longest prompt first) and sample with temperature
+1, top-p 1, no top-k; `generate` seeds each batch, genenv's engine each sample (a generator per row, so that a
+sample's tokens do not depend on its batch), so the two draw different tokens from the same distributions and the
+comparison is of tokens per second; timed: model load + generation.
 
 --engine vllm: a bare `LLM.generate` over the same token ids with the SamplingParams the engine builds (n = k, one
 seed per prompt, the sampled token's logprob) and the same LLM arguments. Engine start-up (30-100 s on two cores,
@@ -29,11 +32,15 @@ from benchmarks.speed.common import left_padded, write_result
 
 
 def bare_loop(model_dir: str, conversations: list, k: int, batch_size: int, max_new_tokens: int, seed: int) -> int:
-    """What a user would write with transformers alone; returns the number of generated tokens."""
+    """What a user would write with transformers alone, on the device and in the dtype genenv's engine picks;
+    returns the number of generated tokens."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from genenv_cli.models import pick_device, pick_dtype
+
+    device = pick_device("auto")
     tok = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=pick_dtype("auto", device)).to(device)
     model.eval()
     return generate_batches(model, tok, conversations, k, batch_size, max_new_tokens, seed)
 
@@ -51,6 +58,7 @@ def generate_batches(model, tok, conversations: list, k: int, batch_size: int, m
     for b, start in enumerate(range(0, len(jobs), batch_size)):
         batch = [prompts[i] for i, _ in jobs[start:start + batch_size]]
         ids, mask = left_padded(batch, tok.pad_token_id)
+        ids, mask = ids.to(model.device), mask.to(model.device)
         width = ids.shape[1]
         torch.manual_seed(seed + b)
         with torch.inference_mode():
@@ -204,6 +212,8 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--engine", choices=["hf", "vllm"], default="hf")
+    ap.add_argument("--model", default="embedded", help="hf only: a model folder (default: the embedded model)")
+    ap.add_argument("--name", default="", help="the result's name (default: engine_overhead-DOMAIN)")
     args = ap.parse_args()
     if args.engine == "vllm":
         vllm_main(args)
@@ -217,11 +227,12 @@ def main() -> None:
     from genenv_cli.rundir import RunDir
     from genenv_cli.stages import generate_tasks, rollout
 
-    model_dir = str(ensure_embedded())
+    model_dir = str(ensure_embedded()) if args.model == "embedded" else args.model
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "run"
         root.mkdir()
-        data = apply_overrides({"run": {"domain": args.domain}, "env": {"mode": "seeds"}}, [
+        data = apply_overrides({"run": {"domain": args.domain}, "env": {"mode": "seeds"},
+                                "agent": {"model": args.model}}, [
             f"generate.tasks_per_epoch={args.tasks}", f"rollout.group_size={args.k}",
             f"rollout.max_new_tokens={args.max_new_tokens}", f"rollout.batch_size={args.batch_size}",
             "rollout.temperature=1.0", "rollout.top_p=1.0"])
@@ -251,8 +262,13 @@ def main() -> None:
         "tokens": {"bare": bare[0][0], "genenv": ours[0][0]},
         "runs": {"bare": [[n, round(s, 2)] for n, s in bare], "genenv": [[n, round(s, 2)] for n, s in ours]},
     }
-    write_result("engine_overhead", f"engine_overhead-{args.domain}", figures, goal="genenv rollout tok/s >= 0.95 x bare transformers generate",
-                 settings=vars(args) | {"model": "embedded (SmolLM2-135M-Instruct, float32)", "device": "cpu",
+    from genenv_cli.models import dtype_name, pick_device
+
+    device = pick_device("auto")
+    write_result("engine_overhead", args.name or f"engine_overhead-{args.domain}", figures,
+                 goal="genenv rollout tok/s >= 0.95 x bare transformers generate",
+                 settings=vars(args) | {"model": "embedded (SmolLM2-135M-Instruct)" if args.model == "embedded"
+                                        else args.model, "device": device, "dtype": dtype_name("auto", device),
                                         "timed": "model load + generation (+ rollouts.parquet write on the genenv side)"})
 
 

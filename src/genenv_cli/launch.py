@@ -1,10 +1,13 @@
 """Launch checks for the training stages: what a launch will shard, and the launches that cannot work, refused
 before any model is loaded (a ConfigError, exit 2, naming the key or the config file to use).
 
-A launch shards when `run.sharding` says so (it reaches the trainer under any launcher, torchrun included) or when
-`accelerate launch --config_file stages/accelerate/fsdp-full-shard.yaml` (or zero3.yaml) said so: accelerate's
-launcher passes its choice to the process in ACCELERATE_USE_FSDP / ACCELERATE_USE_DEEPSPEED and the FSDP_* /
-ACCELERATE_DEEPSPEED_* variables, which is what is read here.
+A launch shards when `accelerate launch --config_file stages/accelerate/fsdp-full-shard.yaml` (or zero3.yaml) said
+so (accelerate's launcher passes its choice to the process in ACCELERATE_USE_FSDP / ACCELERATE_USE_DEEPSPEED and the
+FSDP_* / ACCELERATE_DEEPSPEED_* variables, which is what is read here), or when `run.sharding` says so under a
+distributed launcher (it reaches the trainer's own options, torchrun included). A single process started without a
+launcher has nothing to shard over: there `run.sharding` is dropped and the stage's log says so (transformers
+refuses FSDP outside distributed training, after the models have loaded), which is what lets `--preset paper` with
+LoRA train on one GPU.
 """
 
 from __future__ import annotations
@@ -34,10 +37,8 @@ def world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1") or 1)
 
 
-def effective_sharding(cfg: Config) -> str:
-    """none | fsdp | zero3: what this launch shards with (the setting, or the accelerate config it was launched with)."""
-    if cfg.run.sharding != "none":
-        return cfg.run.sharding
+def launcher_choice() -> str:
+    """none | fsdp | zero3: what `accelerate launch` was told to shard with (its config file), whatever the setting."""
     if _true("ACCELERATE_USE_FSDP"):
         return "fsdp"
     if _true("ACCELERATE_USE_DEEPSPEED") and os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE", "") == "3":
@@ -50,10 +51,54 @@ def launcher_sharding() -> bool:
     return _true("ACCELERATE_USE_FSDP") or _true("ACCELERATE_USE_DEEPSPEED")
 
 
+def sharding_dropped(cfg: Config) -> bool:
+    """Whether `run.sharding` names a sharding this process cannot use: one process, no launcher."""
+    return cfg.run.sharding != "none" and not distributed() and not launcher_sharding()
+
+
+def effective_sharding(cfg: Config) -> str:
+    """none | fsdp | zero3: what this launch trains with. The launcher's config file first (check_update_launch
+    refuses a setting that contradicts it), then `run.sharding` under a distributed launcher; one process without a
+    launcher trains unsharded whatever the setting (`sharding_dropped`)."""
+    launched = launcher_choice()
+    if launched != "none" or launcher_sharding():
+        return launched
+    return "none" if sharding_dropped(cfg) else cfg.run.sharding
+
+
 def trainer_sharding(cfg: Config) -> str:
     """What the trainer's own options must set up: `run.sharding`, unless the launcher already chose (accelerate
-    refuses a DeepSpeed config given twice, once by its launcher and once by TrainingArguments)."""
-    return "none" if launcher_sharding() else cfg.run.sharding
+    refuses a DeepSpeed config given twice, once by its launcher and once by TrainingArguments) or there is no
+    launcher (transformers refuses FSDP outside distributed training)."""
+    return "none" if launcher_sharding() or sharding_dropped(cfg) else cfg.run.sharding
+
+
+def rank0_loads(cfg: Config) -> bool:
+    """Whether only rank 0 reads the trained weights (training/common.py, `load_policy`): FSDP over several
+    processes with accelerate's `cpu_ram_efficient_loading`, which broadcasts rank 0's weights into every rank's
+    shards when it wraps the model. `run.sharding = "fsdp"` sets it (training/common.py, `sharding_arguments`),
+    stages/accelerate/fsdp-full-shard.yaml turns it on (fsdp_cpu_ram_efficient_loading); an FSDP launch without it
+    has every rank read the weights, straight onto its GPU."""
+    if effective_sharding(cfg) != "fsdp" or world_size() < 2:
+        return False
+    return trainer_sharding(cfg) == "fsdp" or _true("FSDP_CPU_RAM_EFFICIENT_LOADING")
+
+
+def sharding_line(cfg: Config) -> str:
+    """The stage log's account of how this launch trains: the sharding, over how many processes, chosen by what."""
+    n = world_size()
+    over = f"over {n} process{'es' if n != 1 else ''}"
+    if sharding_dropped(cfg):
+        return (f"sharding none {over}: run.sharding = \"{cfg.run.sharding}\" is dropped, a single process without "
+                f"a launcher has nothing to shard over (launch with accelerate or torchrun to shard)")
+    if launcher_sharding():
+        stage = os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE", "")
+        chosen = launcher_choice()
+        what = chosen if chosen != "none" else f"DeepSpeed ZeRO-{stage or '?'}"
+        return f"sharding {what} {over} (chosen by the accelerate launch's config file)"
+    sharding = effective_sharding(cfg)
+    source = " (run.sharding)" if sharding != "none" else (" (each process holds a whole copy: DDP)" if n > 1 else "")
+    return f"sharding {sharding} {over}{source}"
 
 
 def _zero3_gathers_on_save() -> bool:
@@ -124,9 +169,13 @@ def check_update_launch(cfg: Config, section: str, model_name: str) -> str:
             f"DeepSpeed ZeRO-3 is launched without gathering 16-bit weights on save (zero3_save_16bit_model: false, "
             f"or stage3_gather_16bit_weights_on_model_save missing): the checkpoint could not be written after the "
             f"whole update. Launch with {ZERO3_FILE}, or set zero3_save_16bit_model: true.")
-    if sharding == "zero3" and cfg.run.sharding == "zero3" and _true("ACCELERATE_USE_FSDP"):
+    if cfg.run.sharding == "zero3" and _true("ACCELERATE_USE_FSDP"):
         raise ConfigError(f"run.sharding = \"zero3\" but the launch uses FSDP ({FSDP_FILE}); launch with "
                           f"{ZERO3_FILE} or set run.sharding = \"fsdp\".")
+    if cfg.run.sharding == "fsdp" and _true("ACCELERATE_USE_DEEPSPEED"):
+        raise ConfigError(f"run.sharding = \"fsdp\" but the launch uses DeepSpeed ({ZERO3_FILE} or another "
+                          f"DeepSpeed config): the log would say one and the trainer use the other. Launch with "
+                          f"{FSDP_FILE}, or set run.sharding = \"zero3\" (or \"none\", to let the config file decide).")
     if not train.lora and gpus >= 1:
         _check_full_finetune_fits(cfg, section, train, model_name, sharding)
     return sharding
@@ -159,3 +208,32 @@ def _check_full_finetune_fits(cfg: Config, section: str, train: TrainingConfig, 
         f"`{section}.lora` = false with {sharding} over {n} processes still needs {need / GB:.0f} GB per GPU for "
         f"{model_name}, more than this GPU's {total / GB:.0f} GB: launch on more GPUs (--num_processes) or set "
         f"{section}.lora = true. docs/gpus.md has the table.")
+
+
+def memory_warning(section: str, train: TrainingConfig, shape, method: str, processes: int,
+                   lengths: tuple[int, int], *, reference: bool, loss: str, device_total: int,
+                   compute_bytes: int = 2) -> str | None:
+    """A warning when memory_plan's prediction for this update exceeds the GPU, or None: its method, its batch size,
+    its gradient checkpointing and the longest rows it trains on (`lengths`: prompt + completion, completion).
+    Activations are an estimate, so this warns rather than refuses; it names the setting that helps most."""
+    from dataclasses import replace
+
+    from genenv_cli.memory_plan import GB, Workload, training_bytes
+
+    longest, completion = lengths
+    w = Workload(batch_size=train.batch_size, seq_len=longest, completion_len=completion,
+                 gradient_checkpointing=train.gradient_checkpointing, reference=reference, lora_r=train.lora_r,
+                 loss=loss, compute_bytes=compute_bytes)
+    need = training_bytes(shape, method, processes, w)["total"]
+    if need <= device_total:
+        return None
+    said = (f"memory_plan predicts {need / GB:.0f} GB per GPU for this update ({method}, {train.batch_size} "
+            f"sequences of up to {longest:,} tokens per micro-step, gradient checkpointing "
+            f"{'on' if train.gradient_checkpointing else 'off'}), more than this GPU's {device_total / GB:.0f} GB")
+    if not train.gradient_checkpointing:
+        alt = training_bytes(shape, method, processes, replace(w, gradient_checkpointing=True))
+        return (f"{said}. Set {section}.gradient_checkpointing = true (predicted {alt['total'] / GB:.0f} GB) or lower "
+                f"{section}.batch_size; docs/gpus.md has the table.")
+    one = training_bytes(shape, method, processes, replace(w, batch_size=1))
+    return (f"{said}. Lower {section}.batch_size (predicted {one['total'] / GB:.0f} GB at 1) and raise "
+            f"{section}.grad_accum to keep the batch; docs/gpus.md has the table.")

@@ -15,17 +15,34 @@ activations of a GRPO batch or vLLM's KV cache). The formulas, in bytes, with P 
 - The reference model for the KL term (`kl_coef > 0`) in the compute dtype (2 P), whole on every GPU.
 - Activations, an estimate: with gradient checkpointing each layer keeps its input (2 bytes x hidden per token) and
   one layer is recomputed at a time (about 34 bytes x hidden per token, attention without a seq^2 term as with SDPA);
-  without it every layer keeps its 34 x hidden. Plus the completion positions' logits in float32 with their
-  log-softmax (2 x 4 bytes x vocab per completion token).
+  without it every layer keeps its 34 x hidden. Plus the full-vocabulary tensors of the loss, per completion
+  (target) token: update-agent's GRPO keeps the logits in float32 with their log-softmax (2 x 4 bytes x vocab);
+  update-env's RWR computes its exact KL in chunks of positions (training/rwr.py), so it keeps only the logits,
+  the reference's logits and the logits' gradient in the compute dtype (3 x 2 bytes x vocab), plus one chunk's
+  float32 temporaries (RWR_TEMPORARIES x 4 bytes x RWR_CHUNK_ELEMENTS). Computed over the whole vocabulary at once
+  it kept about 24 bytes x vocab per token in float32: 44 GB at 8 x 1,500 target tokens of Qwen's vocabulary.
 - vLLM: the weights in the compute dtype (2 P, divided over `tensor_parallel_size`) plus the KV cache of a batch
   of full-length sequences: 2 (K and V) x layers x kv_heads x head_dim x 2 bytes per token.
+- Host memory per machine: every model is read straight onto its GPU (models.load_model), so no process holds
+  weights in host memory; each holds its libraries and CUDA context (PROCESS_HOST_BYTES, an estimate) and, in
+  transit, the largest tensor converted to float32 (the embedding: 4 x vocab x hidden). The checkpoint being read
+  sits in the page cache, shared by the processes and given back under pressure (2 P for the bf16 base, 4 P for a
+  float32 full fine-tuning checkpoint). Read onto the CPU first, as before, each training process held its float32
+  copy (4 P) and its reference (2 P): 245 GB plus 15 GB per reference for 8 ranks at 7B.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 GB = 1e9
+# update-env's RWR loss works through the target positions in chunks of at most this many (position x vocabulary)
+# elements, a few float32 tensors of that size alive at once (training/rwr.py)
+RWR_CHUNK_ELEMENTS = 2**25
+RWR_TEMPORARIES = 6
+# a training or generation process's own host memory on a GPU machine (Python, torch, CUDA's context and libraries,
+# the pool's rows): an estimate, about 0.5 GB of it measured on CPU; benchmarks/gpu/ records the real one
+PROCESS_HOST_BYTES = 3e9
 
 
 @dataclass(frozen=True)
@@ -82,6 +99,24 @@ class Workload:
     lora_r: int = 16
     vllm_seqs: int = 32            # sequences in flight at full length
     tensor_parallel: int = 1
+    loss: str = "grpo"             # grpo (update-agent) | rwr (update-env)
+    compute_bytes: int = 2         # bytes of the compute dtype (bf16)
+
+
+# update-env at the paper preset's sizes: 8 pairs per GPU per micro-step, the environment's prompt and its output of
+# up to 2,560 tokens (the mixed domains' generate.max_new_tokens), the KL to the initial model always on
+ENV_WORKLOAD = Workload(seq_len=4608, completion_len=2560, reference=True, loss="rwr")
+
+
+def loss_bytes(shape: Shape, w: Workload) -> float:
+    """The loss's full-vocabulary tensors (module docstring)."""
+    tokens = w.batch_size * w.completion_len
+    if w.loss == "rwr":
+        chunk = min(RWR_CHUNK_ELEMENTS, tokens * shape.vocab)
+        return 3 * w.compute_bytes * shape.vocab * tokens + RWR_TEMPORARIES * 4 * chunk
+    if w.loss == "grpo":
+        return 2 * 4 * shape.vocab * tokens
+    raise ValueError(f"unknown loss {w.loss!r}")
 
 
 def activations_bytes(shape: Shape, w: Workload) -> float:
@@ -89,8 +124,7 @@ def activations_bytes(shape: Shape, w: Workload) -> float:
     per_layer = 34 * shape.hidden * tokens
     kept = (2 * shape.hidden * tokens * shape.layers + per_layer) if w.gradient_checkpointing \
         else per_layer * shape.layers
-    logits = 2 * 4 * shape.vocab * w.batch_size * w.completion_len
-    return kept + logits
+    return kept + loss_bytes(shape, w)
 
 
 def training_bytes(shape: Shape, method: str, gpus: int, w: Workload = Workload()) -> dict[str, float]:
@@ -140,14 +174,38 @@ LAUNCH = {
 METHOD_NAMES = {"lora": "LoRA (r 16)", "fsdp": "full / FSDP", "zero3": "full / ZeRO-3"}
 
 
-def table(gpus: int = 8, w: Workload = Workload()) -> str:
-    """docs/gpus.md's memory table, in markdown."""
-    rows = ["| model | method | training, GB per GPU | vLLM, GB per GPU | TRAIN= launch |", "|---|---|---|---|---|"]
+def table(gpus: int = 8, w: Workload = Workload(), env: Workload = ENV_WORKLOAD) -> str:
+    """docs/gpus.md's memory table, in markdown: update-agent, update-env and vLLM per GPU, gradient checkpointing
+    on (as the paper preset sets it), and LoRA once more with it off (the setting's default)."""
+    rows = ["| model | method | update-agent, GB per GPU | update-env, GB per GPU | vLLM, GB per GPU | TRAIN= launch |",
+            "|---|---|---|---|---|---|"]
     for size, shape in QWEN25.items():
         serve = vllm_bytes(shape, w)["total"] / GB
-        for method, label in METHOD_NAMES.items():
-            train = training_bytes(shape, method, gpus, w)["total"] / GB
-            rows.append(f"| {size} | {label} | {train:.1f} | {serve:.1f} | `{LAUNCH[method]}` |")
+        variants = [(m, label, True) for m, label in METHOD_NAMES.items()]
+        variants.append(("lora", METHOD_NAMES["lora"] + ", no gradient checkpointing", False))
+        for method, label, checkpointing in variants:
+            agent = training_bytes(shape, method, gpus, replace(w, gradient_checkpointing=checkpointing))["total"]
+            envb = training_bytes(shape, method, gpus, replace(env, gradient_checkpointing=checkpointing))["total"]
+            rows.append(f"| {size} | {label} | {agent / GB:.1f} | {envb / GB:.1f} | {serve:.1f} | `{LAUNCH[method]}` |")
+    return "\n".join(rows)
+
+
+def host_bytes(shape: Shape, processes: int, checkpoint_bytes: float) -> dict[str, float]:
+    """Host memory of one machine running `processes` training (or generation) processes that read a checkpoint
+    of `checkpoint_bytes` (module docstring): the processes' own, and the page cache the checkpoint occupies."""
+    own = processes * (PROCESS_HOST_BYTES + 4 * shape.vocab * shape.hidden)
+    return {"processes": own, "page_cache": checkpoint_bytes, "total": own + checkpoint_bytes}
+
+
+def host_table(gpus: int = 8) -> str:
+    """docs/gpus.md's host-memory table: one machine of `gpus` GPUs training with one process per GPU, reading
+    the float32 checkpoint of a full fine-tune (the largest it reads)."""
+    rows = ["| model | processes | their own memory, GB | checkpoint in the page cache, GB | total, GB |",
+            "|---|---|---|---|---|"]
+    for size, shape in QWEN25.items():
+        h = host_bytes(shape, gpus, 4 * shape.params())
+        rows.append(f"| {size} | {gpus} | {h['processes'] / GB:.1f} | {h['page_cache'] / GB:.1f} | "
+                    f"{h['total'] / GB:.1f} |")
     return "\n".join(rows)
 
 

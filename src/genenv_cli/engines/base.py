@@ -39,6 +39,21 @@ class Generation:
     prompt_token_ids: list[int]
 
 
+def sample_seeds(params: SamplingParams, count: int, seeds: list[int] | None = None) -> list[int]:
+    """The base seed of each of `count` conversations: `seeds` as given (the caller's: rollout gives each task the
+    seed of its place in the epoch, so shards draw what one process would), else `params.seed + i * n` by the
+    conversation's place in the call, n apart so that no two samples of a call share a seed.
+
+    >>> sample_seeds(SamplingParams(seed=7, n=4), 3)
+    [7, 11, 15]
+    """
+    if seeds is not None:
+        if len(seeds) != count:
+            raise ValueError(f"{len(seeds)} seeds for {count} conversations")
+        return list(seeds)
+    return [params.seed + i * params.n for i in range(count)]
+
+
 class Engine(ABC):
     name: str = ""
     model_tag: str = ""
@@ -46,8 +61,10 @@ class Engine(ABC):
 
     @abstractmethod
     def generate(self, conversations: list[Messages], params: SamplingParams,
-                 on_progress: ProgressFn | None = None) -> list[list[Generation]]:
-        """For each conversation, `params.n` generations, in order."""
+                 on_progress: ProgressFn | None = None, seeds: list[int] | None = None) -> list[list[Generation]]:
+        """For each conversation, `params.n` generations, in order. Sample k of conversation i is drawn with its
+        own seed, `sample_seeds(params, len(conversations), seeds)[i] + k` (vLLM's own rule for the children of a
+        seeded request), so what a conversation draws does not depend on the others in the call."""
 
     def prompt_ids(self, messages: Messages) -> list[int]:
         """The token ids the model is given for `messages` (chat template, generation prompt added)."""

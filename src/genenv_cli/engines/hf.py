@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from genenv_cli.engines.base import Engine, Generation, Messages, ProgressFn, SamplingParams
+from genenv_cli.engines.base import Engine, Generation, Messages, ProgressFn, SamplingParams, sample_seeds
 from genenv_cli.models import ModelRef, load_model, load_tokenizer
 
 
@@ -44,23 +44,24 @@ class HFEngine(Engine):
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_ids[0]
 
     def generate(self, conversations: list[Messages], params: SamplingParams,
-                 on_progress: ProgressFn | None = None) -> list[list[Generation]]:
+                 on_progress: ProgressFn | None = None, seeds: list[int] | None = None) -> list[list[Generation]]:
 
         prompts = [self.prompt_ids(m) for m in conversations]
+        base = sample_seeds(params, len(prompts), seeds)
         jobs = [(i, k) for i in range(len(prompts)) for k in range(params.n)]
         # longest first: similar lengths share a batch (less padding), and memory peaks early
         jobs.sort(key=lambda j: (-len(prompts[j[0]]), j[0], j[1]))
         results: list[list[Generation | None]] = [[None] * params.n for _ in prompts]
-        for b, start in enumerate(range(0, len(jobs), self.batch_size)):
+        for start in range(0, len(jobs), self.batch_size):
             batch = jobs[start:start + self.batch_size]
-            gens = self._generate_batch([prompts[i] for i, _ in batch], params, seed=params.seed + b)
+            gens = self._generate_batch([prompts[i] for i, _ in batch], params, [base[i] + k for i, k in batch])
             for (i, k), g in zip(batch, gens, strict=True):
                 results[i][k] = g
             if on_progress is not None:
                 on_progress(len(batch), sum(len(g.token_ids) for g in gens))
         return results  # type: ignore[return-value]
 
-    def _generate_batch(self, prompts: list[list[int]], params: SamplingParams, seed: int) -> list[Generation]:
+    def _generate_batch(self, prompts: list[list[int]], params: SamplingParams, seeds: list[int]) -> list[Generation]:
         import torch
         from transformers import TemperatureLogitsWarper, TopPLogitsWarper
 
@@ -76,7 +77,13 @@ class HFEngine(Engine):
                 warpers.append(TemperatureLogitsWarper(params.temperature))
             if params.top_p < 1.0:
                 warpers.append(TopPLogitsWarper(params.top_p))
-        generator = torch.Generator(device=self.device).manual_seed(seed)
+        # every row's noise comes from its own sample's seed, drawn once for all its steps: a row draws the same
+        # tokens whatever else shares its batch (the batches depend on the call's prompts and the engine's batch
+        # size). Sampled by inverse CDF, in one batched operation per step: torch.multinomial takes one generator
+        # for the whole batch, and one call per row costs a kernel launch per row and step on a GPU
+        uniforms = None if params.greedy else torch.stack([
+            torch.rand(params.max_new_tokens, generator=torch.Generator(device=self.device).manual_seed(s),
+                       device=self.device, dtype=torch.float64) for s in seeds])
         eos = torch.tensor(self.eos_ids, device=self.device)
         tokens: list[list[int]] = [[] for _ in prompts]
         logps: list[list[float]] = [[] for _ in prompts]
@@ -93,8 +100,7 @@ class HFEngine(Engine):
                 for warp in warpers:
                     scores = warp(None, scores)
                 logp = torch.log_softmax(scores, dim=-1)
-                drawn = scores.argmax(-1) if params.greedy else \
-                    torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1)
+                drawn = scores.argmax(-1) if params.greedy else _inverse_cdf(logp, uniforms[:, step])
                 chosen = logp.gather(1, drawn.unsqueeze(1)).squeeze(1)
                 done = torch.isin(drawn, eos)
                 for row, t, lp, d in zip(active, drawn.tolist(), chosen.tolist(), done.tolist(), strict=True):
@@ -109,6 +115,7 @@ class HFEngine(Engine):
                     keep = going.nonzero().squeeze(1)
                     cache.batch_select_indices(keep)
                     drawn, mask, position = drawn[keep], mask[keep], position[keep]
+                    uniforms = uniforms[keep] if uniforms is not None else None
                     active = [active[i] for i in keep.tolist()]
                 mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
                 out = shared_prefix.call(self.model, input_ids=drawn.unsqueeze(1), attention_mask=mask,
@@ -128,6 +135,20 @@ class HFEngine(Engine):
 
         del self.model
         gc.collect()
+
+
+def _inverse_cdf(logp: Any, u: Any) -> Any:
+    """One token per row of log-probabilities `logp` (B, V), row b drawn with its uniform u[b] in [0, 1): the first
+    token whose cumulative probability (in float64) passes u[b] times the row's total. A token of probability 0
+    (removed by top-p) is never drawn."""
+    import torch
+
+    cdf = logp.double().exp().cumsum(-1)
+    drawn = torch.searchsorted(cdf, (u * cdf[:, -1]).unsqueeze(1), right=True).squeeze(1)
+    drawn = drawn.clamp(max=logp.shape[-1] - 1)
+    # u * total can round up to the total itself, past every token: the most probable one then (no device wait)
+    zero = logp.gather(1, drawn.unsqueeze(1)).squeeze(1) == float("-inf")
+    return torch.where(zero, logp.argmax(-1), drawn)
 
 
 # the special token ids a model's generation_config carries; every other field of it is a decoding choice

@@ -11,8 +11,9 @@ out). `generation_config="vllm"` keeps the model's own generation_config (repeti
 
 Seeds: a `SamplingParams.seed` shared by all prompts gives child k of every prompt the same noise (vLLM seeds
 the children of an n-sample request with seed + k), so duplicated prompts would get identical groups. With
-`vllm.seeding = "request"` every prompt gets its own seed, spaced n apart so no two samples of a call share
-one. vLLM samples seeded requests one by one in a Python loop (its batched sampler only serves unseeded
+`vllm.seeding = "request"` every prompt gets its own seed (`engines.base.sample_seeds`: the caller's, or spaced n
+apart so no two samples of a call share one); rollout gives each task the seed of its place in the epoch, so a
+shard draws what the whole epoch in one process would. vLLM samples seeded requests one by one in a Python loop (its batched sampler only serves unseeded
 ones): the cost grows with the number of running sequences and has been measured on CPU only
 (benchmarks/speed/results/engine_overhead/engine_overhead-vllm-arith.json); `vllm.seeding = "engine"` leaves all noise to the engine's
 seed, set once when it starts.
@@ -26,18 +27,19 @@ import json
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.engines.base import Engine, Generation, Messages, ProgressFn, SamplingParams
+from genenv_cli.engines.base import Engine, Generation, Messages, ProgressFn, SamplingParams, sample_seeds
 from genenv_cli.errors import ConfigError, ModelError
 from genenv_cli.models import ModelRef, load_tokenizer
 
 
 def request_seeds(base: int, prompts: int, n: int) -> list[int]:
-    """One seed per prompt, `n` apart: prompt i's children use base + i*n ... base + i*n + n-1, all distinct.
+    """One seed per prompt, `n` apart: prompt i's children use base + i*n ... base + i*n + n-1, all distinct
+    (engines.base.sample_seeds without the caller's own seeds).
 
     >>> request_seeds(7, 3, 4)
     [7, 11, 15]
     """
-    return [base + i * n for i in range(prompts)]
+    return sample_seeds(SamplingParams(seed=base, n=n), prompts)
 
 
 def _adapter_rank(folder: str) -> int | None:
@@ -138,7 +140,7 @@ class VLLMEngine(Engine):
         return int(getattr(config, "max_model_len", 0) or 0)
 
     def generate(self, conversations: list[Messages], params: SamplingParams,
-                 on_progress: ProgressFn | None = None) -> list[list[Generation]]:
+                 on_progress: ProgressFn | None = None, seeds: list[int] | None = None) -> list[list[Generation]]:
         from vllm import SamplingParams as VSP
 
         prompts = [self.prompt_ids(m) for m in conversations]
@@ -154,7 +156,7 @@ class VLLMEngine(Engine):
                   "top_p": params.top_p if not params.greedy else 1.0, "max_tokens": params.max_new_tokens,
                   "logprobs": 0}
         if self.seeding == "request" and not params.greedy:
-            sp: Any = [VSP(**common, seed=s) for s in request_seeds(params.seed, len(prompts), params.n)]
+            sp: Any = [VSP(**common, seed=s) for s in sample_seeds(params, len(prompts), seeds)]
         else:
             sp = VSP(**common)
         outputs = self.llm.generate([{"prompt_token_ids": p} for p in prompts], sp, lora_request=self._lora,

@@ -10,7 +10,8 @@ are Parquet, not JSONL: the token lists make JSON several times larger and slowe
 (benchmarks/speed/score_throughput.py measures it; benchmarks/speed/results/ has the figures).
 Each task is put to the agent in its own domain's prompt (a mixed run has several domains), and its rows carry
 the domain. Shards split the tasks round-robin so N machines share an epoch; `score` merges them and refuses an
-incomplete set.
+incomplete set. A sample's seed depends on its task's place in the epoch and its index, never on the shards, so
+one process and N shards draw the same rollouts.
 """
 
 from __future__ import annotations
@@ -85,17 +86,22 @@ def run(run_dir: RunDir, cfg: Config, epoch: int, *, shard: tuple[int, int] | No
 
     def body(out: Staging) -> None:
         tasks = load_tasks(out.plan.inputs["tasks"], domains, run_dir.recorded_output(epoch, "generate-tasks", "tasks"))
+        places = list(range(len(tasks)))
         if shard is not None:
-            tasks = tasks[shard[0] - 1::shard[1]]
+            tasks, places = tasks[shard[0] - 1::shard[1]], places[shard[0] - 1::shard[1]]
         name, tag = out.plan.models["agent"]
-        out.counts.update(_rollout(cfg, epoch, domains, tasks, name, tag, out.path("rollouts"), ui))
+        out.counts.update(_rollout(cfg, epoch, domains, tasks, name, tag, out.path("rollouts"), ui, places))
 
     return execute(run_dir, cfg, stage_name(shard), epoch, lambda: plan(run_dir, cfg, epoch, shard), body,
                    force=force, derived=after_stage)
 
 
 def _rollout(cfg: Config, epoch: int, domains: dict[str, Domain], tasks: list[dict[str, Any]], model_name: str, model_tag: str,
-             path: Path, ui: UI) -> dict[str, Any]:
+             path: Path, ui: UI, places: list[int] | None = None) -> dict[str, Any]:
+    """Every task's K samples. `places`: each task's index in the epoch's tasks.jsonl; task j's sample k is drawn
+    with seed + j*K + k (`engines.base.sample_seeds`), so a shard draws exactly what the whole epoch in one process
+    draws for its tasks, whatever the number of shards (with vllm.seeding = "engine" vLLM's own engine seed decides
+    instead, and results depend on the batches)."""
     from genenv_cli.engines import SamplingParams, open_engine
     from genenv_cli.models import resolve
 
@@ -110,7 +116,8 @@ def _rollout(cfg: Config, epoch: int, domains: dict[str, Domain], tasks: list[di
     try:
         with ui.progress(f"rollout e{epoch}", len(tasks) * r.group_size, "rollouts") as bar:
             outs = engine.generate([domains[t["domain"]].agent_messages(t["payload"]) for t in tasks], params,
-                                   on_progress=lambda s, t: bar.advance(s, tokens=t))
+                                   on_progress=lambda s, t: bar.advance(s, tokens=t),
+                                   seeds=[seed + j * r.group_size for j in (places or range(len(tasks)))])
     finally:
         engine.close()
     cols: dict[str, list[Any]] = {c: [] for c in polars_schema("rollouts")}

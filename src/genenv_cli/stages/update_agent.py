@@ -62,17 +62,17 @@ def summary(counts: dict[str, Any], metrics: dict[str, Any]) -> str:
 
 def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI | None = None) -> StageResult:
     ui = ui or UI(quiet=True)
-    from genenv_cli.launch import check_update_launch, world_size
+    from genenv_cli.launch import check_update_launch, sharding_line
 
     if agent_trained(cfg):
-        sharding = check_update_launch(cfg, "agent_update", cfg.agent.model)  # before the lock and any compute
+        check_update_launch(cfg, "agent_update", cfg.agent.model)  # before the lock and any compute
 
     def body(out: Staging) -> None:
         if not agent_trained(cfg):
             out.counts.update({"samples_used": 0, "skipped": "agent.mode = frozen: the agent is not trained"})
             ui.info(f"update-agent epoch {epoch}: agent.mode = frozen, the agent is not trained")
             return
-        ui.info(f"update-agent epoch {epoch}: sharding {sharding} over {world_size()} processes")
+        ui.info(f"update-agent epoch {epoch}: {sharding_line(cfg)}")
         _update(cfg, epoch, out, ui)
 
     result = execute(run_dir, cfg, STAGE, epoch, lambda: plan(run_dir, cfg, epoch), body, force=force,
@@ -132,7 +132,7 @@ def select_samples(pool: Path, replay: list[Path], temperature: float | None = N
 
 
 def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
-    from genenv_cli.launch import trainer_sharding
+    from genenv_cli.launch import rank0_loads, trainer_sharding
     from genenv_cli.training.common import (
         all_mean,
         load_policy,
@@ -163,7 +163,7 @@ def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
             + (f" (rank {rank} of {size})" if size > 1 else ""))
     policy = load_policy(name, tag, base_name=cfg.agent.model, train=u, need_reference=u.kl_coef > 0,
                          device=cfg.run.device, dtype=cfg.run.dtype, trust_remote_code=cfg.run.trust_remote_code,
-                         seed=cfg.run.seed + epoch)
+                         seed=cfg.run.seed + epoch, rank0_loads=rank0_loads(cfg))
     steps: list[dict[str, Any]] = []
     trainer = None
     if rows:

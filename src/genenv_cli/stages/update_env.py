@@ -96,16 +96,16 @@ def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI
     if env_trained(cfg):
         from genenv_cli.launch import check_update_launch
 
-        sharding = check_update_launch(cfg, "env_update", cfg.env.model)  # before the lock and any compute
+        check_update_launch(cfg, "env_update", cfg.env.model)  # before the lock and any compute
 
     def body(out: Staging) -> None:
         if not env_trained(cfg):
             out.counts.update({"samples_used": 0, "skipped": f"env.mode = {cfg.env.mode}: the environment is not trained"})
             ui.info(f"update-env epoch {epoch}: env.mode = {cfg.env.mode}, the environment is not trained")
             return
-        from genenv_cli.launch import world_size
+        from genenv_cli.launch import sharding_line
 
-        ui.info(f"update-env epoch {epoch}: {cfg.env_update.algo}, sharding {sharding} over {world_size()} processes")
+        ui.info(f"update-env epoch {epoch}: {cfg.env_update.algo}, {sharding_line(cfg)}")
         _update(cfg, epoch, out, ui)
 
     result = execute(run_dir, cfg, STAGE, epoch, lambda: plan(run_dir, cfg, epoch), body, force=force,
@@ -228,6 +228,7 @@ def select_group_samples(paths: list[Path]) -> tuple[list[dict[str, Any]], Any, 
 
 
 def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
+    from genenv_cli.launch import rank0_loads
     from genenv_cli.training.common import load_policy, world
     from genenv_cli.training.grpo import mismatch_records
 
@@ -248,7 +249,8 @@ def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
     ui.info(f"update-env epoch {epoch}: {records.filter(records['used']).height} of {records.height} generations "
             f"from epochs {sorted(set(records['epoch'].to_list()))} are trained on ({u.algo}); training {tag}")
     policy = load_policy(name, tag, base_name=cfg.env.model, train=u, need_reference=True, device=cfg.run.device,
-                         dtype=cfg.run.dtype, trust_remote_code=cfg.run.trust_remote_code, seed=policy_seed)
+                         dtype=cfg.run.dtype, trust_remote_code=cfg.run.trust_remote_code, seed=policy_seed,
+                         rank0_loads=rank0_loads(cfg))
     if u.algo == "rwr":
         rows = _tokenize_pairs(policy.tokenizer, pairs)
     if u.algo == "grpo":

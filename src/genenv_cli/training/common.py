@@ -32,6 +32,7 @@ from genenv_cli.config import TrainingConfig
 from genenv_cli.models import (
     ModelRef,
     dtype_name,
+    empty_model,
     load_model,
     load_tokenizer,
     pick_device,
@@ -59,15 +60,18 @@ class Policy:
 
 
 def load_policy(name: str, tag: str, *, base_name: str, train: TrainingConfig, need_reference: bool, device: str,
-                dtype: str, trust_remote_code: bool, seed: int = 0) -> Policy:
+                dtype: str, trust_remote_code: bool, seed: int = 0, rank0_loads: bool = False) -> Policy:
     """The model of the previous epoch, ready to train.
 
     LoRA: an adapter checkpoint keeps training the same adapter; a base model gets a fresh adapter. The
     reference (epoch 0) is then the same model with the adapter disabled, so no second copy is loaded, as
     long as the adapter sits on the configured base. Full fine-tuning loads the reference separately.
 
-    Every model lands on this process's device (`pick_device`: cuda:LOCAL_RANK under a launcher). The weights
-    being trained are float32 (see the module docstring); frozen ones use the compute dtype `dtype`."""
+    Every model lands on this process's device (`pick_device`: cuda:LOCAL_RANK under a launcher), read straight
+    onto a GPU (`load_model`). The weights being trained are float32 (see the module docstring); frozen ones use
+    the compute dtype `dtype`. `rank0_loads` (launch.rank0_loads: full fine-tuning sharded by FSDP on GPUs, with
+    accelerate's `cpu_ram_efficient_loading`): only rank 0 reads the trained weights; every other rank builds the
+    model on the meta device and receives its shard of rank 0's weights when accelerate wraps it."""
     lora = train.lora
     ref = resolve(name, tag=tag)
     tokenizer = load_tokenizer(ref, trust_remote_code)
@@ -92,7 +96,10 @@ def load_policy(name: str, tag: str, *, base_name: str, train: TrainingConfig, n
         if need_reference and not starts_from_base:
             reference = _frozen(base_ref, device, dtype, trust_remote_code)
     else:
-        model = load_model(ref, device=device, dtype="float32", trust_remote_code=trust_remote_code, merge=True)
+        if rank0_loads and ref.adapter is None and world()[0] != 0 and pick_device(device).startswith("cuda"):
+            model = empty_model(ref, dtype="float32", trust_remote_code=trust_remote_code)
+        else:
+            model = load_model(ref, device=device, dtype="float32", trust_remote_code=trust_remote_code, merge=True)
         reference = _frozen(base_ref, device, dtype, trust_remote_code) if need_reference else None
     model.train()
     if hasattr(model, "config"):
@@ -111,13 +118,17 @@ def _frozen(ref: ModelRef, device: str, dtype: str, trust_remote_code: bool) -> 
 def sharding_arguments(sharding: str, gradient_checkpointing: bool) -> dict[str, Any]:
     """TrainingArguments options for `run.sharding`, so that the sharding reaches the trainer under any launcher
     (torchrun reads no accelerate config file). fsdp: FSDP2 full shard, one unit per decoder layer (the model's own
-    `_no_split_modules`), gathered into a full state dict for saving; gradient checkpointing becomes FSDP's own
-    activation checkpointing (transformers refuses both at once). zero3: DeepSpeed ZeRO-3 with the 16-bit weights
+    `_no_split_modules`), gathered into a full state dict for saving, rank 0's weights broadcast to the others when
+    the model is wrapped; gradient checkpointing becomes FSDP's own activation checkpointing (transformers refuses
+    both at once). zero3: DeepSpeed ZeRO-3 with the 16-bit weights
     gathered on save. Every other option is left to transformers' defaults ("auto" values)."""
     if sharding == "fsdp":
+        # cpu_ram_efficient_loading: accelerate broadcasts rank 0's weights into every rank's shards when it wraps
+        # the model, so the other ranks need not read them (load_policy's rank0_loads)
         return {"fsdp": "full_shard auto_wrap",
                 "fsdp_config": {"version": 2, "state_dict_type": "FULL_STATE_DICT", "reshard_after_forward": True,
-                                "activation_checkpointing": gradient_checkpointing}}
+                                "activation_checkpointing": gradient_checkpointing,
+                                "cpu_ram_efficient_loading": True}}
     if sharding == "zero3":
         return {"deepspeed": {"zero_optimization": {"stage": 3, "stage3_gather_16bit_weights_on_model_save": True},
                               "bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto"},
@@ -359,6 +370,9 @@ def train_policy(policy: Policy, train: TrainingConfig, build: Any, *, seed: int
         args = training_arguments(tmp, train, seed=seed, device=device, dtype=dtype, sharding=sharding,
                                   timeout=timeout)
         trainer = build(args)
+        warning = _memory_warning(policy, train, trainer, sharding, dtype)
+        if warning and world()[0] == 0:
+            ui.warn(f"{desc}: {warning}")
         try:
             train_with_progress(trainer, ui, desc, train.passes, train.grad_accum, warmup_ratio=train.warmup_ratio)
         except stop_on as exc:
@@ -393,6 +407,35 @@ def distribution_words(kind: str, processes: int) -> str:
     if kind in ("FSDP", "DEEPSPEED"):
         return f"sharded with {'FSDP' if kind == 'FSDP' else 'DeepSpeed'} over {processes} processes"
     return f"as accelerate's {kind} over {processes} processes"
+
+
+def _memory_warning(policy: Policy, train: TrainingConfig, trainer: Any, sharding: str, dtype: str) -> str | None:
+    """launch.memory_warning for this update on this process's GPU (None on CPU): the rows it trains on give the
+    lengths (`target_ids`: update-env's RWR pairs; `completion_ids`: GRPO rows)."""
+    import torch
+
+    first = next(iter(policy.model.parameters()), None)
+    if first is None or first.device.type != "cuda":
+        return None
+    from genenv_cli.config import AgentUpdateConfig, EnvUpdateConfig
+    from genenv_cli.launch import launcher_choice, memory_warning
+    from genenv_cli.memory_plan import shape_of_config
+
+    rows = list(trainer.train_dataset or [])
+    config = getattr(policy.model, "config", None)
+    shape = shape_of_config(config.to_dict()) if config is not None else None
+    if not rows or shape is None:
+        return None
+    key = "target_ids" if "target_ids" in rows[0] else "completion_ids"
+    lengths = (max(len(r["prompt_ids"]) + len(r[key]) for r in rows), max(len(r[key]) for r in rows))
+    chosen = sharding if sharding != "none" else launcher_choice()
+    method = "lora" if policy.lora else {"none": "full", "fsdp": "fsdp", "zero3": "zero3"}[chosen]
+    section = {AgentUpdateConfig: "agent_update", EnvUpdateConfig: "env_update"}.get(type(train), "the update")
+    total = int(torch.cuda.get_device_properties(first.device).total_memory)
+    width = torch.finfo(getattr(torch, dtype_name(dtype, str(first.device)))).bits // 8
+    return memory_warning(section, train, shape, method, world()[1], lengths,
+                          reference=policy.reference is not None and not policy.lora,
+                          loss="rwr" if key == "target_ids" else "grpo", device_total=total, compute_bytes=width)
 
 
 def _first_non_finite_step(steps: list[dict[str, Any]]) -> tuple[int, str, float] | None:
@@ -463,17 +506,38 @@ def publish_update(policy: Policy, out: Any, *, role: str, epoch: int, trained_f
     return digest
 
 
+# Prefixes that wrappers put into parameter names but not into the state dict they produce: activation checkpointing
+# (torch's checkpoint_wrapper, which FSDP's activation checkpointing applies), FSDP1's wrapper, torch.compile
+WRAPPER_PREFIXES = ("_checkpoint_wrapped_module.", "_fsdp_wrapped_module.", "_orig_mod.")
+
+
+def plain_name(name: str) -> str:
+    """A parameter's name as a checkpoint and the reloaded model spell it, without wrappers' prefixes.
+
+    >>> plain_name("model.layers.0._checkpoint_wrapped_module.mlp.up_proj.weight")
+    'model.layers.0.mlp.up_proj.weight'
+    """
+    for prefix in WRAPPER_PREFIXES:
+        name = name.replace(prefix, "")
+    return name
+
+
 def parameter_digest(model: Any, state_dict: dict[str, Any] | None = None) -> str:
-    """sha256 of the trainable parameters, to compare a checkpoint with what loads back. With `state_dict` (the
-    gathered one: under FSDP or ZeRO-3 a rank's own parameters are shards) the values are read from it, by the
-    names of the model's trainable parameters."""
+    """sha256 of the trainable parameters (by their plain names), to compare a checkpoint with what loads back. With
+    `state_dict` (the gathered one: under FSDP or ZeRO-3 a rank's own parameters are shards) the values are read from
+    it; a sharded parameter it lacks is an error, never this rank's shard hashed in its place."""
     h = hashlib.sha256()
-    for name, p in sorted(model.named_parameters(), key=lambda x: x[0]):
-        if p.requires_grad:
-            value = state_dict[name] if state_dict is not None and name in state_dict else p
-            local = value.to_local() if hasattr(value, "to_local") else value
-            h.update(name.encode())
-            h.update(local.detach().float().cpu().numpy().tobytes())
+    named = sorted(((plain_name(n), p) for n, p in model.named_parameters() if p.requires_grad), key=lambda x: x[0])
+    for name, p in named:
+        value = state_dict.get(name) if state_dict is not None else None
+        if value is None:
+            if state_dict is not None and hasattr(p, "to_local"):
+                raise RuntimeError(f"the gathered state dict has no value for the sharded parameter {name}: the "
+                                   f"checkpoint's digest would be of one rank's shard")
+            value = p
+        local = value.to_local() if hasattr(value, "to_local") else value
+        h.update(name.encode())
+        h.update(local.detach().float().cpu().numpy().tobytes())
     return h.hexdigest()[:16]
 
 

@@ -11,9 +11,10 @@ Old policy and sampler mismatch. The engine that sampled a trace (vLLM, or trans
 run's dtype) computes its token logprobs with other kernels, another dtype and another batching than the
 trainer's forward pass, so its numbers are not the trainer's even for the same weights. Were they used as PPO's
 old policy, part of the clip band would be spent on engine numerics. So the old policy is the trainer's own
-forward pass on the model as it was before the first optimizer step (`OldPolicyCache`: one no-grad forward per
-on-policy sample; the micro-batches of the first optimizer step use their own forward, detached, so the ratio
-there is exactly 1), and the gap between the sampler and that old policy is corrected with a truncated
+forward pass on the model as it was before the first optimizer step (`old_policy_table`: one no-grad forward per
+on-policy sample, each rank computing its own share of the rows and the ranks summing their tables into the
+whole; the micro-batches of the first optimizer step use their own forward, detached, so the ratio there is
+exactly 1), and the gap between the sampler and that old policy is corrected with a truncated
 importance weight per token, `w = min(pi_old / pi_sampler, is_cap)`, detached, multiplying the clipped
 surrogate (not the KL term), as TRL's `token_truncate` mode and verl's token-level truncated importance
 sampling do. Per token rather than per sequence: engine rounding is independent from token to token, and a
@@ -177,6 +178,45 @@ def collate(rows: list[dict[str, Any]], pad_id: int) -> dict[str, Any]:
             "index": torch.tensor([int(r.get("index", i)) for i, r in enumerate(rows)], dtype=torch.long)}
 
 
+def old_policy_table(model: Any, rows: list[dict[str, Any]], *, width: int, batch_size: int, pad_id: int,
+                     temperature: float, device: Any, rank: int = 0, world: int = 1) -> Any:
+    """The old policy's logprobs of every on-policy row, (rows, width) float32 on `device`: row r's in
+    table[r["index"], :len(completion)], zeros for replayed rows (their old policy is their sampler).
+
+    The on-policy rows are cut into batches of `batch_size` in order; rank k of `world` computes batches k,
+    k + world, ... with one no-grad forward each, and the ranks' tables (each zero outside its own rows) are summed
+    over the process group, so every rank ends with the whole table after 1/world of the forwards (before, every rank
+    computed every row: 64 forwards a rank at the paper preset, against 8 training micro-steps). A sharded or
+    DDP-wrapped model's forward is a collective, so every rank makes the same number of calls: a rank whose batches
+    run out repeats its last one (or the first batch) and throws the result away. The batches are the same whatever
+    the number of ranks, so the table is the one a single process computes."""
+    import torch
+
+    from genenv_cli.training.common import token_logps
+
+    table = torch.zeros((len(rows), width), dtype=torch.float32, device=device)
+    fresh = [r for r in rows if not r.get("replay")]
+    size = max(int(batch_size), 1)
+    batches = [fresh[i:i + size] for i in range(0, len(fresh), size)]
+    mine = batches[rank::world]
+    calls = -(-len(batches) // world)  # every rank makes this many forwards
+    with torch.no_grad():
+        for i in range(calls):
+            real = i < len(mine)
+            chunk = mine[i] if real else (mine[-1] if mine else batches[0])
+            b = collate(chunk, pad_id)
+            n = b["completion_mask"].shape[1]
+            lp = token_logps(model, b["input_ids"].to(device), b["attention_mask"].to(device), n, temperature)
+            if real:
+                for j, r in enumerate(chunk):
+                    table[r["index"], :len(r["completion_ids"])] = lp[j, :len(r["completion_ids"])].float()
+    if world > 1:
+        import torch.distributed as dist
+
+        dist.all_reduce(table)  # rows are disjoint between ranks: the sum is each row's own values
+    return table
+
+
 def make_trainer(policy: Any, args: Any, rows: list[dict[str, Any]], *, clip_eps: float, kl_coef: float,
                  loss_type: str, temperature: float, replay_clip: float, is_cap: float = 3.0,
                  kl_max: float | None = None, group_batches: bool = False) -> Any:
@@ -208,23 +248,15 @@ def make_trainer(policy: Any, args: Any, rows: list[dict[str, Any]], *, clip_eps
         old_table: Any = None
 
         def _old_policy(self, model: Any, device: Any) -> Any:
-            """The trainer's own logprobs of every on-policy row on the model before any optimizer step: one
-            no-grad forward per row, inside the Trainer's context (its autocast and wrapping), so they are the
-            numbers the loss's forward computes. Every rank computes all rows (a sharded model's forward is a
-            collective: the ranks must make the same calls). Replayed rows keep zeros: their old policy is
-            their sampler (module docstring)."""
-            table = torch.zeros((len(rows), width), dtype=torch.float32, device=device)
-            fresh = [r for r in rows if not r.get("replay")]
-            size = max(int(self.args.per_device_train_batch_size), 1)
-            with torch.no_grad():
-                for start in range(0, len(fresh), size):
-                    chunk = fresh[start:start + size]
-                    b = collate(chunk, pad_id)
-                    n = b["completion_mask"].shape[1]
-                    lp = token_logps(model, b["input_ids"].to(device), b["attention_mask"].to(device), n, temperature)
-                    for j, r in enumerate(chunk):
-                        table[r["index"], :len(r["completion_ids"])] = lp[j, :len(r["completion_ids"])].float()
-            return table
+            """The trainer's own logprobs of every on-policy row on the model before any optimizer step
+            (`old_policy_table`, this rank's share of the rows), inside the Trainer's context (its autocast and
+            wrapping), so they are the numbers the loss's forward computes."""
+            import torch.distributed as dist
+
+            spread = dist.is_available() and dist.is_initialized()
+            return old_policy_table(model, rows, width=width, batch_size=self.args.per_device_train_batch_size,
+                                    pad_id=pad_id, temperature=temperature, device=device,
+                                    rank=dist.get_rank() if spread else 0, world=dist.get_world_size() if spread else 1)
 
         def old_policy_logps(self) -> dict[int, Any]:
             """The old policy's logprobs of every on-policy row trained on, 1-D CPU tensors by row index."""

@@ -9,6 +9,16 @@ KL(pi_theta || pi_init) over the vocabulary at the target positions.
 Before every optimizer step the batch's KL to the initial model (which reflects every step taken so far) is
 compared with `kl_max`; past it, that step is not taken and the update stops (`KLCapReached`). The decision
 is averaged over ranks first, so every process stops at the same step.
+
+Memory. The per-token terms (the target token's log-probability and the exact KL) need the log-softmax of both
+models over the whole vocabulary. Computed for the whole batch at once, in float32, with autograd keeping what
+it needs for the backward pass, that was about 24 bytes x vocabulary per target token (44 GB at 8 x 1,500 target
+tokens of Qwen's 152k vocabulary). `token_terms` computes them in chunks of positions instead, with the same
+operations per position (so the same numbers), and its backward pass recomputes each chunk and writes its
+gradient, `g_tok (onehot - p) + g_kl p (log p - log q - kl)`, straight into the logits' gradient: what stays is
+the logits, the reference's logits and that gradient, plus one chunk's float32 temporaries
+(memory_plan.RWR_CHUNK_ELEMENTS). No library we use has this loss in chunked form (TRL's and Liger's chunked
+losses are cross-entropy and sampled-token KL estimators, not the exact KL against a second model's logits).
 """
 
 from __future__ import annotations
@@ -23,16 +33,73 @@ class KLCapReached(Exception):
 def rwr_loss(logits: Any, ref_logits: Any, targets: Any, mask: Any, weights: Any, *, kl_coef: float) -> tuple[Any, Any, Any]:
     """(loss, weighted nll, mean KL). logits/ref_logits: (B, T, V) at the target positions; targets, mask (B, T);
     weights (B,) with mean 1 over the whole update."""
-    import torch
-
-    logp = torch.log_softmax(logits.float(), dim=-1)
-    tok_logp = logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    tok_logp, kl_tok = token_terms(logits, ref_logits, targets)
     per_seq_nll = -(tok_logp * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
     nll = (weights * per_seq_nll).mean()
-    ref_logp = torch.log_softmax(ref_logits.float(), dim=-1)
-    kl_tok = (logp.exp() * (logp - ref_logp)).sum(-1)
     kl = (kl_tok * mask).sum() / mask.sum().clamp(min=1.0)
     return nll + kl_coef * kl, nll, kl
+
+
+def chunk_positions(batch: int, positions: int, vocab: int) -> int:
+    """Positions per chunk: as many as keep a chunk's (batch x positions x vocab) float32 tensors under
+    memory_plan.RWR_CHUNK_ELEMENTS elements each, at least one.
+
+    >>> chunk_positions(8, 1500, 152064)
+    27
+    """
+    from genenv_cli.memory_plan import RWR_CHUNK_ELEMENTS
+
+    return max(1, min(positions, RWR_CHUNK_ELEMENTS // max(1, batch * vocab)))
+
+
+def _chunk_terms(logits: Any, ref_logits: Any, targets: Any) -> tuple[Any, Any, Any, Any]:
+    """(log p of the targets, exact KL(p || q) per position, log p, log p - log q) of one chunk, in float32 (float64
+    for float64 logits)."""
+    import torch
+
+    work = torch.promote_types(logits.dtype, torch.float32)
+    logp = torch.log_softmax(logits.to(work), dim=-1)
+    tok_logp = logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    diff = logp - torch.log_softmax(ref_logits.to(work), dim=-1)
+    kl_tok = (logp.exp() * diff).sum(-1)
+    return tok_logp, kl_tok, logp, diff
+
+
+def token_terms(logits: Any, ref_logits: Any, targets: Any, chunk: int | None = None) -> tuple[Any, Any]:
+    """(log p of each target token, exact KL(p || q) at each position), both (B, T) in float32, for logits (B, T, V)
+    and the reference's `ref_logits` (no gradient flows to them), in chunks of `chunk` positions (default
+    `chunk_positions`). Differentiable in `logits`; the module docstring says how it saves memory."""
+    import torch
+
+    class _TokenTerms(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, z, ref, tgt):
+            step = chunk or chunk_positions(z.shape[0], z.shape[1], z.shape[-1])
+            tok = torch.empty(z.shape[:2], dtype=torch.promote_types(z.dtype, torch.float32), device=z.device)
+            kl = torch.empty_like(tok)
+            for s in range(0, z.shape[1], step):
+                tok[:, s:s + step], kl[:, s:s + step], _, _ = _chunk_terms(z[:, s:s + step], ref[:, s:s + step],
+                                                                            tgt[:, s:s + step])
+            ctx.save_for_backward(z, ref, tgt, kl)
+            ctx.step = step
+            return tok, kl
+
+        @staticmethod
+        def backward(ctx, g_tok, g_kl):
+            z, ref, tgt, kl = ctx.saved_tensors
+            grad = torch.empty_like(z)
+            for s in range(0, z.shape[1], ctx.step):
+                e = s + ctx.step
+                with torch.no_grad():
+                    _, _, logp, diff = _chunk_terms(z[:, s:e], ref[:, s:e], tgt[:, s:e])
+                    p = logp.exp()
+                    # d log p_y / dz = onehot(y) - p;  d KL / dz = p (log p - log q - KL)
+                    g = p * (diff - kl[:, s:e, None]) * g_kl[:, s:e, None] - p * g_tok[:, s:e, None]
+                    g.scatter_add_(-1, tgt[:, s:e, None], g_tok[:, s:e, None].to(g.dtype))
+                    grad[:, s:e] = g.to(grad.dtype)
+            return grad, None, None
+
+    return _TokenTerms.apply(logits, ref_logits.detach(), targets)
 
 
 def collate(rows: list[dict[str, Any]], pad_id: int) -> dict[str, Any]:

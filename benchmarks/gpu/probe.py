@@ -1,0 +1,64 @@
+"""Run one genenv command in this process and record what it used, for the GPU check.
+
+    python -m benchmarks.gpu.probe OUT.json update-agent --epoch 1 --run DIR
+
+Writes OUT.json: the command's exit status and wall time; the peak GPU memory torch's allocator saw (allocated and
+reserved; null without CUDA); and the peak host memory: the process's anonymous memory (what it allocated itself,
+sampled every 10 ms; file pages such as a memory-mapped checkpoint are not counted) and VmHWM (everything resident,
+file pages included).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+
+
+def _status_kb(field: str) -> int:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def main() -> None:
+    out, args = sys.argv[1], sys.argv[2:]
+    peak = {"anon_kb": _status_kb("RssAnon")}
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.01):
+            peak["anon_kb"] = max(peak["anon_kb"], _status_kb("RssAnon"))
+
+    threading.Thread(target=sample, daemon=True).start()
+    sys.argv = ["genenv", *args]
+    t = time.perf_counter()
+    code = 0
+    try:
+        from genenv_cli.cli import main as genenv
+
+        genenv()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        seconds = time.perf_counter() - t
+        done.set()
+        record = {"args": args, "exit": code, "seconds": round(seconds, 2),
+                  "host_anon_peak_gb": round(max(peak["anon_kb"], _status_kb("RssAnon")) * 1024 / 1e9, 3),
+                  "host_hwm_gb": round(_status_kb("VmHWM") * 1024 / 1e9, 3),
+                  "gpu_allocated_peak_gb": None, "gpu_reserved_peak_gb": None}
+        import torch
+
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            record["gpu_allocated_peak_gb"] = round(torch.cuda.max_memory_allocated() / 1e9, 3)
+            record["gpu_reserved_peak_gb"] = round(torch.cuda.max_memory_reserved() / 1e9, 3)
+        with open(out, "w") as fh:
+            json.dump(record, fh)
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()
