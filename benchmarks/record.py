@@ -38,9 +38,10 @@ def versions() -> dict[str, str]:
     return out
 
 
-def git_commit() -> str | None:
+def git_commit(where: Path | None = None) -> str | None:
+    """The short commit of the checkout at `where` (default: this one)."""
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              cwd=Path(__file__).parent, check=True).stdout.strip()
+                              cwd=where or Path(__file__).parent, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return None
