@@ -244,13 +244,19 @@ def report(run: RunOpt = None, sets: SetOpt = None,
 @app.command()
 def compare(runs: Annotated[list[Path], typer.Argument(help="Run directories; runs equal in all but run.seed form one arm.")],
             out: Annotated[Path, typer.Option("--out", help="HTML file to write; the PNG charts go beside it.")] = Path("compare/compare.html"),
+            label: Annotated[list[str] | None, typer.Option(
+                "--label", help="RUN=NAME: the name of RUN's arm (one run of an arm names it; runs given different "
+                                "names are different arms). Repeatable.", show_default=False)] = None,
+            baseline: Annotated[list[str] | None, typer.Option(
+                "--baseline", help="NAME: the arm every other arm is compared with; ARM=NAME: one arm's baseline. "
+                                   "Repeatable. Default: the first arm.", show_default=False)] = None,
             as_json: Annotated[bool, typer.Option("--json", help="Print the paths, arms, flags and numbers as JSON.")] = False) -> None:
-    """Overlay several runs on one offline HTML page: arms with a 95% band across seeds (in-band share, shape mix,
-    informative groups, held-out success against rollouts consumed)."""
+    """Several runs on one offline HTML page: per claim (in-band share, informative groups, held-out success) each
+    arm minus its baseline with a 95% interval across seeds, then each arm's own curves, the shape mix, and tables."""
     from genenv_cli.compare import build_compare
 
     with reported():
-        result = build_compare(runs, out)
+        result = build_compare(runs, out, labels=label, baselines=baseline)
         if as_json:
             typer.echo(json.dumps(result, indent=2, default=str))
             return
