@@ -266,6 +266,31 @@ def compare(runs: Annotated[list[Path], typer.Argument(help="Run directories; ru
 
 
 @app.command()
+def export(epoch: Annotated[int, typer.Option("--epoch", min=1, max=EPOCH_MAX, help="The epoch whose checkpoint to export.")],
+           out: Annotated[Path, typer.Option("--out", help="The folder to write (a transformers model folder).")],
+           model: Annotated[str, typer.Option("--model", help="agent or env: which checkpoint.")] = "agent",
+           merge: Annotated[bool, typer.Option("--merge/--no-merge", help="Merge a LoRA adapter into the base weights "
+                                               "(a standalone model), or export the adapter with its base named.")] = True,
+           dtype: Annotated[str, typer.Option("--dtype", help="Dtype of the saved weights: float32 (training's), "
+                                              "bfloat16 or float16.")] = "float32",
+           force: Annotated[bool, typer.Option("--force", help="Replace --out if it exists.")] = False,
+           run: RunOpt = None, sets: SetOpt = None) -> None:
+    """A trained checkpoint as a standard transformers model folder: the weights (LoRA merged, or the adapter with
+    its base named portably), the tokenizer and chat template, the run's sampling as generation_config.json, and
+    a model card. Loads with AutoModelForCausalLM and `vllm serve`."""
+    from genenv_cli.export import export_checkpoint
+
+    with reported() as where:
+        run_dir, cfg = _open(run, sets, where)
+        result = export_checkpoint(run_dir, cfg, epoch, model, out, merge=merge, dtype=dtype, force=force)
+        for note in result["notes"]:
+            typer.echo(f"note: {note}", err=True)
+        typer.echo(f"wrote {result['out']}: epoch {epoch}'s {model} "
+                   f"({'merged' if result['merged'] else 'adapter on ' + result['base']}, {result['dtype']}); "
+                   f"{len(result['files'])} files")
+
+
+@app.command()
 def table(run: RunOpt = None,
           protocol: Annotated[str, typer.Option("--protocol", help="Which evaluate results: paper or official.")] = "paper",
           model_tag: Annotated[str | None, typer.Option("--model-tag", help="Only results of this model tag.")] = None,

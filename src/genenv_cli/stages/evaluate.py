@@ -110,6 +110,10 @@ def evaluate(run: RunDir | None, cfg: Config, bench_name: str, *, epoch: int | N
     ui = ui or UI(quiet=True)
     if protocol not in PROTOCOLS:
         raise ConfigError(f"--protocol {protocol!r}: choose one of {', '.join(PROTOCOLS)}.")
+    if run is not None and export is None:
+        from genenv_cli import trackers
+
+        trackers.check_installed(cfg, "`evaluate`")
     if sum(x is not None for x in (epoch, model, predictions)) > 1:
         raise ConfigError("give at most one of --epoch, --model and --predictions.")
     bench: Benchmark = get_benchmark(bench_name)
@@ -188,6 +192,10 @@ def evaluate(run: RunDir | None, cfg: Config, bench_name: str, *, epoch: int | N
     replace_into_place(tmp, samples_path)
     write_json_atomic(result_path, result)
     result["path"] = str(result_path)
+    if run is not None and out_dir is None:
+        from genenv_cli import trackers
+
+        trackers.publish(run, cfg, ui)
     return result
 
 
