@@ -136,14 +136,17 @@ DEMO_SETTINGS = [
     # the paper's filter (|p - alpha| <= 0.1) keeps few batches of a 135M agent: open it, so the environment's
     # update has something to regress on and the demo shows both updates working
     "curriculum.k_min=0.5",
+    # the curves in TensorBoard as each stage finishes: tensorboard --logdir demo-run/trackers/tensorboard
+    'run.report_to=["tensorboard"]',
 ]
 DEMO_STAGES = ("generate-tasks", "rollout", "score", "update-agent", "update-env")
 
 
 @nox.session
 def demo(session: nox.Session) -> None:
-    """One whole co-evolution epoch on the embedded model (arith): the five stages, status, then the report."""
-    install(session)
+    """One whole co-evolution epoch on the embedded model (arith): the five stages, status, the report, the trained
+    agent exported as a model folder, and the curves in TensorBoard's event files."""
+    install(session, "tensorboard")
     run = session.posargs[0] if session.posargs else "demo-run"
     sets = [a for s in DEMO_SETTINGS for a in ("--set", s)]
     session.run("genenv", "init", run, "--force", "--domain", "arith", *sets)
@@ -157,6 +160,7 @@ def demo(session: nox.Session) -> None:
     session.run("python", "tests/check_export.py", run, "1", f"{run}/export/agent")
     session.log(f"the report: {run}/report/report.html (open it in a browser; the charts are PNGs beside it)")
     session.log(f"the agent as a model folder: {run}/export/agent (vllm serve, or AutoModelForCausalLM)")
+    session.log(f"the curves: tensorboard --logdir {run}/trackers/tensorboard (then open http://localhost:6006)")
 
 
 @nox.session
