@@ -132,7 +132,8 @@ def test_the_environment_exports_with_its_own_sampling(trained, tmp_path):
     gen = GenerationConfig.from_pretrained(out)
     assert (gen.temperature, gen.top_p, gen.max_new_tokens) == (cfg.generate.temperature, cfg.generate.top_p,
                                                                  cfg.generate.max_new_tokens)
-    assert json.loads((out / "config.json").read_text())["dtype"] == "bfloat16"
+    config = json.loads((out / "config.json").read_text())
+    assert config.get("dtype", config.get("torch_dtype")) == "bfloat16"  # transformers 4 names it torch_dtype
     assert "environment" in (out / "README.md").read_text()
 
 

@@ -113,6 +113,13 @@ def test_tensorboard_holds_every_epoch_figure_once_also_after_reruns(two_epochs,
     names = {n.split(".", 3)[3] for n in after}
     assert {"e0001.1-generate-tasks", "e0001.3-score", "e0001.4-update-agent", "e0002.3-score"} <= names
     assert not {n for n in names if "rollout" in n}  # rollout adds no figure
+    # evaluations: the base model at step 0 and epoch 2's agent at step 2, once each, also when evaluated again
+    for epoch in ("0", "2", "2"):
+        _genenv("evaluate", "--bench", "heldout", "--epoch", epoch, "--limit", "4", "--run", root, "-q")
+    results = {p.stem: json.loads(p.read_text()) for p in (root / "evals" / "heldout").glob("*.json")}
+    held = tensorboard_scalars(folder)["evaluate/heldout"]
+    assert sorted(s for s, _ in held) == [0, 2]
+    assert dict(held) == pytest.approx({r["epoch"] or 0: r["headline"]["value"] for r in results.values()})
 
 
 @pytest.mark.slow

@@ -142,7 +142,8 @@ def _evaluations(run: RunDir, cfg: Config) -> list[Point]:
     for _, data in run.read_evals():
         epoch = data.get("epoch")
         model = data.get("model") if isinstance(data.get("model"), dict) else {}
-        if epoch is None and model.get("tag") == cfg.agent.model and not model.get("adapter"):
+        if epoch is None and not model.get("adapter") and _is_base(str(model.get("path")), str(model.get("tag")),
+                                                                  cfg.agent.model):
             epoch = 0
         value = _number((data.get("headline") or {}).get("value"))
         if not isinstance(epoch, int) or isinstance(epoch, bool) or value is None:
@@ -155,3 +156,14 @@ def _evaluations(run: RunDir, cfg: Config) -> list[Point]:
         if (tag, epoch) not in best or (n, created) > best[tag, epoch][:2]:
             best[tag, epoch] = (n, created, point)
     return [p for _, _, p in best.values()]
+
+
+def _is_base(path: str, tag: str, base: str) -> bool:
+    """Whether an evaluation's model is the run's base agent: `embedded` by name, a hub id as its own path, a local
+    folder by its resolved path (how `models.resolve` records each), whatever the result's file is named."""
+    from pathlib import Path
+
+    if base in (tag, path):
+        return True
+    folder = Path(base).expanduser()
+    return folder.is_dir() and str(folder.resolve()) == path
