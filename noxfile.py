@@ -160,6 +160,7 @@ def demo(session: nox.Session) -> None:
     session.run("python", "tests/check_export.py", run, "1", f"{run}/export/agent")
     session.log(f"the report: {run}/report/report.html (open it in a browser; the charts are PNGs beside it)")
     session.log(f"the agent as a model folder: {run}/export/agent (vllm serve, or AutoModelForCausalLM)")
+    session.run("python", "tests/check_trackers.py", run)  # TensorBoard's reader finds every epoch figure once
     session.log(f"the curves: tensorboard --logdir {run}/trackers/tensorboard (then open http://localhost:6006)")
 
 

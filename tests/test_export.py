@@ -189,3 +189,23 @@ def test_an_untrained_role_has_nothing_to_export():
     cfg.env.mode = "seeds"
     with pytest.raises(ConfigError, match="environment is never trained"):
         checkpoint_folder(None, cfg, 1, "env")
+
+
+@pytest.mark.slow
+def test_a_full_fine_tune_exports_its_weights(make_run, tiny_model, tmp_path):
+    """Full weights (agent_update.lora = false) are exported as they are, with --no-merge too (said in a note)."""
+    from transformers import AutoModelForCausalLM
+
+    from genenv_cli.stages import update_agent
+
+    run = RunDir(make_run("agent_update.lora=false", "agent_update.learning_rate=0.01"))
+    agent_pool(run, tiny_model, 1, {"t1": [1.0, 0.0, 1.0, 0.0]})
+    update_agent.run(run, run.load_config(), 1)
+    out = tmp_path / "full"
+    r = runner.invoke(app, ["export", "--run", str(run.root), "--epoch", "1", "--out", str(out), "--no-merge"])
+    assert r.exit_code == 0, r.output
+    assert "holds full weights, not an adapter" in r.output
+    model = AutoModelForCausalLM.from_pretrained(out)
+    saved = AutoModelForCausalLM.from_pretrained(run.checkpoint_dir(1, "agent"))
+    assert all(bool((a == b).all()) for a, b in zip(model.parameters(), saved.parameters(), strict=True))
+    assert "full weights" in (out / "README.md").read_text()
