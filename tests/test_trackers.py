@@ -157,7 +157,9 @@ def test_wandb_offline_and_trackio_get_every_point_once(two_epochs, tmp_path):
     root = tmp_path / "run"
     shutil.copytree(two_epochs, root)
     store = tmp_path / "trackio-store"
-    env = _env(TRACKIO_DIR=str(store))
+    # W&B's and trackio's own folders in the test's, not the user's home
+    env = _env(TRACKIO_DIR=str(store), **{k: str(tmp_path / k.lower()) for k in (
+        "WANDB_CONFIG_DIR", "WANDB_CACHE_DIR", "WANDB_DATA_DIR", "HF_HOME")})
     from genenv_cli.rundir import RunDir
 
     model = Path(RunDir(root).load_config().agent.model)
