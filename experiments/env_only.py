@@ -407,13 +407,15 @@ def markdown(record: dict[str, Any]) -> str:
 def compare_run(args: argparse.Namespace, arm: str, seed: int, result: dict[str, Any]) -> RunData:
     root = args.work / f"{args.domain}-{arm}-s{seed}"
     if not result.get("from_record") and (root / "genenv.toml").is_file():
-        return read_run(root)
+        data = read_run(root)
+        data.label = arm
+        return data
     cfg = arm_config(args.domain, arm, seed, args.model, args.sets)
     flat = flat_settings(cfg)
     flat.pop("run.seed")
     rows = sorted(result["rows"], key=lambda r: r["epoch"])
     data = RunData(record_path(args.out, args.domain, arm, seed), seed, flat, arm_mode(cfg),
-                   {r["epoch"]: {k: r.get(k) for k in (*cur.KEYS, "env_shape_mix")} for r in rows})
+                   {r["epoch"]: {k: r.get(k) for k in (*cur.KEYS, "env_shape_mix")} for r in rows}, label=arm)
     return data
 
 
@@ -502,7 +504,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     record = write(args, per_run)
     if per_run:
         runs = [compare_run(args, arm, seed, r) for arm, b in per_run.items() for seed, r in sorted(b.items())]
-        record["compare"] = render_compare(runs, args.out / f"env_only-{args.domain}" / "compare.html")["html"]
+        bases = [f"{a}={b}" for a, b in BASELINE.items() if a in per_run and b in per_run]
+        bases += ["env-only-frozen"] if "env-only-frozen" in per_run else []
+        record["compare"] = render_compare(runs, args.out / f"env_only-{args.domain}" / "compare.html",
+                                           baselines=bases)["html"]
     print(markdown(record))
     return record
 

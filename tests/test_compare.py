@@ -83,17 +83,25 @@ def test_compare_overlays_arms_and_flags_other_settings(runs, tmp_path):
         assert (out.parent / f"{cid}.png").exists()
     nums = data["numbers"]
     arm = next(k for k, v in data["arms"].items() if len(v) == 2)
-    env_band = nums["in-band"]["env_batch_band_share"][arm]
+    env_band = nums["in-band"]["arms"][arm]
     assert env_band["mean"] == pytest.approx([0.2, 0.4, 0.6]) and env_band["n"] == [2, 2, 2]
-    inf = nums["informative"][arm]
+    assert nums["task-band"]["arms"][arm]["mean"] == pytest.approx([0.1, 0.2, 0.3])
+    inf = nums["informative"]["arms"][arm]
     assert inf["mean"] == pytest.approx([0.5, 0.6, 0.7])
     assert inf["high"][0] - inf["mean"][0] == pytest.approx(12.706 * 0.1414214 / 2 ** 0.5, rel=1e-4)
-    held = nums["heldout"][arm]
+    held = nums["heldout"]["arms"][arm]
     assert held["rollouts"] == [0, 256, 512, 768]
     assert held["mean"] == pytest.approx([0.20, 0.23, 0.25, 0.28])
     assert nums["shape-mix"][arm]["mix"]["sub-1d"] == pytest.approx([0.5, 0.75, 1.0])
-    # the numbers are in the page's tables too
-    assert "23.0%" in page and "75.0%" in page
+    # the first arm given is the baseline: the other arm (one run, seed 2, not among the baseline's seeds) minus
+    # it, unpaired, with no interval from a single run
+    assert data["baselines"] == {"genenv (rollout.group_size=4)": "genenv"}
+    diff = nums["in-band"]["differences"]["genenv (rollout.group_size=4)"]
+    assert diff["mean"] == pytest.approx([0.7, 0.5, 0.3]) and diff["paired"] == [False] * 3 and diff["low"] == [None] * 3
+    for cid in ("in-band", "task-band", "informative", "heldout"):
+        assert (out.parent / f"{cid}-diff.png").exists(), cid
+    # the numbers are in the page's tables too: epochs down, arms across, a mean and its interval per cell
+    assert "23.0% [" in page and "75.0%" in page and "+70.0</td>" in page
 
 
 def test_compare_refuses_a_folder_that_is_not_a_run(tmp_path):
@@ -142,3 +150,122 @@ def test_runs_below_the_current_folder_show_relative_paths(runs, tmp_path, monke
     assert shown["genenv (rollout.group_size=4)"] == [str(elsewhere)]
     page = out.read_text()
     assert "<td class=\"row\">g0, g1</td>" in page and str(tmp_path / "g0") not in page
+
+
+def _labelled(tmp_path, names: list[str], seeds=(0, 1)) -> tuple[list[Path], list[str]]:
+    """One arm per name, each with `seeds` runs of equal settings, told apart only by their labels; arm i's
+    in-band share is 0.1 * i plus 0.02 * seed, so arm i minus arm 0 is 0.1 * i exactly, paired by seed."""
+    mix = [{"add-1d": 1.0}] * EPOCHS
+    paths, labels = [], []
+    for i, name in enumerate(names):
+        for s in seeds:
+            band = [0.1 * i + 0.02 * s + 0.01 * e for e in range(EPOCHS)]
+            root = make_run(tmp_path / f"{name}-s{s}", s, ["env.mode=genenv"], band, band, [20] * (EPOCHS + 1), mix)
+            paths.append(root)
+            labels.append(f"{root}={name}")
+    return paths, labels
+
+
+@pytest.mark.slow
+def test_labels_name_arms_and_differences_pair_by_seed(tmp_path):
+    paths, labels = _labelled(tmp_path, ["base", "better"])
+    out = tmp_path / "cmp" / "compare.html"
+    # one label per arm is enough: the other seed of an arm joins it by its settings... unless another label claims it
+    labels = [f"--label={x}" for x in labels]
+    result = CliRunner().invoke(app, ["compare", *map(str, paths), "--out", str(out), "--json", *labels])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert sorted(data["arms"]) == ["base", "better"] and data["baselines"] == {"better": "base"}
+    d = data["numbers"]["in-band"]["differences"]["better"]
+    assert d["paired"] == [True] * EPOCHS and d["n"] == [2] * EPOCHS
+    assert d["mean"] == pytest.approx([0.1] * EPOCHS) and d["low"] == pytest.approx([0.1] * EPOCHS)  # no spread
+    page = out.read_text()
+    assert "better − base" in page and '<td class="clear up">+10.0 [+10.0, +10.0]</td>' in page
+    # the baseline named explicitly, the other way round
+    result = CliRunner().invoke(app, ["compare", *map(str, paths), "--out", str(out), "--json", *labels,
+                                      "--baseline", "better"])
+    assert json.loads(result.stdout)["baselines"] == {"base": "better"}
+    # a label that names no arm, and one given to runs whose settings differ, are refused
+    bad = CliRunner().invoke(app, ["compare", *map(str, paths), "--out", str(out), *labels, "--baseline", "nope"])
+    assert bad.exit_code == 2 and "'nope', which is not an arm here" in bad.output
+    odd = make_run(tmp_path / "odd", 0, ["env.mode=frozen"], [0.1] * 3, [0.1] * 3, [20] * 4, [{}] * 3)
+    bad = CliRunner().invoke(app, ["compare", *map(str, paths), str(odd), "--out", str(out), *labels,
+                                   f"--label={odd}=base"])
+    assert bad.exit_code == 2 and "names runs whose settings differ" in bad.output and "env.mode" in bad.output
+    # equal settings under two labels with a run left unlabelled: which arm it joins is not guessed
+    bad = CliRunner().invoke(app, ["compare", *map(str, paths), "--out", str(out), labels[0], labels[2]])
+    assert bad.exit_code == 2 and "give it a --label too" in bad.output
+
+
+@pytest.mark.slow
+def test_more_than_three_arms_get_one_panel_each(tmp_path, monkeypatch):
+    """Six arms: every figure is small multiples with at most three bands a panel (each arm beside its baseline),
+    the differences one panel per compared arm, and the tables have epochs down and arms across."""
+    from genenv_cli.compare import build_compare
+    from genenv_cli.report import charts
+
+    drawn = []
+    real = charts.arm_grid
+
+    def spy(panels, *a, **kw):
+        drawn.append((kw.get("zero_line", False), [[arm.label for arm in p.arms] for p in panels]))
+        return real(panels, *a, **kw)
+
+    monkeypatch.setattr(charts, "arm_grid", spy)
+    names = ["frozen", "genenv", "genenv-var2", "frozen-var2", "kmin0.2", "lr1e-3"]
+    paths, labels = _labelled(tmp_path, names)
+    result = build_compare(paths, tmp_path / "cmp" / "compare.html", labels=labels,
+                           baselines=["frozen", "genenv-var2=frozen-var2"])
+    assert result["baselines"]["genenv-var2"] == "frozen-var2" and result["baselines"]["lr1e-3"] == "frozen"
+    assert len(drawn) == 8  # four claims, each its arms and its differences
+    for diff, panels in drawn:
+        assert all(len(p) <= 3 for p in panels)
+        assert len(panels) == (5 if diff else 6)
+    own = next(panels for diff, panels in drawn if not diff)
+    assert own[2] == ["genenv-var2", "baseline: frozen-var2"] and own[0] == ["frozen"]
+    page = Path(result["html"]).read_text()
+    section = re.search(r'<section id="in-band">.*?</section>', page, re.S).group(0)
+    header = re.findall(r"<tr><th class=\"row\">epoch</th>(.*?)</tr>", section)
+    assert len(header) == 2 and header[1].count("<th>") == 6 and "genenv-var2 − frozen-var2" in header[0]
+    assert section.count('<tr><th class="row">') == 2 * (EPOCHS + 1)  # two tables, one row an epoch
+
+
+def test_a_panel_never_overlays_more_than_three_bands():
+    from genenv_cli.report import charts
+
+    arms = [charts.Arm(str(i), [1], [0.1], [0.0], [0.2]) for i in range(4)]
+    with pytest.raises(ValueError, match="at most 3"):
+        charts.arm_grid([charts.Panel("too many", arms)], charts.Decor())
+
+
+def _browser() -> str | None:
+    import shutil
+
+    return next((b for b in ("chromium", "chromium-browser", "google-chrome", "chrome") if shutil.which(b)), None)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_browser() is None, reason="no headless browser here (Debian: apt-get install chromium)")
+def test_the_page_renders_in_a_real_browser(tmp_path):
+    """Chromium renders the six-arm page headless: the screenshot shows the charts (their colours, which no text or
+    table of the page uses), so the embedded PNGs decoded and the page laid out."""
+    import subprocess
+
+    import numpy as np
+    from matplotlib.image import imread
+
+    from genenv_cli.compare import build_compare
+    from genenv_cli.report.charts import PALETTE
+
+    paths, labels = _labelled(tmp_path, ["frozen", "genenv", "genenv-var2", "frozen-var2", "kmin0.2", "lr1e-3"])
+    result = build_compare(paths, tmp_path / "cmp" / "compare.html", labels=labels)
+    shot = tmp_path / "page.png"
+    done = subprocess.run([_browser(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                           "--window-size=1000,2400", f"--screenshot={shot}", Path(result["html"]).as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    assert shot.is_file(), done.stderr[-2000:]
+    pixels = imread(shot)[..., :3]
+    assert pixels.shape[:2] == (2400, 1000)
+    for colour in PALETTE[:2]:  # the first two arms' lines
+        rgb = np.array([int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5)])
+        assert (np.abs(pixels - rgb).max(axis=-1) < 0.03).sum() > 50, colour

@@ -35,6 +35,7 @@ COMMANDS: list[list[str]] = [
 SLOW_COMMANDS: list[list[str]] = [
     ["score", "--epoch", "1", "--force"], ["report", "--out", "OUT/report.html"],
     ["compare", "RUN", "--out", "OUT/compare.html"], ["run", "--epochs", "1"],
+    ["export", "--epoch", "1", "--out", "OUT/export", "--force"],
 ]
 
 

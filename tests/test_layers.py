@@ -32,14 +32,14 @@ FLOORS: list[tuple[str, list[str]]] = [
     ("basics", ["", "errors", "paths", "plaintext", "callparse", "curriculum", "watchdog", "memory_plan", "ui",
                 "registry", "safefiles", "jsonio", "domains.lengths", "reject_reasons"]),
     ("catalogues and config", ["stages", "domains", "evals", "config", "presets"]),
-    ("run directory", ["pools", "rundir", "contract", "staleness", "metrics", "summaries"]),
+    ("run directory", ["pools", "rundir", "contract", "staleness", "metrics", "summaries", "trackers", "trackers.*"]),
     ("benchmark suites", ["evals.*"]),
     ("domains", ["domains.*"]),
     ("models and machinery", ["models", "engines", "engines.*", "launch", "training", "training.*", "grading",
                               "taskfile", "checkpoints", "pruning"]),
     ("stages", ["stages.*"]),
     ("views", ["status", "views", "report", "report.*", "compare", "paper_table", "runner",
-               "create_run", "domain_views"]),
+               "create_run", "domain_views", "export"]),
     ("command line", ["cli", "errorpath", "__main__"]),
 ]
 

@@ -35,10 +35,10 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src" / "genenv_cli"
 OWNERS = {"rundir.py", "pools.py", "contract.py", "safefiles.py", "jsonio.py"}
 RUN_NAMES = {"evals", "report", "static", "epochs", "manifests", "pools", "logs", "metrics.json", "pruned.json",
-             "genenv.toml", ".lock"}
+             "genenv.toml", ".lock", "trackers"}
 RUN_PATH_METHODS = {"epoch_dir", "manifest_path", "manifests_dir", "checkpoint_dir", "metrics_path", "file",
                     "pool_dir", "pool_partition", "pool_partitions", "evals_root", "evals_dir", "logs_dir",
-                    "report_dir", "static_tasks", "config_path", "inputs", "outputs"}
+                    "report_dir", "static_tasks", "config_path", "inputs", "outputs", "trackers_dir"}
 RAW_CALLS = {"open", "read_regular", "open_regular", "read_record", "read_json"}
 RAW_QUALIFIED = {("os", "open"), ("io", "open"), ("json", "load"), ("tomllib", "load")}
 RAW_METHODS = {"read_text", "read_bytes", "write_text", "write_bytes", "open"}

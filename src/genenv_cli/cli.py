@@ -273,19 +273,50 @@ def report(run: RunOpt = None, sets: SetOpt = None,
 @app.command()
 def compare(runs: Annotated[list[Path], typer.Argument(help="Run directories; runs equal in all but run.seed form one arm.")],
             out: Annotated[Path, typer.Option("--out", help="HTML file to write; the PNG charts go beside it.")] = Path("compare/compare.html"),
+            label: Annotated[list[str] | None, typer.Option(
+                "--label", help="RUN=NAME: the name of RUN's arm (one run of an arm names it; runs given different "
+                                "names are different arms). Repeatable.", show_default=False)] = None,
+            baseline: Annotated[list[str] | None, typer.Option(
+                "--baseline", help="NAME: the arm every other arm is compared with; ARM=NAME: one arm's baseline. "
+                                   "Repeatable. Default: the first arm.", show_default=False)] = None,
             as_json: Annotated[bool, typer.Option("--json", help="Print the paths, arms, flags and numbers as JSON.")] = False) -> None:
-    """Overlay several runs on one offline HTML page: arms with a 95% band across seeds (in-band share, shape mix,
-    informative groups, held-out success against rollouts consumed)."""
+    """Several runs on one offline HTML page: per claim (in-band share, informative groups, held-out success) each
+    arm minus its baseline with a 95% interval across seeds, then each arm's own curves, the shape mix, and tables."""
     from genenv_cli.compare import build_compare
 
     with reported():
-        result = build_compare(runs, out)
+        result = build_compare(runs, out, labels=label, baselines=baseline)
         if as_json:
             typer.echo(json.dumps(result, indent=2, default=str))
             return
         typer.echo(f"wrote {result['html']}: {len(result['arms'])} arm(s), {sum(map(len, result['arms'].values()))} run(s)")
         for flag in result["flags"]:
             typer.echo(f"warning: {flag}", err=True)
+
+
+@app.command()
+def export(epoch: Annotated[int, typer.Option("--epoch", min=1, max=EPOCH_MAX, help="The epoch whose checkpoint to export.")],
+           out: Annotated[Path, typer.Option("--out", help="The folder to write (a transformers model folder).")],
+           model: Annotated[str, typer.Option("--model", help="agent or env: which checkpoint.")] = "agent",
+           merge: Annotated[bool, typer.Option("--merge/--no-merge", help="Merge a LoRA adapter into the base weights "
+                                               "(a standalone model), or export the adapter with its base named.")] = True,
+           dtype: Annotated[str, typer.Option("--dtype", help="Dtype of the saved weights: float32 (training's), "
+                                              "bfloat16 or float16.")] = "float32",
+           force: Annotated[bool, typer.Option("--force", help="Replace --out if it exists.")] = False,
+           run: RunOpt = None, sets: SetOpt = None) -> None:
+    """A trained checkpoint as a standard transformers model folder: the weights (LoRA merged, or the adapter with
+    its base named portably), the tokenizer and chat template, the run's sampling as generation_config.json, and
+    a model card. Loads with AutoModelForCausalLM and `vllm serve`."""
+    from genenv_cli.export import export_checkpoint
+
+    with reported() as where:
+        run_dir, cfg = _open(run, sets, where)
+        result = export_checkpoint(run_dir, cfg, epoch, model, out, merge=merge, dtype=dtype, force=force)
+        for note in result["notes"]:
+            typer.echo(f"note: {note}", err=True)
+        typer.echo(f"wrote {result['out']}: epoch {epoch}'s {model} "
+                   f"({'merged' if result['merged'] else 'adapter on ' + result['base']}, {result['dtype']}); "
+                   f"{len(result['files'])} files")
 
 
 @app.command()

@@ -28,6 +28,7 @@ CONFIG_NAME = "genenv.toml"
 MIXED = "mixed"  # run.domain of a run that trains on several domains (their shares are run.domains)
 SHARE_TOLERANCE = 1e-6  # how far the shares of run.domains may sum from 1
 VLLM_MIN_TEMPERATURE = 0.01  # vLLM's SamplingParams raise any temperature in (0, 0.01) to this
+TRACKERS = ("tensorboard", "wandb", "trackio")  # run.report_to's choices, each an extra (trackers/)
 
 
 def _late_default(section: str, key: str, value: Any) -> bool:
@@ -77,6 +78,11 @@ class RunConfig:
                                "adapters (tens of MB) are always kept.", min=0, max=100_000)
     keep_checkpoints_every: int = _f(5, "With keep_checkpoints > 0: also keep the checkpoints of every M-th epoch "
                                      "(0: none besides the last N).", min=0, max=100_000)
+    report_to: list[str] = _f([], "Trackers that receive the run's curves as its stages finish, each an extra to "
+                              "install (pip install 'genenv-cli[NAME]'): tensorboard (event files in RUN/trackers/"
+                              "tensorboard: tensorboard --logdir RUN/trackers/tensorboard), wandb, trackio. E.g. "
+                              "[\"tensorboard\"]; empty: none.")
+    tracker_project: str = _f("genenv", "The W&B / trackio project the run's tracker run goes to.")
 
     @property
     def mixed(self) -> bool:
@@ -396,6 +402,7 @@ def config_from_dict(data: dict[str, Any], where: str) -> Config:
             setattr(getattr(cfg, section), key, _check_value(section, key, value, where))
     _apply_domain_defaults(cfg, data)
     _check_cross(cfg, where)
+    _check_trackers(cfg, where)
     _check_domains(cfg, where)
     _check_sampling(cfg, where)
     return cfg
@@ -452,6 +459,17 @@ def _check_domains(cfg: Config, where: str) -> None:
         if not rel:
             raise ConfigError(f"{where}: `run.domain_seeds.{name}` is empty; name the seed file or leave the domain "
                               f"out to use its built-in seeds.")
+
+
+def _check_trackers(cfg: Config, where: str) -> None:
+    for name in cfg.run.report_to:
+        if name not in TRACKERS:
+            raise ConfigError(f"{where}: `run.report_to` names {quoted(name)}.{_suggest(name, list(TRACKERS))} "
+                              f"Trackers: {', '.join(TRACKERS)}.")
+    if len(set(cfg.run.report_to)) < len(cfg.run.report_to):
+        raise ConfigError(f"{where}: `run.report_to` names a tracker twice ({', '.join(cfg.run.report_to)}).")
+    if not cfg.run.tracker_project.strip():
+        raise ConfigError(f"{where}: `run.tracker_project` is empty; name the W&B / trackio project (default genenv).")
 
 
 def _check_cross(cfg: Config, where: str) -> None:

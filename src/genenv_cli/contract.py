@@ -302,7 +302,11 @@ def execute(run: RunDir, cfg: Config, stage: str, epoch: int, build_plan: Callab
     """Run one stage under the contract. `build_plan` is called under the epoch's lock, so a second writer
     fails on the lock before it looks at any input. `derived` gives the files computed from the epoch's
     manifests (metrics.json): they are committed with the outputs, and rewritten by a no-op run when they no
-    longer match."""
+    longer match. The trackers of `run.report_to` are checked first (one not installed stops the stage before any
+    work) and, once the stage is committed or found up to date, sent the points they lack (trackers/)."""
+    from genenv_cli import trackers
+
+    trackers.check_installed(cfg, f"`{stage} --epoch {epoch}`")
     if process_rank() != 0:  # other ranks of a distributed update: no lock, nothing written but by rank 0
         return _execute(run, cfg, build_plan(), body, force=force, is_main=False, derived=None)
     shared = shard_of(stage) is not None
@@ -310,8 +314,11 @@ def execute(run: RunDir, cfg: Config, stage: str, epoch: int, build_plan: Callab
         if lock.crashed:
             _report_crashed(run, lock.crashed)
         # rollout shards run side by side and add no numbers: they leave the derived files to the other stages
-        return _execute(run, cfg, build_plan(), body, force=force, is_main=True,
-                        derived=None if shared else derived)
+        result = _execute(run, cfg, build_plan(), body, force=force, is_main=True,
+                          derived=None if shared else derived)
+        if not shared:
+            trackers.publish(run, cfg)
+        return result
 
 
 def _execute(run: RunDir, cfg: Config, plan: StagePlan, body: Callable[[Staging], None], *, force: bool,

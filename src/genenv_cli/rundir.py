@@ -50,6 +50,7 @@ from genenv_cli.safefiles import (
 POOLS = ("agent_train", "env_sft", "env_gen")
 # the run's folders outside its epochs, named here only
 EVALS, REPORT, STATIC = "evals", "report", "static"
+TRACKERS = "trackers"
 EPOCH_MAX = 99_999  # epochs are folder names (`epochs/0003`): a bound keeps them names, not numbers too big to use
 _PARTITION = re.compile(r"^epoch=(\d{4,})\.parquet$")
 _SHARD = re.compile(r"\.shard-(\d{1,6})-of-(\d{1,6})$")
@@ -149,6 +150,10 @@ class RunDir:
 
     def evals_dir(self, bench: str) -> Path:
         return self.evals_root / bench
+
+    def trackers_dir(self) -> Path:
+        """What `run.report_to`'s trackers keep in the run (genenv_cli/trackers): event files, W&B's folder, records."""
+        return self.root / TRACKERS
 
     def logs_dir(self) -> Path:
         return self.root / "logs"

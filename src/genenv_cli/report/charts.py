@@ -20,7 +20,7 @@ WIDTH = 8.0                 # inches; the HTML shows the images at up to 880 px
 
 BLUE, PURPLE, GREEN, RED, ORANGE, GREY, TEAL = ("#1f6feb", "#8250df", "#2da44e", "#cf222e", "#d4760a",
                                                 "#8c959f", "#0f8a8a")
-PALETTE = [BLUE, ORANGE, PURPLE, TEAL, RED, "#6e7781", "#bf3989", "#4d7c0f"]
+PALETTE = [BLUE, ORANGE, PURPLE, TEAL, RED, "#9a6700", "#bf3989", "#4d7c0f"]  # no grey: a baseline is grey
 SEED_COLOR, ENV_COLOR = "#b6bec8", BLUE
 
 STYLE = {
@@ -260,52 +260,71 @@ class Arm:
     color: str = BLUE
 
 
-@styled
-def arm_panels(items: list[tuple[str, list[Arm], Decor]], xlabel: str = "epoch", height: float = 3.0,
-               title: str = "") -> bytes:
-    """Side-by-side panels overlaying arms: each arm's mean as a line, its interval across seeds shaded."""
-    from matplotlib.ticker import PercentFormatter
+MAX_BANDS = 3  # arms one panel overlays; with more, one panel per arm (small multiples)
 
-    fig, axes = _figure(1, len(items), height=height)
-    for ax, (sub, arms, decor) in zip(axes[0], items, strict=True):
-        if decor.band is not None:
-            ax.axhspan(*decor.band, color=GREEN, alpha=0.08, lw=0, label=f"band [{decor.band[0]:g}, {decor.band[1]:g}]")
+
+@dataclass
+class Panel:
+    """One panel of small multiples: a title and the arms it overlays (at most MAX_BANDS)."""
+    title: str
+    arms: list[Arm]
+
+
+@styled
+def arm_grid(panels: list[Panel], decor: Decor, xlabel: str = "epoch", zero_line: bool = False,
+             ncols: int = 3) -> bytes:
+    """Small multiples in rows of up to `ncols`, one y scale for all (so panels compare at a glance): each panel
+    overlays its arms, a mean line and its interval shaded, and never more than MAX_BANDS of them. `zero_line`
+    draws y = 0 in every panel (for differences: an interval that crosses it is no difference)."""
+    from matplotlib.ticker import FuncFormatter, PercentFormatter
+
+    if any(len(p.arms) > MAX_BANDS for p in panels):
+        raise ValueError(f"a panel overlays at most {MAX_BANDS} arms")
+    import textwrap
+
+    n = max(len(panels), 1)
+    ncols = min(n, ncols)
+    nrows = math.ceil(n / ncols)
+    single = n == 1
+    fig, axes = _figure(nrows, ncols, height=(3.1 if single else 0.5 + 2.5 * nrows), sharey=True)
+    flat = [ax for row in axes for ax in row]
+    finite: list[float] = []
+    for ax, panel in zip(flat, panels, strict=False):
+        if zero_line:
+            ax.axhline(0.0, color="#24292f", linewidth=1.0, zorder=2, label="_zero")
         any_value = False
-        for arm in arms:
+        for arm in panel.arms:
             ys = [_nan(v) for v in arm.mean]
             lo, hi = [_nan(v) for v in arm.low], [_nan(v) for v in arm.high]
+            finite += [v for v in ys + lo + hi if math.isfinite(v)]
             any_value |= any(math.isfinite(y) for y in ys)
-            ax.fill_between(arm.x, lo, hi, color=arm.color, alpha=0.18, lw=0)
-            ax.plot(arm.x, ys, color=arm.color, marker="o", markersize=4, linewidth=1.8, label=arm.label)
-        if decor.percent:
-            ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0, decimals=0))
-        if decor.ylim is not None:
-            ax.set_ylim(*decor.ylim)
-        ax.set_ylabel(decor.ylabel)
-        xs = [x for arm in arms for x in arm.x]
+            ax.fill_between(arm.x, lo, hi, color=arm.color, alpha=0.2, lw=0, zorder=1)
+            ax.plot(arm.x, ys, color=arm.color, marker="o", markersize=3.5, linewidth=1.7, label=arm.label, zorder=3)
+        xs = [x for arm in panel.arms for x in arm.x]
         if xlabel == "epoch":
             _int_xaxis(ax, xs)
         else:
             ax.set_xlabel(xlabel)
         if not any_value:
             _no_data(ax, "none of these runs records it")
-        ax.set_title(sub, loc="left")
-    _arm_legend(fig, axes[0])
-    if title:
-        fig.suptitle(title, x=0.01, ha="left")
+        ax.set_title(textwrap.fill(panel.title, 46 if single else 34), loc="left", fontsize=9)
+        if decor.percent and zero_line:  # a difference of shares, in percentage points
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{100 * v:+.0f}" if v else "0"))
+        elif decor.percent:
+            ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0, decimals=0))
+        if len(panel.arms) > 1:
+            ax.legend(loc="best", fontsize=7)
+    for ax in flat[len(panels):]:
+        ax.set_visible(False)
+    for i, ax in enumerate(flat[:len(panels)]):
+        if i % ncols == 0:
+            ax.set_ylabel(decor.ylabel)
+    if decor.ylim is not None:
+        flat[0].set_ylim(*decor.ylim)
+    elif zero_line and finite:  # differences: symmetric about zero, so the sign reads at a glance
+        top = max(abs(v) for v in finite) * 1.08 or 1.0
+        flat[0].set_ylim(-top, top)
     return _png(fig)
-
-
-def _arm_legend(fig: Any, axes: Any) -> None:
-    """Up to three entries: a legend in each panel where it fits best. More (a page of headline arms and
-    departures): one legend under the panels, where it hides no line."""
-    entries = _legend_entries(axes)
-    if len(entries) <= 3:
-        for ax in axes:
-            _legend_if_several(ax, loc="best")
-    else:
-        columns = 2 if max(len(label) for label in entries) > 30 else 3  # arm names with their settings are long
-        fig.legend(list(entries.values()), list(entries), loc="outside lower center", ncols=columns)
 
 
 def _legend_entries(axes: Any) -> dict[str, Any]:

@@ -120,6 +120,10 @@ def evaluate(run: RunDir | None, cfg: Config, bench_name: str, *, epoch: int | N
     if label is not None and not LABEL.fullmatch(label):
         raise ConfigError(f"--label {label[:60]!r}: use 1 to 40 letters, digits, '.', '_' or '-' (it becomes part of "
                           f"the result's file name).")
+    if run is not None and export is None:
+        from genenv_cli import trackers
+
+        trackers.check_installed(cfg, "`evaluate`")
     if sum(x is not None for x in (epoch, model, predictions)) > 1:
         raise ConfigError("give at most one of --epoch, --model and --predictions.")
     bench: Benchmark = get_benchmark(bench_name)
@@ -206,6 +210,10 @@ def evaluate(run: RunDir | None, cfg: Config, bench_name: str, *, epoch: int | N
     replace_into_place(tmp, samples_path)
     write_json_atomic(result_path, result)
     result["path"] = str(result_path)
+    if run is not None and out_dir is None:
+        from genenv_cli import trackers
+
+        trackers.publish(run, cfg, ui)
     return result
 
 

@@ -1,0 +1,123 @@
+"""Sending the run's points to each tracker it names, under one lock, once per point (`trackers/__init__.py` says
+what each tracker keeps). Everything genenv writes for the trackers lives in `RUN/trackers/`: the run's identity
+(`run.json`), what was sent to an append-only tracker (`<name>.json`), TensorBoard's event files, W&B's folder."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import secrets
+import sys
+from pathlib import Path
+from typing import Any
+
+from genenv_cli.config import Config
+from genenv_cli.errors import GenenvError, InputError
+from genenv_cli.rundir import RunDir, json_bytes, writable, write_bytes_atomic
+from genenv_cli.safefiles import read_regular, refuse_links_below
+
+
+def sync(run: RunDir, cfg: Config, ui: Any = None) -> dict[str, Any]:
+    folder = run.trackers_dir()
+    try:
+        refuse_links_below(run.root, folder / "x", "the trackers' files")
+    except InputError as exc:
+        return _warn(ui, f"the trackers were not updated: {exc}")
+    if not writable(folder):
+        return _warn(ui, f"the trackers were not updated: {run.root} is read-only")
+    from genenv_cli.trackers.figures import run_points
+
+    got: dict[str, Any] = {}
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with _locked(folder):
+            ident = _identity(folder, run)
+            points = run_points(run, cfg)
+            for name in cfg.run.report_to:
+                try:
+                    got[name] = _send(name, folder, ident, points, cfg)
+                except Exception as exc:  # noqa: BLE001 - a tracker's failure must not fail a committed stage
+                    _warn(ui, f"{name}: the run's points were not all sent ({type(exc).__name__}: "
+                              f"{str(exc)[:300]}); the next stage or evaluation sends what is missing")
+                    got[name] = {"error": str(exc)[:300]}
+    except (OSError, GenenvError) as exc:
+        return _warn(ui, f"the trackers were not updated: {exc}")
+    skipped = {n: g["skipped"] for n, g in got.items() if g.get("skipped")}
+    for name, n in skipped.items():
+        _warn(ui, f"{name} keeps the first value logged at a step: {n} point(s) of a rerun stage, at steps it already "
+                  f"holds, were not sent again")
+    return got
+
+
+def _send(name: str, folder: Path, ident: dict[str, str], points: list[Any], cfg: Config) -> dict[str, Any]:
+    # the trackers' clients print to stdout; a stage's stdout is its summary line (`--json` is parsed by scripts)
+    with contextlib.redirect_stdout(sys.stderr):
+        if name == "tensorboard":
+            from genenv_cli.trackers.tensorboard_files import write_event_files
+
+            return write_event_files(folder / "tensorboard", points)
+        ledger_path = folder / f"{name}.json"
+        ledger = _read_json(ledger_path)
+        sent = ledger.get("sent") if isinstance(ledger.get("sent"), dict) else {}
+        fresh = [p for p in points if p.key not in sent]
+        changed = sum(1 for p in points if p.key in sent and sent[p.key] != _value_id(p))
+        if fresh:
+            if name == "wandb":
+                from genenv_cli.trackers.wandb_run import log_points
+            else:
+                from genenv_cli.trackers.trackio_run import log_points
+            log_points(folder, ident, fresh, cfg)
+            ledger["sent"] = {**sent, **{p.key: _value_id(p) for p in fresh}}
+            write_bytes_atomic(ledger_path, json_bytes(ledger))
+        return {"sent": len(fresh), "skipped": changed}
+
+
+def _value_id(point: Any) -> str:
+    """A point's value as the ledger records it (a histogram by its count and sum)."""
+    if point.histogram:
+        return f"hist:{len(point.value)}:{sum(point.value):.9g}"
+    return f"{point.value:.9g}"
+
+
+def _identity(folder: Path, run: RunDir) -> dict[str, str]:
+    """The tracker run of this genenv run: made once, kept in trackers/run.json (W&B's id, trackio's run name)."""
+    path = folder / "run.json"
+    ident = _read_json(path)
+    if not ident.get("id"):
+        ident = {"id": secrets.token_hex(6), "name": f"{run.root.name}-{secrets.token_hex(3)}"}
+        write_bytes_atomic(path, json_bytes(ident))
+    return ident
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(read_regular(path, follow=False).decode("utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (ValueError, OSError) as exc:
+        raise InputError(f"{path}: not the JSON genenv writes there ({str(exc)[:120]}); remove it and rerun (the "
+                         f"trackers' points are sent again as needed).") from None
+    return data if isinstance(data, dict) else {}
+
+
+@contextlib.contextmanager
+def _locked(folder: Path):
+    """One sender at a time per run (stages of two epochs, or an evaluation beside a stage)."""
+    path = folder / ".send.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _warn(ui: Any, text: str) -> dict[str, Any]:
+    if ui is not None:
+        ui.warn(text)
+    else:
+        print(f"warning: {text}", file=sys.stderr)
+    return {"warning": text}
+
