@@ -3,6 +3,7 @@
     python -m benchmarks.speed.env_only_profile --label after                          # this checkout
     python -m benchmarks.speed.env_only_profile --label before --code ../old/src      # another checkout's src/
     python -m benchmarks.speed.env_only_profile --arm env-only-grpo --label grpo
+    python -m benchmarks.speed.env_only_profile --label replay --replay RUN --epoch 5 --codes before=../old/src after=src
 
 The run is the environment-only experiment's (experiments/env_only.py: the curriculum experiment's settings, the agent
 never trained), seed 1, on the embedded model, for --epochs epochs. Every stage runs as its own process, as `genenv
@@ -12,6 +13,10 @@ process used (user + system: with one thread, what the stage computed, which a b
 the wall time) and the seconds its manifest records; the load average before each epoch. An epoch's later stages
 grow with it where an update reads every earlier epoch (`env_update.window = 0` under rwr), so the profile covers
 several. Writes results/epoch_profile/env_only-<label>.json.
+
+Two checkouts sample different tasks once their sampling differs, so their updates train on different data; `--replay
+RUN --epoch E` compares the updates on the same data: a copy of a finished run's folder per checkout (`--codes
+NAME=SRC ...`), `update-env --epoch E --force` in each, its CPU and wall seconds and what it trained on.
 """
 
 from __future__ import annotations
@@ -47,6 +52,31 @@ def stage_process(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+def replay(run: Path, epoch: int, codes: dict[str, Path], label: str) -> None:
+    """update-env of `epoch` redone by each checkout on its own copy of `run`: the same data for every one."""
+    import shutil
+
+    from benchmarks.record import git_commit
+    from benchmarks.speed.common import write_result
+
+    figures: dict[str, Any] = {}
+    for name, code in codes.items():
+        with tempfile.TemporaryDirectory(prefix="env-only-replay-") as tmp:
+            copy = Path(tmp) / "run"
+            shutil.copytree(run, copy, symlinks=True)
+            env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(code.resolve())}
+            load = round(os.getloadavg()[0], 2)
+            wall, cpu = stage_process([sys.executable, "-m", "genenv_cli", "update-env", "--run", str(copy), "--epoch",
+                                       str(epoch), "--force", "--quiet"], env)
+            manifest = json.loads((copy / "epochs" / f"{epoch:04d}" / "manifests" / "update-env.json").read_text())
+        figures[name] = {"code_commit": git_commit(code.resolve().parent), "wall_s": round(wall, 1),
+                         "cpu_s": round(cpu, 1), "manifest_s": round(manifest["seconds"], 1), "load_average": load,
+                         "counts": {k: v for k, v in manifest.get("counts", {}).items() if isinstance(v, int | str)}}
+        print(name, json.dumps(figures[name]), flush=True)
+    write_result("epoch_profile", f"env_only-{label}", figures, settings={"run": str(run), "epoch": epoch,
+                                                                          "threads": 1})
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--label", required=True)
@@ -55,7 +85,13 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--work", type=Path, default=None, help="where the run goes (default: a temporary folder)")
+    ap.add_argument("--replay", type=Path, default=None, help="a finished run: redo one epoch's update-env instead")
+    ap.add_argument("--epoch", type=int, default=None, help="with --replay: the epoch")
+    ap.add_argument("--codes", nargs="+", default=[], help="with --replay: NAME=SRC of each checkout")
     args = ap.parse_args()
+    if args.replay is not None:
+        replay(args.replay, args.epoch, {k: Path(v) for k, v in (c.split("=", 1) for c in args.codes)}, args.label)
+        return
 
     from benchmarks.record import git_commit
     from benchmarks.speed.common import write_result
