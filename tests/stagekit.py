@@ -81,3 +81,12 @@ def env_pool(run: RunDir, epoch: int, r_envs: list[float], kept: list[bool]) -> 
                      "weight": math.exp(r), "kept": k, "env_model": "base"})
     fake_stage(run, epoch, "score", {"env_sft": (run.pool_partition("env_sft", epoch),
                                                  lambda p: write_parquet(frame(rows, "env_sft"), p, "env_sft"))})
+
+
+def set_keep_checkpoints(root: Path, n: int, every: int = 0) -> None:
+    """Rewrite a run's run.keep_checkpoints and run.keep_checkpoints_every (no stage's config digest reads them)."""
+    import re
+
+    path = root / "genenv.toml"
+    text = re.sub(r"(?m)^keep_checkpoints = \d+$", f"keep_checkpoints = {n}", path.read_text())
+    path.write_text(re.sub(r"(?m)^keep_checkpoints_every = \d+$", f"keep_checkpoints_every = {every}", text))
