@@ -193,3 +193,18 @@ def test_a_kill_inside_the_delete_leaves_the_run_done_and_the_next_pruning_finis
     assert {p: p.read_bytes() for p in root.glob("epochs/*/manifests/*.json")} == manifests
     assert not half.exists() and not (run.epoch_dir(1) / "env").exists()
     assert (run.epoch_dir(2) / "agent").is_dir() and set(states(root).values()) == {"done"}
+
+
+def test_pruning_hands_a_crashed_stages_record_on_to_the_next_stage(two_full_epochs, tmp_path):
+    """Pruning takes the epoch's lock but is no stage: a killed stage's record it finds there stays, so the next
+    stage of that epoch still warns that the previous one did not finish."""
+    root = tmp_path / "run"
+    shutil.copytree(two_full_epochs, root)
+    set_keep_checkpoints(root, 1)
+    crashed = json.dumps({"stage": "evaluate-like", "pid": 4_000_000, "host": "h", "since": "then"})
+    (root / "epochs/0001/.lock").write_text(crashed)
+    run = RunDir(root)
+    assert prune(run, run.load_config()) == ["epochs/0001/agent", "epochs/0001/env"]
+    assert (root / "epochs/0001/.lock").read_text() == crashed
+    assert (root / "epochs/0002/.lock").read_text() == ""
+    assert "deleted epochs/0001/agent (run.keep_checkpoints = 1" in (root / "logs/prune.log").read_text()

@@ -72,7 +72,8 @@ class RunConfig:
                            "checkpoint, the gather before it) before torch.distributed gives up; raise it for a slow "
                            "shared filesystem.", min=60, max=604_800)
     keep_checkpoints: int = _f(1, "Full-weight checkpoints (agent and environment) kept: the last N epochs plus every "
-                               "keep_checkpoints_every-th; older ones are deleted once the next epoch is complete. "
+                               "keep_checkpoints_every-th; older ones are deleted once the next epoch is done (every "
+                               "stage complete and up to date). "
                                "0 keeps all. The defaults (1 and 5) keep a 10-epoch 7B full fine-tune under 200 GB (docs/gpus.md). LoRA "
                                "adapters (tens of MB) are always kept.", min=0, max=100_000)
     keep_checkpoints_every: int = _f(5, "With keep_checkpoints > 0: also keep the checkpoints of every M-th epoch "

@@ -32,6 +32,7 @@ from genenv_cli.rundir import (
     PRUNED,
     EpochLock,
     RunDir,
+    dead_leftovers,
     read_pruned,
     shard_of,
     shard_stage,
@@ -123,10 +124,13 @@ def prune(run: RunDir, cfg: Config) -> list[str]:
     deleted: list[str] = []
     log = UI(quiet=True, log_path=run.logs_dir() / "prune.log", root=run.root)
     for e in epochs:
-        if keep(cfg, e, newest) or not _to_delete(run, e) or not is_done(e + 1):
+        record = run.epoch_dir(e) / PRUNED
+        if keep(cfg, e, newest) or not (_to_delete(run, e) or dead_leftovers(record)) or not is_done(e + 1):
             continue
         try:
-            with EpochLock(run, e + 1, "prune"), EpochLock(run, e, "prune"):
+            with EpochLock(run, e + 1, "prune", hand_on=True), EpochLock(run, e, "prune", hand_on=True):
+                for leftover in dead_leftovers(record):  # a pruning killed while it wrote its record
+                    remove_entry(leftover)
                 if not epoch_done(run, cfg, e + 1):  # changed before the locks were taken
                     continue
                 deleted += _delete(run, cfg, e, log)

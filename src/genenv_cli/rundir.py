@@ -662,6 +662,13 @@ def _still_current(intent: dict[str, Any], manifest: Path) -> bool:
     return not (isinstance(theirs, str) and isinstance(ours, str) and theirs > ours)
 
 
+def dead_leftovers(final: Path) -> list[Path]:
+    """The temporary and old copies of `final` (`.NAME.tmp-ID`, `.NAME.old-ID`) whose writer is gone: for a file
+    written whole by `write_bytes_atomic` (pruned.json), where an old copy is never the only one."""
+    return [p for pid in sorted(_leftover_ids(final)) if not writers.alive(pid)
+            for p in (tmp_name(final, pid), old_name(final, pid)) if os.path.lexists(p)]
+
+
 def _leftover_ids(final: Path) -> set[int]:
     """Writer ids of `.NAME.tmp-ID` and `.NAME.old-ID` beside `final`."""
     prefix = f".{final.name}."
@@ -763,15 +770,19 @@ class EpochLock:
 
     On read-only storage the lock file is opened read-only (flock still works) or, if it does not exist, not
     taken at all: nothing can be written there anyway, and a no-op rerun must still be able to say so. An
-    epoch folder that the lock created and nothing else filled is removed again on exit."""
+    epoch folder that the lock created and nothing else filled is removed again on exit.
 
-    def __init__(self, run: RunDir, epoch: int, stage: str, shared: bool = False):
+    `hand_on=True` is for a holder that is no stage (pruning): a crashed holder's record it finds is written back
+    on exit, so the epoch's next stage still reports the crash."""
+
+    def __init__(self, run: RunDir, epoch: int, stage: str, shared: bool = False, hand_on: bool = False):
         self.root = run.root
         self.path = run.epoch_dir(epoch) / ".lock"
         self.own = self.path.with_name(f".lock.{stage}") if shared else None
         self.epoch = epoch
         self.stage = stage
         self.shared = shared
+        self.hand_on = hand_on
         self.crashed: dict[str, Any] | None = None
         self._fhs: list = []
         self._created_folder = False
@@ -885,6 +896,9 @@ class EpochLock:
             if record:
                 fh.seek(0)
                 fh.truncate()
+                if self.hand_on and self.crashed:
+                    fh.write(json.dumps(self.crashed))
+                    fh.flush()
             if (empty and fh is self._fhs[0][0]) or fh is own:
                 with contextlib.suppress(OSError):
                     os.unlink(self.path if fh is not own else self.own)
