@@ -1,14 +1,15 @@
 """Every CLI command on a corpus of hostile run directories, the way an unknown probe would try them.
 
-Each case damages a fresh copy of one finished tiny run (links out of the run, devices, files where folders
-belong, leftovers of killed writers, stale derived files, damaged records); then every command runs on it in
-turn. For each command:
+Each case damages a fresh copy of one finished tiny run (links out of the run, hard links to files outside it,
+devices, files where folders belong, leftovers of killed writers, an intent a later commit superseded, stale
+derived files, damaged records); then every command runs on it in turn. For each command:
 
 - the exit status is 0, 2 (bad input, named) or 3 (a held lock), never 1, and no Python traceback is printed;
 - a file outside the run that a link points to is never changed, and a dangling link's target never created;
 - a command that fails changes no file of the run (logs and lock files aside);
 - a command that succeeds changes only what a stage owns (its outputs, manifests, metrics.json) or what the case
-  declares it may repair.
+  declares it may repair;
+- what the case checks afterwards holds (the committed outputs of a superseded intent's stage are kept).
 """
 
 from __future__ import annotations
@@ -170,6 +171,13 @@ def _hard_link_out(rel: str) -> Callable[[Path, Path], None]:
     return damage
 
 
+def _hard_linked_from_outside(rel: str) -> Callable[[Path, Path], None]:
+    """Give RUN/rel (as the run wrote it) a second name outside the run: rewriting the output must leave that one."""
+    def damage(run: Path, outside: Path) -> None:
+        os.link(run / rel, outside / Path(rel).name)
+    return damage
+
+
 def _leftovers_out_of_range(run: Path, outside: Path) -> None:
     """Names of killed writers whose PID suffix no kernel hands out (os.kill raised OverflowError on them)."""
     (run / E1 / ".scores.parquet.tmp-9999999999").write_text("junk")
@@ -239,6 +247,8 @@ CASES = [
     Case("logs-folder-link", _link_out("logs")),
     Case("lock-hard-link", _hard_link_out("epochs/0001/.lock")),
     Case("log-hard-link", _hard_link_out("logs/score.log")),
+    Case("output-hard-linked-outside", _hard_linked_from_outside("epochs/0001/scores.parquet")),
+    Case("metrics-hard-linked-outside", _hard_linked_from_outside("epochs/0001/metrics.json")),
     Case("leftovers-pid-out-of-range", _leftovers_out_of_range,
          may_change=("epochs/0001/.scores.parquet.tmp-9999999999", "epochs/0001/manifests/.score.json.tmp-2147483648",
                      "epochs/0001/.rollouts.parquet.old-0")),

@@ -322,19 +322,20 @@ def checkpoint_gone(run: RunDir, cfg: Config, folder: Path, needed_by: str) -> I
     epoch, role = _checkpoint_of(run, folder) or (0, folder.name)
     stage = CHECKPOINT_STAGES.get(role, "update-agent")
     rel = run.rel(folder)
+    base = " Or evaluate the base model explicitly with `--epoch 0`." if needed_by.startswith("evaluate") else ""
     if role in CHECKPOINT_STAGES and _pruned_now(run, epoch, role) is not None:
         n, m = cfg.run.keep_checkpoints, cfg.run.keep_checkpoints_every
         return InputError(
-            f"{rel}: epoch {epoch}'s {role} checkpoint was pruned by run.keep_checkpoints (= {n}, keeping the last "
-            f"{n} epochs' full checkpoints{f' and every {m}-th' if m else ''}) once epoch {epoch + 1} was done; "
+            f"{rel}: epoch {epoch}'s {role} checkpoint was pruned by run.keep_checkpoints (= {n}"
+            f"{f', with run.keep_checkpoints_every = {m}' if m else ''}) once epoch {epoch + 1} was done; "
             f"{run.rel(run.epoch_dir(epoch) / 'pruned.json')} records it. `{needed_by}` needs it. Recreate it with "
             f"`genenv {stage} --epoch {epoch} --force` (it trains again on the same data; the stages of epoch "
             f"{epoch + 1} become stale and `genenv run` redoes them), and to keep checkpoints from now on, raise "
-            f"run.keep_checkpoints or run.keep_checkpoints_every in genenv.toml (0 keeps every checkpoint).")
+            f"run.keep_checkpoints or run.keep_checkpoints_every in genenv.toml (0 keeps every checkpoint).{base}")
     return InputError(f"{rel}: epoch {epoch}'s {role} checkpoint folder is missing, though `{stage}` of epoch "
                       f"{epoch} completed ({run.rel(run.manifest_path(epoch, stage))} is there), and `{needed_by}` "
                       f"needs it; a kill or a hand removed it. Recreate it with `genenv {stage} --epoch {epoch} "
-                      f"--force`.")
+                      f"--force`.{base}")
 
 
 def require_models(run: RunDir, cfg: Config, plan: StagePlan) -> None:
