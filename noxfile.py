@@ -42,8 +42,8 @@ def tests(session: nox.Session) -> None:
 def kills(session: nox.Session) -> None:
     """The fault harness without its bound: a whole two-epoch `genenv run` (keep_checkpoints = 1) killed at every one
     of its file-system operations, then rerun and compared with a clean run (tests/test_run_kills.py; the slow
-    tier kills at about 16 of them), and every stage and pruning killed at each of theirs (tests/test_faults.py).
-    About 20 minutes on 2 quiet cores."""
+    tier kills at 16 of them), and every stage and pruning killed at each of theirs (tests/test_faults.py). The
+    whole-run test alone: 340 kill points, 39 minutes on 2 cores shared with other jobs (load about 12)."""
     install(session, "test")
     session.run("pytest", "-q", "-s", "-p", "no:cacheprovider", "tests/test_run_kills.py", "tests/test_faults.py",
                 *session.posargs, env={"GENENV_KILL_EVERY": "1"})

@@ -63,7 +63,7 @@ def alive(pid: int, recorded: dict[str, Any] | None = None) -> bool:
     that started at another time than the one recorded (the PID was reused), or no process with it at all."""
     if isinstance(pid, bool) or not isinstance(pid, int) or not 0 < pid < PID_LIMIT:
         return False
-    if isinstance(recorded, dict):
+    if isinstance(recorded, dict) and recorded.get("pid") == pid:  # a record of another PID is not this writer's
         if recorded.get("host") not in (None, os.uname().nodename):
             return False
         if recorded.get("boot") and boot_id() and recorded.get("boot") != boot_id():
