@@ -68,7 +68,7 @@ def _owned(rel: str) -> bool:
 
 class Case:
     def __init__(self, name: str, damage: Callable[[Path, Path], None], may_change: tuple[str, ...] = (),
-                 check: Callable[[Path], None] | None = None):
+                 check: Callable[[Path, list[str]], None] | None = None):
         self.name, self.damage, self.may_change, self.check = name, damage, may_change, check
 
 
@@ -192,6 +192,7 @@ def _superseded_intent(run: Path, outside: Path) -> None:
 
     dead = 4_000_000
     manifest = run / E1 / "manifests" / "score.json"
+    (outside / "score.json.committed").write_bytes(manifest.read_bytes())
     intent = json.loads(manifest.read_text())
     intent["supersedes"] = hashlib.sha256(b"an older score manifest").hexdigest()
     intent["writer"] = {"pid": dead, "start": 1, "boot": None, "host": os.uname().nodename}
@@ -200,7 +201,14 @@ def _superseded_intent(run: Path, outside: Path) -> None:
         (run / E1 / f".{name}.old-{dead}").write_text("the killed writer's stale copy")
 
 
-def _committed_scores_kept(run: Path) -> None:
+def _committed_score_kept(run: Path, args: list[str]) -> None:
+    """The later commit stays: its manifest is never undone (nor redone, but by --force)."""
+    outside = run.parent / "outside"
+    if "--force" in args:
+        (outside / "forced").touch()   # a forced score commits anew: from here on its manifest is its own
+    if not (outside / "forced").exists():
+        committed = (outside / "score.json.committed").read_bytes()
+        assert (run / E1 / "manifests" / "score.json").read_bytes() == committed, "the committed score was undone"
     assert (run / E1 / "scores.parquet").read_bytes()[:4] == b"PAR1", "the committed scores were replaced"
 
 
@@ -254,7 +262,7 @@ CASES = [
                      "epochs/0001/.rollouts.parquet.old-0")),
     Case("superseded-intent", _superseded_intent,
          may_change=("epochs/0001/manifests/.score.json.tmp-4000000", "epochs/0001/.scores.parquet.old-4000000",
-                     "epochs/0001/.task_stats.parquet.old-4000000"), check=_committed_scores_kept),
+                     "epochs/0001/.task_stats.parquet.old-4000000"), check=_committed_score_kept),
     Case("config-oversized", _config_oversized),
 ]
 
@@ -288,7 +296,7 @@ def _corpus_case(finished: Path, tmp_path: Path, case: Case, commands: list[list
             assert not [k for k in changed if before.get(k) is not None and not _owned(k) and k not in allowed], (
                 f"{where}: changed {changed}")
         if case.check is not None:
-            case.check(run)
+            case.check(run, args)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])

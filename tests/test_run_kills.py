@@ -14,8 +14,9 @@ After each kill, `genenv run --epochs 2` runs again, and then:
   and training are seeded, so a stage redone gives the same bytes), and the manifests and pruned.json agree with
   the clean run's once the fields that name a time or a process are left out.
 
-The slow tier kills at every `GENENV_KILL_EVERY`-th operation (by default a stride that gives about 16 points);
-`nox -s kills` sets it to 1: every operation.
+The slow tier kills at every `GENENV_KILL_EVERY`-th operation (by default a stride that gives about 16 points),
+from the `GENENV_KILL_FROM`-th (default 1: a failing point can be rerun alone); `nox -s kills` sets the stride to 1:
+every operation.
 """
 
 from __future__ import annotations
@@ -112,11 +113,13 @@ def test_a_kill_at_every_nth_operation_of_a_whole_run_then_a_rerun_equals_a_clea
         inj.install(mp)
         assert genenv_run(clean) == 0
     total = inj.count
+    if os.environ.get("GENENV_KILL_LOG"):  # where each operation is, to choose points
+        Path(os.environ["GENENV_KILL_LOG"]).write_text("".join(f"{i} {line}\n" for i, line in enumerate(inj.log, 1)))
     expected = signature(clean)
     assert not (clean / "epochs/0001/agent").exists() and (clean / "epochs/0002/agent").is_dir()  # pruned
     assert "epochs/0001/pruned.json" in expected
     every = int(os.environ.get("GENENV_KILL_EVERY") or max(1, total // POINTS))
-    points = list(range(1, total + 1, every))
+    points = list(range(int(os.environ.get("GENENV_KILL_FROM") or 1), total + 1, every))
     held = []
     for n in points:
         root = tmp_path / f"kill-{n}"
