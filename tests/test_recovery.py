@@ -1,4 +1,5 @@
-"""Recovery of a killed writer's half-done commit is ordered by commit, and a writer is known by more than its PID.
+"""Recovery of a killed writer's half-done commit is ordered by commit, and a writer is known by more than its PID
+(and a lock refused to a second process leaves the holder's lock file alone).
 
 A killed stage leaves an intent (its new manifest under `.STAGE.json.tmp-PID`) and old copies (`.NAME.old-PID`).
 The next run undoes them only while the committed manifest is still the one the intent was written to replace;
@@ -199,3 +200,24 @@ def test_the_manifest_records_what_it_supersedes_and_its_writer(run):
     m = json.loads(first.read_text())
     assert m["supersedes"] == digest
     assert m["writer"]["pid"] == os.getpid() and m["writer"]["start"] == _start(os.getpid())
+
+
+def test_a_shard_refused_by_its_lock_leaves_the_holders_lock_file(run):
+    """A second process on the same rollout shard fails on the shard's own lock; it used to remove that lock file
+    on its way out, so a third process could lock a new file and run beside the holder."""
+    import fcntl
+
+    from genenv_cli.errors import LockError
+    from genenv_cli.rundir import EpochLock
+
+    stage = "rollout.shard-1-of-2"
+    with EpochLock(run, 1, stage, shared=True):
+        own = run.epoch_dir(1) / f".lock.{stage}"
+        inode = own.stat().st_ino
+        # a second holder of the same shard (flock: another open file description excludes this one)
+        with pytest.raises(LockError, match="epoch 1 is locked by"), EpochLock(run, 1, stage, shared=True):
+            pass
+        assert own.exists() and own.stat().st_ino == inode
+        with open(own, "rb") as fh, pytest.raises(BlockingIOError):
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    assert not own.exists()   # the holder removes its own lock file when it leaves
