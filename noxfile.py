@@ -1,5 +1,6 @@
 """Sessions: `nox -s tests` (the whole suite), `lint`, `demo` (one whole co-evolution epoch on the embedded model),
-`bench` (the speed benchmarks in benchmarks/speed/), `demonstration` (genenv vs frozen, several epochs) and
+`kills` (the fault harness at every file-system operation of a whole two-epoch run), `bench` (the speed benchmarks
+in benchmarks/speed/), `demonstration` (genenv vs frozen, several epochs) and
 `curriculum` (the multi-seed curriculum experiment), both in experiments/; `tests-transformers4` (the suite on
 transformers 4.x), `vllm-resolve` (does `.[vllm]` resolve? needs network), `vllm` (the real vLLM engine, its CPU build: engine tests, the
 fast tests on the transformers release vLLM accepts, a two-epoch co-evolution on vLLM; CI runs it).
@@ -40,6 +41,17 @@ def tests(session: nox.Session) -> None:
     install(session, "test", *TRACKER_EXTRAS)
     session.install(*BFCL_DATA)
     session.run("pytest", *(session.posargs or ["-q", "-n", "auto"]))
+
+
+@nox.session
+def kills(session: nox.Session) -> None:
+    """The fault harness without its bound: a whole two-epoch `genenv run` (keep_checkpoints = 1) killed at every one
+    of its file-system operations, then rerun and compared with a clean run (tests/test_run_kills.py; the slow
+    tier kills at 16 of them), and every stage and pruning killed at each of theirs (tests/test_faults.py). The
+    whole-run test alone: 340 kill points, 39 minutes on 2 cores shared with other jobs (load about 12)."""
+    install(session, "test")
+    session.run("pytest", "-q", "-s", "-p", "no:cacheprovider", "tests/test_run_kills.py", "tests/test_faults.py",
+                *session.posargs, env={"GENENV_KILL_EVERY": "1"})
 
 
 @nox.session(name="tests-transformers4")

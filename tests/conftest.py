@@ -21,7 +21,7 @@ from tiny import build_tiny_model
 # A test that uses the tiny model (directly, or through make_run) or a whole finished run on it is slow, whatever
 # its own body costs: the fast tier (`-m "not slow"`) then never imports transformers' models, builds the model
 # or runs a stage on it, which was most of its time.
-SLOW_FIXTURES = {"tiny_model", "hostile_finished_run"}
+SLOW_FIXTURES = {"tiny_model", "hostile_finished_run", "two_full_epochs"}
 
 
 def pytest_collection_modifyitems(config, items):
@@ -118,3 +118,34 @@ def hostile_finished_run(tmp_path_factory, tiny_model) -> Path:
     cli("evaluate", "--bench", "bamboogle", "--data", Path(__file__).parent / "fixtures" / "bamboogle" / "bamboogle.csv",
         "--predictions", preds, "--run", root, "-q")
     return root
+
+
+TWO_EPOCHS = [
+    "generate.tasks_per_epoch=4", "generate.variations=2", "generate.seed_share=0.5", "generate.max_new_tokens=12",
+    "generate.max_rounds=1", "rollout.group_size=4", "rollout.max_new_tokens=6", "curriculum.k_min=1.0",
+    "agent_update.lora=false", "env_update.lora=false", "agent_update.learning_rate=0.005",
+    "env_update.learning_rate=0.005", "env_update.kl_max=100", "agent_update.batch_size=8", "env_update.batch_size=8",
+    "run.keep_checkpoints=0",
+]
+
+
+@pytest.fixture(scope="session")
+def two_full_epochs(tmp_path_factory, arith_model) -> Path:
+    """Two whole epochs of full fine-tuning (full checkpoints, which run.keep_checkpoints deletes; LoRA adapters it
+    never does) on the arith-taught tiny model, run in this process, with every checkpoint kept
+    (run.keep_checkpoints = 0): tests copy it and set their own keep_checkpoints. About 3 s."""
+    from typer.testing import CliRunner
+
+    from genenv_cli.cli import app
+    from genenv_cli.rundir import RunDir
+    from genenv_cli.runner import run_epochs
+    from genenv_cli.ui import UI
+
+    root = tmp_path_factory.mktemp("two-epochs") / "run"
+    r = CliRunner().invoke(app, ["init", str(root), "--domain", "arith", "--agent-model", str(arith_model),
+                                 "--env-model", str(arith_model), *[a for s in TWO_EPOCHS for a in ("--set", s)]])
+    assert r.exit_code == 0, r.output
+    run = RunDir(root.resolve())
+    run_epochs(run, run.load_config(), 2, ui=UI(quiet=True))
+    return run.root
+

@@ -116,3 +116,12 @@ def gen_pool(run: RunDir, epoch: int, rows: list[dict[str, Any]], agent_rows: li
         files["agent_train"] = (run.pool_partition("agent_train", epoch),
                                 lambda p: write_parquet(frame(agent_rows, "agent_train"), p, "agent_train"))
     fake_stage(run, epoch, "score", files)
+
+
+def set_keep_checkpoints(root: Path, n: int, every: int = 0) -> None:
+    """Rewrite a run's run.keep_checkpoints and run.keep_checkpoints_every (no stage's config digest reads them)."""
+    import re
+
+    path = root / "genenv.toml"
+    text = re.sub(r"(?m)^keep_checkpoints = \d+$", f"keep_checkpoints = {n}", path.read_text())
+    path.write_text(re.sub(r"(?m)^keep_checkpoints_every = \d+$", f"keep_checkpoints_every = {every}", text))

@@ -1,6 +1,7 @@
 """The arith domain: its parser computes answers without eval, and its scorer and env parser (the contract every
 domain keeps is tests/test_domain_contract.py)."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,12 @@ def test_expressions(expr, value, ops, digits):
 def test_rejected_expressions(bad, tmp_path):
     with pytest.raises(ArithError):
         evaluate_expression(bad)
+
+
+@pytest.mark.parametrize("expr,bad", [("1 / 0", "/"), ("2 % 3", "%"), ("1 + a", "a"), ("1/0", "/"), ("  ^ 2", "^")])
+def test_a_bad_character_is_named_not_the_space_before_it(expr, bad):
+    with pytest.raises(ArithError, match=re.escape(f"unexpected character {bad!r}")):
+        evaluate_expression(expr)
 
 
 def test_answers_and_scores():

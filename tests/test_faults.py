@@ -54,15 +54,25 @@ class KillPoint(BaseException):
 
 class Injector:
     """Counts (and, armed, kills at) file-system operations on paths under `root`. With `enospc=True` the armed
-    operation fails once with ENOSPC instead, and the process goes on (its own error handling runs)."""
+    operation fails once with ENOSPC instead, and the process goes on (its own error handling runs). With
+    `dir_fd=True` operations relative to an open folder count too: the unlink and rmdir calls inside a recursive
+    delete (shutil.rmtree), so a kill can land between its deletes."""
 
-    def __init__(self, root: Path, kill_at: int | None = None, enospc: bool = False):
+    def __init__(self, root: Path, kill_at: int | None = None, enospc: bool = False, dir_fd: bool = False):
         self.root = os.path.realpath(root) + os.sep
         self.kill_at = kill_at
         self.enospc = enospc
+        self.dir_fd = dir_fd
         self.count = 0
         self.dead = False
         self.log: list[str] = []
+
+    def _at(self, path, fd) -> str | None:
+        """The path of `path` relative to the open folder `fd`, for counting (None: not a path)."""
+        try:
+            return os.path.join(os.readlink(f"/proc/self/fd/{fd}"), os.fsdecode(path))
+        except (OSError, TypeError):
+            return None
 
     def _inside(self, path) -> bool:
         try:
@@ -98,6 +108,8 @@ class Injector:
             def inner(path, *a, **k):
                 if not k.get("dir_fd") and not k.get("src_dir_fd"):
                     self.hit(name, path)
+                elif self.dir_fd and k.get("dir_fd") is not None:
+                    self.hit(name, self._at(path, k["dir_fd"]))
                 return fn(path, *a, **k)
             return inner
 
@@ -108,8 +120,11 @@ class Injector:
         real_os_open = os.open
 
         def os_open(path, flags, *a, **k):
-            if flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT) and not k.get("dir_fd"):
-                self.hit("os.open(w)", path)
+            if flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT):
+                if not k.get("dir_fd"):
+                    self.hit("os.open(w)", path)
+                elif self.dir_fd:
+                    self.hit("os.open(w)", self._at(path, k["dir_fd"]))
             return real_os_open(path, flags, *a, **k)
 
         mp.setattr(os, "open", os_open)
@@ -121,7 +136,17 @@ DEAD_PID = 999_999_999
 
 def _die(root: Path) -> None:
     """The killed writer's process is gone: its leftovers (`.NAME.tmp-PID`, `.NAME.old-PID`, named with this test's
-    own pid) now carry a pid that no process has, as they would after a real kill."""
+    own pid) now carry a pid that no process has, as they would after a real kill; and the locks it held are
+    released, as the kernel releases a dead process's (a kill can land inside a lock's own clean-up)."""
+    import fcntl
+
+    prefix = os.path.realpath(root) + os.sep
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}").startswith(prefix):
+                fcntl.flock(int(fd), fcntl.LOCK_UN)
+        except OSError:
+            continue
     suffix = f"-{os.getpid()}"
     for p in sorted(root.rglob(f"*{suffix}"), key=lambda q: -len(q.parts)):
         if p.name.startswith(".") and (".tmp-" in p.name or ".old-" in p.name):
@@ -310,3 +335,51 @@ def test_a_full_disk_at_any_write_leaves_every_file_as_it_was(finished, tmp_path
         assert ok or not left, f"{where}: left {left}"
         shutil.rmtree(root)
     assert failed >= total // 2, "the harness failed to fail the command"
+
+
+def test_a_kill_between_prunings_deletes_loses_nothing_and_the_next_run_finishes_it(two_full_epochs, tmp_path,
+                                                                                     monkeypatch):
+    """Pruning killed at every one of its operations, the unlinks and rmdirs inside its recursive delete included:
+    afterwards every stage still counts as done (a half-deleted checkpoint that pruned.json records is pruned, never
+    incomplete), and resuming the run retrains nothing and leaves what an uninterrupted pruning leaves."""
+    from genenv_cli.pruning import prune
+    from genenv_cli.runner import run_epochs
+    from genenv_cli.ui import UI
+    from stagekit import set_keep_checkpoints
+
+    base = tmp_path / "base"
+    shutil.copytree(two_full_epochs, base)
+    set_keep_checkpoints(base, 1)
+    clean = tmp_path / "clean"
+    shutil.copytree(base, clean)
+    inj = Injector(clean, dir_fd=True)
+    with monkeypatch.context() as mp:
+        inj.install(mp)
+        assert prune(RunDir(clean), RunDir(clean).load_config()) == ["epochs/0001/agent", "epochs/0001/env"]
+    total = inj.count
+    deletes = [line for line in inj.log if "unlink" in line or "rmdir" in line]
+    assert len(deletes) >= 10, inj.log   # the files of two checkpoints, one by one
+    expected = {k: v for k, v in _files(clean).items() if not k.endswith("pruned.json")}
+    manifests = {str(p.relative_to(base)): p.read_bytes() for p in base.glob("epochs/*/manifests/*.json")}
+    for n in range(1, total + 1):
+        root = tmp_path / f"kill-{n}"
+        shutil.copytree(base, root)
+        run = RunDir(root)
+        inj = Injector(root, kill_at=n, dir_fd=True)
+        with monkeypatch.context() as mp:
+            inj.install(mp)
+            with pytest.raises(KillPoint):
+                prune(run, run.load_config())
+        _die(root)
+        where = f"pruning killed at {inj.log[-1]} ({n} of {total})"
+        cfg = run.load_config()
+        for e in (1, 2):
+            for stage in STAGES:
+                state = check_state(run, cfg, stage_module(stage).plan(run, cfg, e))
+                assert state.state == "done", f"{where}: epoch {e} {stage} {state}"
+        run_epochs(run, cfg, 2, ui=UI(quiet=True))
+        assert {str(p.relative_to(root)): p.read_bytes() for p in root.glob("epochs/*/manifests/*.json")} == \
+            manifests, f"{where}: resuming redid a stage"
+        now = {k: v for k, v in _files(root).items() if not k.endswith("pruned.json")}
+        assert now == expected, f"{where}: {sorted(set(now) ^ set(expected))}"
+        shutil.rmtree(root)

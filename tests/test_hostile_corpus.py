@@ -1,14 +1,15 @@
 """Every CLI command on a corpus of hostile run directories, the way an unknown probe would try them.
 
-Each case damages a fresh copy of one finished tiny run (links out of the run, devices, files where folders
-belong, leftovers of killed writers, stale derived files, damaged records); then every command runs on it in
-turn. For each command:
+Each case damages a fresh copy of one finished tiny run (links out of the run, hard links to files outside it,
+devices, files where folders belong, leftovers of killed writers, an intent a later commit superseded, stale
+derived files, damaged records); then every command runs on it in turn. For each command:
 
 - the exit status is 0, 2 (bad input, named) or 3 (a held lock), never 1, and no Python traceback is printed;
 - a file outside the run that a link points to is never changed, and a dangling link's target never created;
 - a command that fails changes no file of the run (logs and lock files aside);
 - a command that succeeds changes only what a stage owns (its outputs, manifests, metrics.json) or what the case
-  declares it may repair.
+  declares it may repair;
+- what the case checks afterwards holds (the committed outputs of a superseded intent's stage are kept).
 """
 
 from __future__ import annotations
@@ -67,8 +68,9 @@ def _owned(rel: str) -> bool:
 
 
 class Case:
-    def __init__(self, name: str, damage: Callable[[Path, Path], None], may_change: tuple[str, ...] = ()):
-        self.name, self.damage, self.may_change = name, damage, may_change
+    def __init__(self, name: str, damage: Callable[[Path, Path], None], may_change: tuple[str, ...] = (),
+                 check: Callable[[Path, list[str]], None] | None = None):
+        self.name, self.damage, self.may_change, self.check = name, damage, may_change, check
 
 
 def _link_out(rel: str, dangling: bool = False) -> Callable[[Path, Path], None]:
@@ -158,6 +160,63 @@ def _dead_holder(run: Path, outside: Path) -> None:
     (run / E1 / ".lock").write_text(json.dumps({"stage": "score", "pid": 999999999, "host": "h", "since": "x"}))
 
 
+def _hard_link_out(rel: str) -> Callable[[Path, Path], None]:
+    """Make RUN/rel a second name of a file outside the run (its content is watched like every outside file)."""
+    def damage(run: Path, outside: Path) -> None:
+        p = run / rel
+        target = outside / (Path(rel).name.lstrip(".") + ".outside")
+        target.write_text("outside the run\n")
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.unlink(missing_ok=True)
+        os.link(target, p)
+    return damage
+
+
+def _hard_linked_from_outside(rel: str) -> Callable[[Path, Path], None]:
+    """Give RUN/rel (as the run wrote it) a second name outside the run: rewriting the output must leave that one."""
+    def damage(run: Path, outside: Path) -> None:
+        os.link(run / rel, outside / Path(rel).name)
+    return damage
+
+
+def _leftovers_out_of_range(run: Path, outside: Path) -> None:
+    """Names of killed writers whose PID suffix no kernel hands out (os.kill raised OverflowError on them)."""
+    (run / E1 / ".scores.parquet.tmp-9999999999").write_text("junk")
+    (run / E1 / "manifests" / ".score.json.tmp-2147483648").write_text("{")
+    (run / E1 / ".rollouts.parquet.old-0").write_text("junk")
+
+
+def _superseded_intent(run: Path, outside: Path) -> None:
+    """A killed score's intent and the copies it moved aside, left while a later score committed (its PID was
+    held by a live process then): undoing it would put the stale copies over the committed outputs."""
+    import hashlib
+
+    dead = 4_000_000
+    manifest = run / E1 / "manifests" / "score.json"
+    (outside / "score.json.committed").write_bytes(manifest.read_bytes())
+    intent = json.loads(manifest.read_text())
+    intent["supersedes"] = hashlib.sha256(b"an older score manifest").hexdigest()
+    intent["writer"] = {"pid": dead, "start": 1, "boot": None, "host": os.uname().nodename}
+    (manifest.parent / f".score.json.tmp-{dead}").write_text(json.dumps(intent))
+    for name in ("scores.parquet", "task_stats.parquet"):
+        (run / E1 / f".{name}.old-{dead}").write_text("the killed writer's stale copy")
+
+
+def _committed_score_kept(run: Path, args: list[str]) -> None:
+    """The later commit stays: its manifest is never undone (nor redone, but by --force)."""
+    outside = run.parent / "outside"
+    if "--force" in args:
+        (outside / "forced").touch()   # a forced score commits anew: from here on its manifest is its own
+    if not (outside / "forced").exists():
+        committed = (outside / "score.json.committed").read_bytes()
+        assert (run / E1 / "manifests" / "score.json").read_bytes() == committed, "the committed score was undone"
+    assert (run / E1 / "scores.parquet").read_bytes()[:4] == b"PAR1", "the committed scores were replaced"
+
+
+def _config_oversized(run: Path, outside: Path) -> None:
+    (run / "genenv.toml").write_text("# " + "x" * (2 << 20) + "\n")
+
+
 CASES = [
     Case("lock-link", _link_out("epochs/0001/.lock")),
     Case("lock-link-dangling", _link_out("epochs/0001/.lock", dangling=True)),
@@ -191,6 +250,21 @@ CASES = [
     Case("epoch-a-file", _write("epochs/0002", "a file where a folder belongs")),
     Case("empty-pool-partition", _write("pools/agent_train/epoch=0001.parquet", b"")),
     Case("config-a-folder", _folder_at("genenv.toml")),
+    # the third round: linked folders and hard links at what genenv changes in place, PID suffixes out of range,
+    # an intent a later commit superseded, a config past its bound (a FIFO or /dev/zero at genenv.toml is
+    # tests/test_special_files.py's, in a process of its own: a regression there would hang or fill memory)
+    Case("logs-folder-link", _link_out("logs")),
+    Case("lock-hard-link", _hard_link_out("epochs/0001/.lock")),
+    Case("log-hard-link", _hard_link_out("logs/score.log")),
+    Case("output-hard-linked-outside", _hard_linked_from_outside("epochs/0001/scores.parquet")),
+    Case("metrics-hard-linked-outside", _hard_linked_from_outside("epochs/0001/metrics.json")),
+    Case("leftovers-pid-out-of-range", _leftovers_out_of_range,
+         may_change=("epochs/0001/.scores.parquet.tmp-9999999999", "epochs/0001/manifests/.score.json.tmp-2147483648",
+                     "epochs/0001/.rollouts.parquet.old-0")),
+    Case("superseded-intent", _superseded_intent,
+         may_change=("epochs/0001/manifests/.score.json.tmp-4000000", "epochs/0001/.scores.parquet.old-4000000",
+                     "epochs/0001/.task_stats.parquet.old-4000000"), check=_committed_score_kept),
+    Case("config-oversized", _config_oversized),
 ]
 
 
@@ -222,6 +296,8 @@ def _corpus_case(finished: Path, tmp_path: Path, case: Case, commands: list[list
         else:
             assert not [k for k in changed if before.get(k) is not None and not _owned(k) and k not in allowed], (
                 f"{where}: changed {changed}")
+        if case.check is not None:
+            case.check(run, args)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])

@@ -30,7 +30,7 @@ PKG = "genenv_cli"
 # matching pattern's: `evals` (the registry) is a catalogue, `evals.*` (the suites) sit higher.
 FLOORS: list[tuple[str, list[str]]] = [
     ("basics", ["", "errors", "paths", "plaintext", "callparse", "curriculum", "watchdog", "memory_plan", "ui",
-                "registry", "safefiles", "jsonio", "domains.lengths", "reject_reasons"]),
+                "registry", "safefiles", "writers", "jsonio", "domains.lengths", "reject_reasons"]),
     ("catalogues and config", ["stages", "domains", "evals", "config", "presets"]),
     ("run directory", ["pools", "rundir", "contract", "staleness", "metrics", "summaries", "trackers", "trackers.*"]),
     ("benchmark suites", ["evals.*"]),

@@ -11,6 +11,7 @@ import pytest
 
 from genenv_cli import grading
 from genenv_cli.config import Config, ConfigError, config_from_dict
+from genenv_cli.contract import check_state
 from genenv_cli.domains import tool_call
 from genenv_cli.domains.arith import ArithDomain
 from genenv_cli.domains.base import EnvContext, Reject
@@ -135,6 +136,21 @@ def test_score_finishes_with_the_stuck_rollouts_wrong_and_their_reason_recorded(
     assert bad.height == 9  # the BAD attempts, as without the watchdog: they were wrong anyway
     assert not bad["valid"].any() and all(e.startswith("timed out") for e in bad["error"].to_list())
     assert scores.filter(scores["success"])["valid"].all()
+    # the manifest records the limit those "timed out" came from, and another limit makes score stale
+    manifest = run.read_manifest(1, "score")
+    assert manifest["config"]["score.item_timeout_s"] == 0.3
+    state = check_state(run, run.load_config(), score.plan(run, run.load_config(), 1))
+    assert state.state == "stale" and "score.item_timeout_s" in " ".join(state.reasons)
+
+
+def test_the_watchdogs_limit_is_part_of_scores_config():
+    """A changed item_timeout_s changes score's config digest (so a finished score is stale); the default leaves
+    the digest as it was before the limit was part of it (a finished run stays done after an upgrade)."""
+    sections = score.CONFIG_SECTIONS
+    before = Config().digest(["run.domain", "run.domains", "curriculum"])
+    assert Config().digest(sections) == before
+    other = config_from_dict({"score": {"item_timeout_s": 0.5}}, "t")
+    assert other.digest(sections) != before
 
 
 class _Slow:

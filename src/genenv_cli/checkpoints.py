@@ -12,7 +12,7 @@ import hashlib
 from pathlib import Path
 
 from genenv_cli.config import Config
-from genenv_cli.contract import require_done
+from genenv_cli.contract import checkpoint_gone, checkpoint_usable, require_done
 from genenv_cli.errors import InputError
 from genenv_cli.rundir import RunDir
 
@@ -51,25 +51,22 @@ def env_model_for(run: RunDir, cfg: Config, epoch: int, needed_by: str) -> tuple
     return str(folder), run.rel(folder), run.manifest_path(epoch - 1, ENV_STAGE)
 
 
-def missing_checkpoint(run: RunDir, epoch: int, role: str = "agent") -> InputError:
-    """The error for a checkpoint folder whose stage completed (its manifest is there) but which is gone."""
-    folder = run.checkpoint_dir(epoch, role)
-    stage = AGENT_STAGE if role == "agent" else ENV_STAGE
-    return InputError(f"{run.rel(folder)}: epoch {epoch}'s {role} checkpoint folder is missing, though `{stage}` of "
-                      f"epoch {epoch} completed ({run.rel(run.manifest_path(epoch, stage))} is there); a kill or a "
-                      f"hand removed it. Recreate it with `genenv {stage} --epoch {epoch} --force`, or evaluate the "
-                      f"base model explicitly with `--epoch 0`.")
+def missing_checkpoint(run: RunDir, cfg: Config, epoch: int, needed_by: str, role: str = "agent") -> InputError:
+    """The error for a checkpoint folder whose stage completed (its manifest is there) but which cannot be loaded:
+    pruned by `run.keep_checkpoints` (which it names, with how to get the checkpoint back), or gone."""
+    return checkpoint_gone(run, cfg, run.checkpoint_dir(epoch, role), needed_by)
 
 
 def latest_agent(run: RunDir, cfg: Config) -> tuple[str, str]:
     """The newest agent checkpoint of the run (name, tag), or the base model when no update-agent has completed.
-    A completed update-agent whose folder is gone is an error, never a silent fall back to an older model."""
+    A completed update-agent whose folder is gone or pruned is an error, never a silent fall back to an older
+    model."""
     if not agent_trained(cfg):
         return cfg.agent.model, cfg.agent.model
     for epoch in reversed(run.epochs()):
         if run.manifest_path(epoch, AGENT_STAGE).exists():
             folder = run.checkpoint_dir(epoch, "agent")
-            if not folder.is_dir():
-                raise missing_checkpoint(run, epoch)
+            if not checkpoint_usable(run, folder):
+                raise missing_checkpoint(run, cfg, epoch, "evaluate")
             return str(folder), run.rel(folder)
     return cfg.agent.model, cfg.agent.model

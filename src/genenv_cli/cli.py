@@ -102,7 +102,8 @@ def _note_sets(run_dir: Any, cfg: Any, sets: list[str], recorded: list[str]) -> 
 def _ui(run_dir: Any, command: str, quiet: bool, as_json: bool, start: str | None = None) -> UI:
     """The command's progress and summary output, appended to RUN/logs/<command>.log (from a START line)."""
     ui = UI(quiet=quiet or as_json, json_summary=as_json,
-            log_path=run_dir.logs_dir() / f"{command}.log" if run_dir is not None else None)
+            log_path=run_dir.logs_dir() / f"{command}.log" if run_dir is not None else None,
+            root=run_dir.root if run_dir is not None else None)
     if start is not None:
         ui.log(f"START {start} pid={os.getpid()} argv={sys.argv[1:]}")
     return ui

@@ -73,7 +73,8 @@ class RunConfig:
                            "checkpoint, the gather before it) before torch.distributed gives up; raise it for a slow "
                            "shared filesystem.", min=60, max=604_800)
     keep_checkpoints: int = _f(1, "Full-weight checkpoints (agent and environment) kept: the last N epochs plus every "
-                               "keep_checkpoints_every-th; older ones are deleted once the next epoch is complete. "
+                               "keep_checkpoints_every-th; older ones are deleted once the next epoch is done (every "
+                               "stage complete and up to date). "
                                "0 keeps all. The defaults (1 and 5) keep a 10-epoch 7B full fine-tune under 200 GB (docs/gpus.md). LoRA "
                                "adapters (tens of MB) are always kept.", min=0, max=100_000)
     keep_checkpoints_every: int = _f(5, "With keep_checkpoints > 0: also keep the checkpoints of every M-th epoch "
@@ -235,8 +236,9 @@ class EvaluateConfig:
 class ScoreConfig:
     item_timeout_s: float = _f(10.0, "Seconds one model text may take to be parsed and graded (score's pairs, evaluate's "
                                "samples, generate-tasks' environment outputs) before it is stopped and counted wrong, "
-                               "its reason recorded; the stage goes on. Real items take milliseconds.",
-                               min=0.01, max=3600.0)
+                               "its reason recorded; the stage goes on. Real items take milliseconds. Part of "
+                               "score's config: a changed limit makes a finished score stale.",
+                               min=0.01, max=3600.0, late=True)
 
 
 @dataclass
@@ -286,14 +288,15 @@ class Config:
     def digest(self, sections: list[str]) -> str:
         """A short hash of the named sections (`run.domain` names one key), for stale detection. A named key
         holding an empty table (run.domains of a single-domain run) is left out, and so is a key added to a
-        section after runs existed (`late=True` in its field) while it holds its default, so the digests of runs
-        made before the key existed stay as they were: upgrading genenv does not make finished stages stale."""
+        section, or to a stage's sections, after runs existed (`late=True` in its field) while it holds its
+        default, so the digests of runs made before stay as they were: upgrading genenv does not make finished
+        stages stale."""
         picked = {}
         for name in sections:
             if "." in name:
                 sec, key = name.split(".", 1)
                 value = getattr(getattr(self, sec), key)
-                if value != {}:
+                if value != {} and not _late_default(sec, key, value):
                     picked[name] = value
             else:
                 picked[name] = {k: v for k, v in self.section(name).items() if not _late_default(name, k, v)}
@@ -531,12 +534,34 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
     return merged
 
 
+CONFIG_MAX = 1 << 20  # bytes of genenv.toml read at most: every setting with its help is about 11 KB
+
+
+def read_config_bytes(path: Path) -> bytes:
+    """genenv.toml's bytes: a regular file only (a FIFO would block, `/dev/zero` never end) and at most
+    CONFIG_MAX bytes; anything else is a ConfigError naming the file."""
+    from genenv_cli.errors import InputError
+    from genenv_cli.safefiles import read_regular
+
+    try:
+        raw = read_regular(path, limit=CONFIG_MAX + 1)
+    except InputError as exc:
+        raise ConfigError(f"{str(exc).split(';')[0]}; the run's config must be a TOML file.") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the run's config ({exc.strerror or exc}).") from None
+    if len(raw) > CONFIG_MAX:
+        raise ConfigError(f"{path}: more than {CONFIG_MAX:,} bytes, which no genenv.toml is (every setting with "
+                          f"its help is about 11 KB); it is not a run config. Rewrite it with `genenv init DIR "
+                          f"--force`.")
+    return raw
+
+
 def load_config(path: Path, overrides: list[str] | None = None) -> Config:
     if not path.exists():
         raise ConfigError(f"{path}: no run config here. Create a run with `genenv init DIR`, then pass "
                           f"`--run DIR`, set GENENV_RUN, or cd into it.")
     try:
-        data = tomllib.loads(path.read_bytes().decode("utf-8"))
+        data = tomllib.loads(read_config_bytes(path).decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
                           f"the config must be a UTF-8 TOML file.") from None

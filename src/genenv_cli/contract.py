@@ -18,8 +18,11 @@ A failure in 1 removes the temporary files; a failure in 2 or 3 puts every old c
 renamed in (`rundir.swap_in`), so any failed write (a full disk at the manifest, at a second output's rename,
 at metrics.json) leaves the previous outputs, manifest and metrics exactly as they were. A kill is resolved by
 the next run of the stage before it looks at anything (`rundir.recover_commit`): while the intent of a dead
-writer exists, the commit point was not reached and its swap is undone; without one it was, and the old
-copies are deleted. So the outputs always agree with the manifest beside them.
+writer exists and the committed manifest is still the one it records it supersedes, the commit point was not
+reached and its swap is undone; an intent that a later commit superseded is discarded, never undone; without
+one the commit happened, and the old copies are deleted. So the outputs always agree with the manifest beside
+them. A writer is dead when no process with its PID runs, or one does that started at another time (the PID
+was reused: `writers.py`).
 
 Nothing is written through a symbolic link: a link at a lock, an output, a manifest or any folder of the
 run between its root and them is refused with its name; temporary files are created afresh (O_EXCL,
@@ -45,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from genenv_cli import __version__
+from genenv_cli import __version__, writers
 from genenv_cli.config import Config
 from genenv_cli.errors import DiskError, InputError, disk_full
 from genenv_cli.rundir import (
@@ -53,6 +56,7 @@ from genenv_cli.rundir import (
     RunDir,
     fingerprint,
     json_bytes,
+    manifest_digest,
     read_pruned,
     recover_commit,
     shard_of,
@@ -61,6 +65,7 @@ from genenv_cli.rundir import (
     unchanged,
     write_bytes_atomic,
     write_new,
+    writer_id,
 )
 from genenv_cli.safefiles import link_refusal, read_regular, refuse_links_below, remove_entry
 from genenv_cli.staleness import Change, config_changes, value_changes
@@ -224,9 +229,10 @@ def _compare(run: RunDir, cfg: Config, plan: StagePlan, manifest: dict[str, Any]
         if expected.get(name) != rec["path"]:  # never read a path a manifest names elsewhere (/dev/zero, ../x)
             raise ValueError(f"output {name} recorded at {rec['path']!r}")
         p = plan.outputs[name]
-        if (not p.is_symlink() and not p.exists()
-                and pruned.get(rec["path"], {}).get("fingerprint") == rec["fingerprint"]):
-            continue  # deleted by run.keep_checkpoints once the next epoch was complete (pruning.py)
+        if not p.is_symlink() and pruned_fingerprint(pruned, rec["path"]) == rec["fingerprint"]:
+            # deleted by run.keep_checkpoints once the next epoch was done (pruning.py); a deletion that was cut
+            # short leaves part of the folder, which counts as deleted too: the record came first
+            continue
         if p.is_symlink() or not unchanged(p, rec["fingerprint"]):
             reasons.append(f"output {rec['path']} missing or modified")
     if reasons:
@@ -242,7 +248,7 @@ def _report_crashed(run: RunDir, info: dict[str, Any]) -> None:
             f"{info.get('since')}) did not finish: it crashed or was killed. Its outputs were never put in place; "
             f"its log is {log}. Carrying on.")
     print(text, file=sys.stderr, flush=True)
-    with contextlib.suppress(OSError), open_log(log) as fh:
+    with contextlib.suppress(OSError), open_log(log, run.root) as fh:
         fh.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} WARNING: {text[len('warning: '):]}\n")
 
 
@@ -277,6 +283,78 @@ def _fingerprint_reusing(path: Path, recorded: dict[str, Any] | None) -> dict[st
         if st.st_size == recorded.get("size") and st.st_mtime_ns == recorded.get("mtime_ns"):
             return recorded
     return fingerprint(path)
+
+
+# who writes epochs/N/<role>/: the checkpoints epoch N+1 starts from
+CHECKPOINT_STAGES = {"agent": "update-agent", "env": "update-env"}
+
+
+def pruned_fingerprint(record: dict[str, Any], rel: str) -> Any:
+    """The fingerprint pruned.json (`record`) holds for the output at `rel`, None when it holds none."""
+    entry = record.get(rel)
+    return entry.get("fingerprint") if isinstance(entry, dict) else None
+
+
+def checkpoint_usable(run: RunDir, folder: Path) -> bool:
+    """Whether a checkpoint folder of the run can be loaded: it is there and, when `run.keep_checkpoints` pruned
+    it, still whole (a deletion cut short by a kill leaves part of it, which must never be loaded)."""
+    if not folder.is_dir():
+        return False
+    where = _checkpoint_of(run, folder)
+    pruned = _pruned_now(run, *where) if where else None
+    return pruned is None or unchanged(folder, pruned)
+
+
+def _pruned_now(run: RunDir, epoch: int, role: str) -> dict[str, Any] | None:
+    """The fingerprint pruned.json records for the epoch's checkpoint, when it is the checkpoint the stage's
+    manifest records now (a record of an earlier checkpoint, since written again with --force, is no longer
+    about this one); None otherwise."""
+    rel = run.rel(run.checkpoint_dir(epoch, role))
+    recorded = pruned_fingerprint(read_pruned(run, epoch), rel)
+    if not isinstance(recorded, dict):
+        return None
+    current = run.recorded_output(epoch, CHECKPOINT_STAGES[role], role)
+    return recorded if current is not None and current["fingerprint"] == recorded else None
+
+
+def _checkpoint_of(run: RunDir, folder: Path) -> tuple[int, str] | None:
+    """(epoch, role) of a checkpoint folder of the run (`epochs/0003/agent`), None for any other path."""
+    parent = folder.parent
+    if parent.parent == run.root / "epochs" and parent.name.isdigit() and folder.name in CHECKPOINT_STAGES:
+        return int(parent.name), folder.name
+    return None
+
+
+def checkpoint_gone(run: RunDir, cfg: Config, folder: Path, needed_by: str) -> InputError:
+    """The error for a checkpoint of the run that `needed_by` must load and cannot: pruned by
+    `run.keep_checkpoints` (the setting named, and how to get it back), or gone by a kill or a hand."""
+    epoch, role = _checkpoint_of(run, folder) or (0, folder.name)
+    stage = CHECKPOINT_STAGES.get(role, "update-agent")
+    rel = run.rel(folder)
+    base = " Or evaluate the base model explicitly with `--epoch 0`." if needed_by.startswith("evaluate") else ""
+    if role in CHECKPOINT_STAGES and _pruned_now(run, epoch, role) is not None:
+        n, m = cfg.run.keep_checkpoints, cfg.run.keep_checkpoints_every
+        return InputError(
+            f"{rel}: epoch {epoch}'s {role} checkpoint was pruned by run.keep_checkpoints (= {n}"
+            f"{f', with run.keep_checkpoints_every = {m}' if m else ''}) once epoch {epoch + 1} was done; "
+            f"{run.rel(run.epoch_dir(epoch) / 'pruned.json')} records it. `{needed_by}` needs it. Recreate it with "
+            f"`genenv {stage} --epoch {epoch} --force` (it trains again on the same data; the stages of epoch "
+            f"{epoch + 1} become stale and `genenv run` redoes them), and to keep checkpoints from now on, raise "
+            f"run.keep_checkpoints or run.keep_checkpoints_every in genenv.toml (0 keeps every checkpoint).{base}")
+    return InputError(f"{rel}: epoch {epoch}'s {role} checkpoint folder is missing, though `{stage}` of epoch "
+                      f"{epoch} completed ({run.rel(run.manifest_path(epoch, stage))} is there), and `{needed_by}` "
+                      f"needs it; a kill or a hand removed it. Recreate it with `genenv {stage} --epoch {epoch} "
+                      f"--force`.{base}")
+
+
+def require_models(run: RunDir, cfg: Config, plan: StagePlan) -> None:
+    """Before a stage runs its body: every checkpoint of the run it loads (`plan.models`) can be loaded, else an
+    InputError naming it (`checkpoint_gone`), before any model is read. Not at plan time: a done stage whose
+    upstream checkpoint was pruned stays done (`status` builds plans too)."""
+    for name, _tag in plan.models.values():
+        folder = Path(name)
+        if _checkpoint_of(run, folder) is not None and not checkpoint_usable(run, folder):
+            raise checkpoint_gone(run, cfg, folder, f"{plan.stage} --epoch {plan.epoch}")
 
 
 def require_done(run: RunDir, epoch: int, stage: str, needed_by: str) -> dict[str, Any]:
@@ -340,6 +418,7 @@ def _execute(run: RunDir, cfg: Config, plan: StagePlan, body: Callable[[Staging]
         return StageResult(plan.stage, plan.epoch, True, state.manifest or {},
                            f"{plan.stage} epoch {plan.epoch}: up to date (completed {finished}, inputs "
                            f"unchanged); nothing to do. Use --force to redo it.")
+    require_models(run, cfg, plan)
     known = _recorded_outputs(run, plan.epoch)
     inputs_fp = {name: {"path": run.rel(p), "fingerprint": _fingerprint_reusing(p, known.get(run.rel(p)))}
                  for name, p in plan.inputs.items()}
@@ -418,6 +497,11 @@ def _manifest(run: RunDir, cfg: Config, plan: StagePlan, staging: Staging, input
         "outputs": {name: {"path": run.rel(plan.outputs[name]), "fingerprint": fp} for name, fp in outputs_fp.items()},
         "counts": staging.counts,
         "metrics": staging.metrics,
+        # recovery is ordered by commit (rundir.recover_commit): an intent left by a killed writer is undone only
+        # while the manifest it was written to replace is still the committed one, and only once its writer,
+        # told apart from a later process with the same PID by its start time, is gone
+        "supersedes": manifest_digest(run.manifest_path(plan.epoch, plan.stage)),
+        "writer": writers.identity(writer_id()),
     }
 
 

@@ -113,6 +113,9 @@ def create_run(directory: Path, domains: list[str] | None = None, *, agent_model
     doms = {name: get_domain(name) for name in names}
     by_domain = seed_specs(list(seeds or []), names, bool(shares))
     target = RunDir(directory).config_path
+    if target.is_dir() and not target.is_symlink():  # named here: the commit's rename would name its temporary file
+        raise ConfigError(f"{target} is a folder where the run's config belongs; `genenv init` does not replace a "
+                          f"folder, even with --force. Move it aside (it holds nothing genenv wrote) and rerun.")
     if target.exists() and not force:
         raise ConfigError(f"{target} already exists; edit it, or pass --force to overwrite it.")
     header, preset_sets, notes = "", [], []

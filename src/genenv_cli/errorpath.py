@@ -1,11 +1,15 @@
 """The command line's one error path: how a command that fails ends.
 
 Every failure a user, a disk or a model can cause ends in one paragraph on stderr (the path, what was wrong, what
-to do) and exit 2 (3 for a held lock, 130 for Ctrl-C), no traceback; `--debug` (or GENENV_DEBUG=1) shows the
+to do) and exit 2 (3 for a held lock, 130 for Ctrl-C), no traceback; output cut short by its reader (`genenv status |
+head -1`) ends quietly with 141, as a shell reports a command stopped by SIGPIPE; `--debug` (or GENENV_DEBUG=1) shows the
 traceback instead. Anything else is a bug in genenv: one paragraph says so and where the traceback was logged,
 exit 1.
 """
 
+import contextlib
+import os
+import sys
 import traceback
 from contextlib import contextmanager
 from pathlib import Path
@@ -53,6 +57,8 @@ def reported():
     except BaseException as exc:
         if DEBUG["on"] or isinstance(exc, SystemExit | GeneratorExit):
             raise
+        if isinstance(exc, BrokenPipeError) and _stdout_closed():
+            _quit_on_closed_stdout()
         if isinstance(exc, GenenvError):
             _fail(str(exc), exc.exit_code)
         if isinstance(exc, OSError):
@@ -68,12 +74,36 @@ def reported():
         _report_bug(exc, where)
 
 
+SIGPIPE_EXIT = 141  # 128 + SIGPIPE: what a shell reports for a command whose reader went away (as 130 is Ctrl-C)
+
+
+def _stdout_closed() -> bool:
+    """Whether stdout is a pipe whose reader has gone (`genenv status | head -1`): the broken pipe is then the
+    reader's choice, not an error of the run. (Linux and macOS report POLLERR on such a pipe.)"""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (AttributeError, ValueError, OSError):  # no real stdout (a test's capture), or no poll
+        return False
+
+
+def _quit_on_closed_stdout() -> None:
+    """Stop quietly with SIGPIPE_EXIT; what is still buffered for stdout goes nowhere, so the interpreter's exit
+    does not fail on it a second time."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    raise typer.Exit(SIGPIPE_EXIT)
+
+
 def _report_bug(exc: BaseException, where: Where) -> None:
     kept = None
     if where.log is not None:
         try:
-            where.log.parent.mkdir(parents=True, exist_ok=True)
-            with open_log(where.log) as fh:
+            with open_log(where.log, where.run) as fh:
                 fh.write("".join(traceback.format_exception(exc)))
             kept = where.log
         except OSError:

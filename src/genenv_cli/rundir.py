@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from genenv_cli import writers
 from genenv_cli.config import CONFIG_NAME, Config, apply_overrides, config_from_dict, load_config
 from genenv_cli.errors import ConfigError, GenenvError, InputError, LockError
 from genenv_cli.paths import cache_dir
@@ -43,6 +44,7 @@ from genenv_cli.safefiles import (
     open_new,
     open_regular,
     read_regular,
+    refuse_hard_links,
     refuse_links_below,
     remove_entry,
 )
@@ -587,13 +589,28 @@ def fsync_folder(folder: Path) -> None:
             os.close(fd)
 
 
+def manifest_digest(manifest: Path) -> str | None:
+    """sha256 of the committed manifest's bytes (None when there is none): what an intent records it supersedes,
+    so recovery can tell whether the manifest is still the one it was meant to replace."""
+    try:
+        return hashlib.sha256(read_regular(manifest, follow=False)).hexdigest()
+    except FileNotFoundError:
+        return None
+    except (OSError, GenenvError):
+        return "unreadable"
+
+
 def recover_commit(finals: dict[str, Path], manifest: Path, root: Path) -> list[str]:
     """Resolve what a killed `swap_in` left for these outputs (`finals`: path relative to `root` -> path) and
-    this manifest, for every writer id that is no longer alive:
+    this manifest, for every writer id that is no longer alive (`writers.alive`, with the writer's identity
+    when its intent recorded one):
 
-    - its intent (`.STAGE.json.tmp-ID`) is still there: the commit point was not reached, so it is undone: each
-      `.NAME.old-ID` goes back to NAME, and a NAME that has no old copy but is the new output the intent
-      records (a stage's first run) is removed;
+    - its intent (`.STAGE.json.tmp-ID`) is still there and the committed manifest is still the one it
+      `supersedes`: the commit point was not reached, so it is undone: each `.NAME.old-ID` goes back to NAME,
+      and a NAME that has no old copy but is the new output the intent records (a stage's first run) is removed;
+    - its intent is there but another commit came after it (the manifest is not the one it superseded): the
+      intent is stale and discarded with its old copies, which are older than what is committed now. Recovery
+      is ordered by commit: an intent never undoes a later commit;
     - no intent: the commit happened (or a writer of an older genenv was killed between the two renames of a
       folder): an old copy is deleted when NAME exists, put back when it does not.
 
@@ -603,12 +620,18 @@ def recover_commit(finals: dict[str, Path], manifest: Path, root: Path) -> list[
     for final in [*finals.values(), manifest]:
         ids.update(_leftover_ids(final))
     for pid in sorted(ids):
-        if _pid_alive(pid):
-            continue
         intent = tmp_name(manifest, pid)
-        if os.path.lexists(intent):
-            recorded = _intent_outputs(intent)
-            committed = _intent_outputs(manifest) if os.path.lexists(manifest) else {}
+        record = _record(intent) if os.path.lexists(intent) else {}
+        if writers.alive(pid, record.get("writer") if isinstance(record.get("writer"), dict) else None):
+            continue
+        if os.path.lexists(intent) and not _still_current(record, manifest):
+            for final in finals.values():
+                if os.path.lexists(old_name(final, pid)):
+                    remove_entry(old_name(final, pid))
+            done.append(f"discarded an unfinished commit of {manifest.stem} that a later commit superseded")
+        elif os.path.lexists(intent):
+            recorded = _outputs_of(record)
+            committed = _outputs_of(_record(manifest)) if os.path.lexists(manifest) else {}
             for rel, final in finals.items():
                 old = old_name(final, pid)
                 if os.path.lexists(old):
@@ -634,6 +657,23 @@ def recover_commit(finals: dict[str, Path], manifest: Path, root: Path) -> list[
     return done
 
 
+def _still_current(intent: dict[str, Any], manifest: Path) -> bool:
+    """Whether the committed manifest is still the one the intent was written to replace. An intent of an older
+    genenv records nothing: then a committed manifest that finished after it is a later commit."""
+    if "supersedes" in intent:
+        return intent["supersedes"] == manifest_digest(manifest)
+    committed = _record(manifest) if os.path.lexists(manifest) else {}
+    theirs, ours = committed.get("finished"), intent.get("finished")
+    return not (isinstance(theirs, str) and isinstance(ours, str) and theirs > ours)
+
+
+def dead_leftovers(final: Path) -> list[Path]:
+    """The temporary and old copies of `final` (`.NAME.tmp-ID`, `.NAME.old-ID`) whose writer is gone: for a file
+    written whole by `write_bytes_atomic` (pruned.json), where an old copy is never the only one."""
+    return [p for pid in sorted(_leftover_ids(final)) if not writers.alive(pid)
+            for p in (tmp_name(final, pid), old_name(final, pid)) if os.path.lexists(p)]
+
+
 def _leftover_ids(final: Path) -> set[int]:
     """Writer ids of `.NAME.tmp-ID` and `.NAME.old-ID` beside `final`."""
     prefix = f".{final.name}."
@@ -650,18 +690,26 @@ def _leftover_ids(final: Path) -> set[int]:
     return found
 
 
-def _intent_outputs(intent: Path) -> dict[str, dict[str, Any]]:
-    """{path: fingerprint} of the outputs a manifest (or an unfinished commit's) records ({} if it was cut short
-    or is not one)."""
+def _record(path: Path) -> dict[str, Any]:
+    """A manifest or an intent as a JSON object, never through a link; {} when it was cut short or is not one."""
     try:
-        data = json.loads(read_regular(intent, follow=False))
-        return {rec["path"]: rec["fingerprint"] for rec in data["outputs"].values()
+        data = json.loads(read_regular(path, follow=False))
+    except (OSError, ValueError, RecursionError, GenenvError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _outputs_of(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """{path: fingerprint} of the outputs a manifest (or an unfinished commit's intent) records."""
+    try:
+        return {rec["path"]: rec["fingerprint"] for rec in record["outputs"].values()
                 if isinstance(rec, dict) and isinstance(rec.get("fingerprint"), dict)}
-    except (OSError, ValueError, RecursionError, KeyError, TypeError, AttributeError, GenenvError):
+    except (KeyError, TypeError, AttributeError):
         return {}
 
 
-_LEFTOVER = re.compile(r"^\.(.+)\.(tmp|old)-(\d{1,10})$")
+# a writer's id is data found on disk: any run of digits is read, and one out of range is a dead writer
+_LEFTOVER = re.compile(r"^\.(.+)\.(tmp|old)-(\d{1,30})$")
 
 
 def recover_interrupted(directory: Path) -> list[Path]:
@@ -672,7 +720,7 @@ def recover_interrupted(directory: Path) -> list[Path]:
         return restored
     for p in list(directory.iterdir()):
         m = _LEFTOVER.match(p.name)
-        if m and m.group(2) == "old" and not _pid_alive(int(m.group(3))):
+        if m and m.group(2) == "old" and not writers.alive(int(m.group(3))):
             final = p.with_name(m.group(1))
             if not final.exists() and not final.is_symlink():
                 try:
@@ -694,21 +742,11 @@ def clean_stale_tmp(directory: Path) -> None:
     recover_interrupted(directory)
     for p in directory.iterdir():
         m = _LEFTOVER.match(p.name)
-        if m and not _pid_alive(int(m.group(3))):
+        if m and not writers.alive(int(m.group(3))):
             if m.group(2) == "old" and not p.with_name(m.group(1)).exists():
                 continue  # the only copy (recover_interrupted could not rename it): keep it
             with contextlib.suppress(OSError):  # gone already, or read-only storage: harmless either way
                 remove_entry(p)
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except OSError as exc:
-        return exc.errno == errno.EPERM
-    return True
 
 
 def open_run(run: Path | None, overrides: list[str], *, required: bool = True) -> tuple[RunDir | None, Config]:
@@ -737,15 +775,19 @@ class EpochLock:
 
     On read-only storage the lock file is opened read-only (flock still works) or, if it does not exist, not
     taken at all: nothing can be written there anyway, and a no-op rerun must still be able to say so. An
-    epoch folder that the lock created and nothing else filled is removed again on exit."""
+    epoch folder that the lock created and nothing else filled is removed again on exit.
 
-    def __init__(self, run: RunDir, epoch: int, stage: str, shared: bool = False):
+    `hand_on=True` is for a holder that is no stage (pruning): a crashed holder's record it finds is written back
+    on exit, so the epoch's next stage still reports the crash."""
+
+    def __init__(self, run: RunDir, epoch: int, stage: str, shared: bool = False, hand_on: bool = False):
         self.root = run.root
         self.path = run.epoch_dir(epoch) / ".lock"
         self.own = self.path.with_name(f".lock.{stage}") if shared else None
         self.epoch = epoch
         self.stage = stage
         self.shared = shared
+        self.hand_on = hand_on
         self.crashed: dict[str, Any] | None = None
         self._fhs: list = []
         self._created_folder = False
@@ -785,6 +827,12 @@ class EpochLock:
             os.close(fd)
             raise InputError(f"{path} is a device, pipe or socket where the epoch's lock file belongs. Move it "
                              f"aside and rerun.")
+        if mode != "r":  # the holder's record is written into it in place: never into a file with other names
+            try:
+                refuse_hard_links(fd, path, "the epoch's lock file")
+            except InputError:
+                os.close(fd)
+                raise
         os.set_blocking(fd, True)
         return os.fdopen(fd, mode)  # held open for the lock's lifetime, closed in __exit__
 
@@ -832,29 +880,36 @@ class EpochLock:
         if not folder.exists():
             folder.mkdir(parents=True, exist_ok=True)
             self._created_folder = True
-        if self.shared:
-            self._take(self.path, fcntl.LOCK_SH, record=False)
-            self._take(self.own, fcntl.LOCK_EX, record=True)
-        else:
-            self._take(self.path, fcntl.LOCK_EX, record=True)
+        try:
+            if self.shared:
+                self._take(self.path, fcntl.LOCK_SH, record=False)
+                self._take(self.own, fcntl.LOCK_EX, record=True)
+            else:
+                self._take(self.path, fcntl.LOCK_EX, record=True)
+        except BaseException:  # a refused lock file: release what was taken, and the folder this lock made
+            self.__exit__()
+            raise
         return self
 
     def __exit__(self, *exc: object) -> None:
         folder = self.path.parent
         empty = self._created_folder and _only_locks(folder)
+        # a shard's own lock file is removed only by the process that held it (one that failed to take it leaves
+        # the holder's file alone), before the unlock: a waiter then sees another inode and retries
+        own = self._fhs[1][0] if self.own is not None and len(self._fhs) == 2 else None
         for fh, record in reversed(self._fhs):
             if record:
                 fh.seek(0)
                 fh.truncate()
-            if empty and fh is self._fhs[0][0]:
+                if self.hand_on and self.crashed:
+                    fh.write(json.dumps(self.crashed))
+                    fh.flush()
+            if (empty and fh is self._fhs[0][0]) or fh is own:
                 with contextlib.suppress(OSError):
-                    os.unlink(self.path)  # before the unlock: a waiter then sees another inode and retries
+                    os.unlink(self.path if fh is not own else self.own)
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
             fh.close()
         self._fhs = []
-        if self.own is not None:
-            with contextlib.suppress(FileNotFoundError):
-                self.own.unlink()
         if empty:
             with contextlib.suppress(OSError):
                 os.rmdir(folder)

@@ -34,6 +34,21 @@ def refuse_link(path: Path, what: str = "a file genenv writes") -> None:
         raise link_refusal(path, what)
 
 
+def hard_link_refusal(path: Path, links: int, what: str = "a file genenv writes") -> InputError:
+    return InputError(f"{path} has {links} hard links (other names for the same file, perhaps outside the run), "
+                      f"where the run keeps {what}. genenv changes that file in place, which would change it under "
+                      f"every other name too; remove this name (`rm {path}`: the other names keep their content) "
+                      f"and rerun.")
+
+
+def refuse_hard_links(fd: int, path: Path, what: str = "a file genenv writes") -> None:
+    """InputError when the open file `fd` (at `path`) is a regular file with more than one name: for files genenv
+    changes in place (a lock's record, an appended log), never for files it creates afresh and renames."""
+    st = os.fstat(fd)
+    if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+        raise hard_link_refusal(path, st.st_nlink, what)
+
+
 def refuse_links_below(root: Path, path: Path, what: str = "a file genenv writes") -> None:
     """InputError when `path` or any folder between the run's root and it is a symbolic link: what genenv
     writes stays inside the run."""

@@ -67,12 +67,25 @@ class Tracker:
                 f"elapsed {_fmt_eta(elapsed)}, ETA {_fmt_eta(eta)}")
 
 
-def open_log(path: Path) -> Any:
-    """A log opened for appending without following a link: a link at the log (or a device there) fails with
-    an OSError, so the log is given up rather than written wherever the link points."""
+def open_log(path: Path, root: Path | None = None) -> Any:
+    """A log opened for appending without following a link: a link at the log, or at a folder between the run's
+    `root` and it (`logs/` itself), a device there, or a log with other hard links (appending would change the
+    file under its other names, perhaps outside the run) fails with an OSError naming it, so the log is given up
+    rather than written wherever the link points."""
     import errno
     import stat
 
+    from genenv_cli.errors import InputError
+    from genenv_cli.safefiles import refuse_hard_links, refuse_links_below
+
+    if root is not None:
+        try:
+            refuse_links_below(root, path, "a log")
+        except InputError:
+            link = next((p for p in [path, *path.parents] if p.is_symlink()), path)
+            raise OSError(errno.ELOOP, f"{link} is a symbolic link; genenv does not follow links inside a run",
+                          str(path)) from None
+        path.parent.mkdir(parents=True, exist_ok=True)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
     except OSError as exc:
@@ -82,12 +95,19 @@ def open_log(path: Path) -> Any:
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise OSError(errno.EINVAL, "not a regular file", str(path))
+    try:
+        refuse_hard_links(fd, path, "a log")
+    except InputError:
+        links = os.fstat(fd).st_nlink
+        os.close(fd)
+        raise OSError(errno.EMLINK, f"it has {links} hard links; appending would change the file under its other "
+                                    f"names too", str(path)) from None
     return os.fdopen(fd, "a", encoding="utf-8")
 
 
 class UI:
     def __init__(self, *, quiet: bool = False, json_summary: bool = False, log_path: Path | None = None,
-                 stream: TextIO | None = None, out: TextIO | None = None):
+                 stream: TextIO | None = None, out: TextIO | None = None, root: Path | None = None):
         self.rank = int(os.environ.get("RANK", "0") or 0)
         if self.rank != 0:  # one log writer and one progress display per job
             quiet, json_summary, log_path = True, False, None
@@ -96,6 +116,7 @@ class UI:
         self.stream = stream or sys.stderr
         self.out = out or sys.stdout
         self.log_path = log_path
+        self.root = root  # the run the log belongs to: no link between it and the log is followed
         self.interval = float(os.environ.get("GENENV_PROGRESS_INTERVAL", "10"))
         self.tty = self.stream.isatty() and os.environ.get("TERM") != "dumb"
 
@@ -105,8 +126,9 @@ class UI:
         if self.log_path is None:
             return
         try:
-            self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            with open_log(self.log_path) as fh:
+            if self.root is None:
+                self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            with open_log(self.log_path, self.root) as fh:
                 fh.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {text}\n")
         except OSError as exc:
             path, self.log_path = self.log_path, None

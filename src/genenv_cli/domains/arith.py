@@ -52,8 +52,8 @@ def tokenize(text: str) -> list[str]:
     text = text.strip()
     while pos < len(text):
         m = _TOKEN.match(text, pos)
-        if not m:
-            raise ArithError(f"unexpected character {text[pos]!r}")
+        if not m:  # the token pattern skips leading spaces: name the character after them, not the space
+            raise ArithError(f"unexpected character {text[pos:].lstrip()[0]!r}")
         tok = m.group(1)
         if len(tok) > MAX_NUMBER:
             raise ArithError(f"a number of more than {MAX_NUMBER} digits")

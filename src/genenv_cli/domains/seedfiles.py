@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 import re
 import shutil
@@ -28,6 +29,7 @@ from typing import Any
 from genenv_cli.domains.base import Domain, SeedTask
 from genenv_cli.domains.seeded import SeededDomain
 from genenv_cli.errors import ConfigError, InputError
+from genenv_cli.safefiles import open_regular, read_regular
 
 SEEDS_DIR = "seeds"
 SEEDS_FILE = "seeds/seeds.jsonl"
@@ -35,7 +37,7 @@ SPLITS = ("train", "validation")
 
 
 def _sha256(path: Path) -> str:
-    with open(path, "rb") as fh:
+    with os.fdopen(open_regular(path), "rb") as fh:  # never a device or a pipe
         return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
@@ -257,7 +259,7 @@ def _cached(domain: Domain, path: Path, mtime: int) -> Domain:
     key = (id(domain), str(path.resolve()), mtime)
     if key not in _CACHE:
         seeds = load_run_seeds(domain, path)
-        fingerprint = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+        fingerprint = hashlib.sha256(read_regular(path)).hexdigest()[:16]
         _CACHE[key] = SeededDomain(domain, seeds, fingerprint)
     return _CACHE[key]
 

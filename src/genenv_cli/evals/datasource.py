@@ -17,6 +17,7 @@ import urllib.request
 from pathlib import Path
 
 from genenv_cli.errors import InputError
+from genenv_cli.safefiles import open_regular
 
 CSV_FIELD_DEFAULT = 131_072  # the csv module's own default field size limit
 
@@ -37,7 +38,7 @@ def sha256_paths(paths: list[Path]) -> str:
     h = hashlib.sha256()
     for p in sorted(paths, key=lambda q: str(q)):
         h.update(p.name.encode() + b"\0")
-        with open(p, "rb") as fh:
+        with os.fdopen(open_regular(p), "rb") as fh:  # never a device or a pipe: /dev/zero never ends
             h.update(hashlib.file_digest(fh, "sha256").digest())
     return h.hexdigest()
 

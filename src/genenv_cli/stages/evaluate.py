@@ -42,7 +42,7 @@ from typing import Any
 
 from genenv_cli import __version__
 from genenv_cli.config import Config
-from genenv_cli.contract import require_done
+from genenv_cli.contract import checkpoint_usable, require_done
 from genenv_cli.domains.seedfiles import domains_for_run
 from genenv_cli.errors import ConfigError, GenenvError, InputError, elide
 from genenv_cli.evals import BENCHMARKS, get_benchmark
@@ -322,8 +322,8 @@ def _pick_model(run: RunDir | None, cfg: Config, epoch: int | None, model: str |
         return cfg.agent.model, model_tag(cfg.agent.model), None
     if epoch is not None:
         require_done(run, epoch, AGENT_STAGE, "evaluate")
-        if not run.checkpoint_dir(epoch, "agent").is_dir():
-            raise missing_checkpoint(run, epoch)
+        if not checkpoint_usable(run, run.checkpoint_dir(epoch, "agent")):
+            raise missing_checkpoint(run, cfg, epoch, f"evaluate --epoch {epoch}")
         return str(run.checkpoint_dir(epoch, "agent")), f"epoch-{epoch:04d}-agent", epoch
     name, tag = latest_agent(run, cfg)
     if tag == cfg.agent.model and run.epochs() and ui is not None:

@@ -45,6 +45,7 @@ from genenv_cli.metrics import after_stage
 from genenv_cli.pools import frame, iter_jsonl, read_parquet, write_jsonl, write_parquet
 from genenv_cli.reject_reasons import top_reasons
 from genenv_cli.rundir import RunDir, clean_stale_tmp, replace_into_place, tmp_name, write_text_atomic
+from genenv_cli.safefiles import refuse_links_below
 from genenv_cli.ui import UI
 from genenv_cli.watchdog import ItemTimeout, Watchdog
 from genenv_cli.watchdog import reason as timeout_reason
@@ -478,6 +479,7 @@ def _static_tasks(run_dir: RunDir, cfg: Config, epoch: int, domain: Domain, seed
         sampling = Sampling(cfg, 0, domain, cfg.env.model, cfg.env.model, static_novelty, v, f"static{tag}", ui,
                             counts, rejects)
         made = _sample_batches(sampling, contexts, len(seeds) * v)
+        refuse_links_below(run_dir.root, path, "the static task set")  # never written through a linked folder
         path.parent.mkdir(parents=True, exist_ok=True)
         clean_stale_tmp(path.parent)
         tmp = tmp_name(path)

@@ -48,7 +48,9 @@ from genenv_cli.taskfile import load_tasks
 from genenv_cli.ui import UI
 
 STAGE = "score"
-CONFIG_SECTIONS = ["run.domain", "run.domains", "curriculum"]
+# the watchdog's limit decides which pairs time out (scored wrong): a changed limit makes score stale, and the
+# manifest's config records the limit every "timed out" came from
+CONFIG_SECTIONS = ["run.domain", "run.domains", "curriculum", "score.item_timeout_s"]
 
 
 def rollout_sources(run: RunDir, epoch: int) -> list[tuple[str, str]]:

@@ -12,6 +12,7 @@ from typing import Any
 
 from genenv_cli.callparse import CallParseError, literal_value
 from genenv_cli.evals.api_bank.data import _Point
+from genenv_cli.safefiles import read_regular
 
 # ToolSearcher's interface (the search API levels 2 and 3 offer), used when no apis/ folder is given.
 TOOL_SEARCHER_DOC = {
@@ -34,7 +35,7 @@ def _api_modules(apis_dir: Path) -> Iterator[tuple[Path, ast.Module]]:
         if py.name in ("__init__.py", "api.py"):
             continue
         try:
-            yield py, ast.parse(py.read_text(encoding="utf-8"))
+            yield py, ast.parse(read_regular(py).decode("utf-8"))  # never a device or a pipe
         except (SyntaxError, UnicodeDecodeError, ValueError):
             continue
 

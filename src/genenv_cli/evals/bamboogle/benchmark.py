@@ -54,6 +54,7 @@ from genenv_cli.evals.datasource import (
     try_download,
 )
 from genenv_cli.jsonio import json_records
+from genenv_cli.safefiles import read_regular
 
 SHEET_ID = "1jwcsA5kE4TObr9YHn9Gc-wQHYjTbLhDGx6tmIzMhl_U"
 SHEET_CSV_URL = f"https://docs.google.com/spreadsheets/d/{SHEET_ID}/export?format=csv&gid=0"
@@ -187,7 +188,7 @@ def read_bamboogle(path: Path) -> list[tuple[str, list[str]]]:
         records = [(rec, where) for where, rec in json_records(path, what, array=suffix != ".jsonl")]
     else:
         try:
-            text = path.read_text(encoding="utf-8-sig")
+            text = read_regular(path).decode("utf-8-sig")  # never a device or a pipe
         except (OSError, UnicodeDecodeError) as exc:
             raise InputError(f"{path}: cannot read the Bamboogle file ({exc}).") from None
         reader = csv.reader(io.StringIO(text))

@@ -92,6 +92,7 @@ from genenv_cli.evals.travelplanner.checks import (
 )
 from genenv_cli.evals.travelplanner.database import FILES, Database, find_database
 from genenv_cli.jsonio import json_document, json_lines
+from genenv_cli.safefiles import open_regular
 
 LEVELS = ["easy", "medium", "hard"]
 PAPER_REFERENCE = {"GenEnv 7B": 16.6, "Qwen2.5-7B-Instruct": 14.3}
@@ -270,11 +271,12 @@ def _read_records(path: Path) -> list[dict[str, Any]]:
     suffix = path.suffix.lower()
     try:
         if suffix == ".csv":
-            with csv_field_limit(2**31 - 1), open(path, newline="", encoding="utf-8-sig") as fh:
+            with csv_field_limit(2**31 - 1), open(open_regular(path), newline="", encoding="utf-8-sig") as fh:
                 return list(csv.DictReader(fh))
         if suffix == ".parquet":
             import polars as pl
 
+            os.close(open_regular(path))  # a regular file, never a device or a pipe
             return pl.read_parquet(path).to_dicts()
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise InputError(f"TravelPlanner split file {path} cannot be read ({exc}).") from None
