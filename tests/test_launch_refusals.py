@@ -225,4 +225,4 @@ def test_the_preset_one_gpu_lora_route_trains_in_one_process(gpus, tiny_model, t
         assert r.exit_code == 0, r.output + repr(r.exception)
         assert json.loads(r.stdout.strip().splitlines()[-1])["steps"] >= 1
         log = (run.logs_dir() / f"{stage}.log").read_text()
-        assert "run.sharding = \"fsdp\" is dropped" in log and "trained as NO" in log
+        assert "run.sharding = \"fsdp\" is dropped" in log and "(accelerate: NO," in log

@@ -5,7 +5,7 @@ tensor kept for the backward pass."""
 import pytest
 import torch
 
-from genenv_cli.training import rwr
+from genenv_cli.training import rwr, target_logps
 
 
 def whole_vocabulary(logits, ref_logits, targets, mask, weights, *, kl_coef):
@@ -38,8 +38,8 @@ def test_chunked_loss_equals_the_whole_vocabulary_one(monkeypatch, dtype, positi
     want[0].backward()
     want_grad, logits.grad = logits.grad.clone(), None
     if positions is not None:  # chunks of that many positions
-        monkeypatch.setattr("genenv_cli.memory_plan.RWR_CHUNK_ELEMENTS", positions * 3 * 97)
-        assert rwr.chunk_positions(3, 11, 97) == positions
+        monkeypatch.setattr("genenv_cli.memory_plan.LOSS_CHUNK_ELEMENTS", positions * 3 * 97)
+        assert target_logps.chunk_positions(3, 11, 97) == positions
     got = rwr.rwr_loss(logits, ref, targets, mask, weights, kl_coef=0.3)
     for a, b in zip(want, got, strict=True):
         assert torch.equal(a, b)                   # the same operations per position: the same numbers

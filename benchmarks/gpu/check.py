@@ -399,9 +399,10 @@ class Check:
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"gpu_check-{slug}.json"
         manifest = Path(self.args.pack) / "MANIFEST.json"
+        pack = json.loads(manifest.read_text()) if manifest.exists() else None
         record = {"benchmark": "gpu_check", "date": time.strftime("%Y-%m-%d"), "device": self.device(),
-                  "dry_run": self.dry, "commit": git_commit(), "machine": machine(), "versions": versions(),
-                  "pack": json.loads(manifest.read_text()) if manifest.exists() else None,
+                  "dry_run": self.dry, "commit": (pack or {}).get("commit") or git_commit(), "machine": machine(),
+                  "versions": versions(), "pack": pack,
                   "budget_s": self.args.budget_s, "seconds": round(time.monotonic() - self.start, 1),
                   "parts": self.parts}
         path.write_text(json.dumps(record, indent=2) + "\n")

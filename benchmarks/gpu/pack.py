@@ -129,7 +129,13 @@ def main(argv: list[str] | None = None) -> None:
     files = sorted(p for p in out.iterdir() if p.is_file())
     packed = sum(p.stat().st_size for p in files)
     tree = working_tree_bytes()
-    manifest = {"date": time.strftime("%Y-%m-%d"), "python": PYTHON, "platforms": PLATFORMS, "pins": pins,
+    # the commit travels in the manifest: the device machine's copy of .git can name another one (there it named
+    # the commit the session began at, not the working tree that was sent)
+    from benchmarks.record import git_commit
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True,
+                           cwd=ROOT).stdout.strip() != ""
+    manifest = {"date": time.strftime("%Y-%m-%d"), "commit": git_commit(ROOT), "uncommitted_changes": dirty,
+                "python": PYTHON, "platforms": PLATFORMS, "pins": pins,
                 "files": {p.name: {"bytes": p.stat().st_size, "sha256": sha256(p)} for p in files},
                 "pack_bytes": packed, "working_tree_bytes": tree, "limit_bytes": LIMIT}
     (out / "MANIFEST.json").write_text(json.dumps(manifest, indent=2) + "\n")

@@ -16,11 +16,14 @@ activations of a GRPO batch or vLLM's KV cache). The formulas, in bytes, with P 
 - Activations, an estimate: with gradient checkpointing each layer keeps its input (2 bytes x hidden per token) and
   one layer is recomputed at a time (about 34 bytes x hidden per token, attention without a seq^2 term as with SDPA);
   without it every layer keeps its 34 x hidden. Plus the full-vocabulary tensors of the loss, per completion
-  (target) token: update-agent's GRPO keeps the logits in float32 with their log-softmax (2 x 4 bytes x vocab);
-  update-env's RWR computes its exact KL in chunks of positions (training/rwr.py), so it keeps only the logits,
-  the reference's logits and the logits' gradient in the compute dtype (3 x 2 bytes x vocab), plus one chunk's
-  float32 temporaries (RWR_TEMPORARIES x 4 bytes x RWR_CHUNK_ELEMENTS). Computed over the whole vocabulary at once
-  it kept about 24 bytes x vocab per token in float32: 44 GB at 8 x 1,500 target tokens of Qwen's vocabulary.
+  (target) token. Under bf16 mixed precision accelerate converts the model's outputs to float32, so the logits
+  reach the loss in float32 (4 bytes x vocab) whatever the compute dtype; both losses work through the positions in
+  chunks (training/target_logps.py, training/rwr.py) and keep only those logits, and in the backward pass their
+  float32 gradient and its cast back to the compute dtype. update-env's exact KL also keeps the reference's logits
+  (4 bytes x vocab). So about 10 bytes x vocab per target token for update-agent and 14 for update-env in bf16,
+  plus one chunk's float32 temporaries (LOSS_TEMPORARIES x 4 bytes x LOSS_CHUNK_ELEMENTS). The GPU check
+  (benchmarks/gpu/) measures both against this. Computed over the whole vocabulary at once the exact KL kept about
+  24 bytes x vocab per token in float32: 44 GB at 8 x 1,500 target tokens of Qwen's vocabulary.
 - vLLM: the weights in the compute dtype (2 P, divided over `tensor_parallel_size`) plus the KV cache of a batch
   of full-length sequences: 2 (K and V) x layers x kv_heads x head_dim x 2 bytes per token.
 - Host memory per machine: every model is read straight onto its GPU (models.load_model), so no process holds
@@ -36,10 +39,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 GB = 1e9
-# update-env's RWR loss works through the target positions in chunks of at most this many (position x vocabulary)
-# elements, a few float32 tensors of that size alive at once (training/rwr.py)
-RWR_CHUNK_ELEMENTS = 2**25
-RWR_TEMPORARIES = 6
+# both updates' losses work through the target positions in chunks of at most this many (position x vocabulary)
+# elements, a few float32 tensors of that size alive at once (training/target_logps.py, training/rwr.py)
+LOSS_CHUNK_ELEMENTS = 2**25
+LOSS_TEMPORARIES = 6
 # a training or generation process's own host memory on a GPU machine (Python, torch, CUDA's context and libraries,
 # the pool's rows): an estimate, about 0.5 GB of it measured on CPU; benchmarks/gpu/ records the real one
 PROCESS_HOST_BYTES = 3e9
@@ -109,13 +112,15 @@ ENV_WORKLOAD = Workload(seq_len=4608, completion_len=2560, reference=True, loss=
 
 
 def loss_bytes(shape: Shape, w: Workload) -> float:
-    """The loss's full-vocabulary tensors (module docstring)."""
-    tokens = w.batch_size * w.completion_len
+    """The loss's full-vocabulary tensors (module docstring): float32 logits (accelerate's output conversion), the
+    reference's for update-env's exact KL, the logits' float32 gradient and its cast to the compute dtype."""
+    entries = w.batch_size * w.completion_len * shape.vocab
+    chunk = LOSS_TEMPORARIES * 4 * min(LOSS_CHUNK_ELEMENTS, entries)
+    cast = w.compute_bytes if w.compute_bytes < 4 else 0
     if w.loss == "rwr":
-        chunk = min(RWR_CHUNK_ELEMENTS, tokens * shape.vocab)
-        return 3 * w.compute_bytes * shape.vocab * tokens + RWR_TEMPORARIES * 4 * chunk
+        return (4 + 4 + 4 + cast) * entries + chunk
     if w.loss == "grpo":
-        return 2 * 4 * shape.vocab * tokens
+        return (4 + 4 + cast) * entries + chunk
     raise ValueError(f"unknown loss {w.loss!r}")
 
 

@@ -191,21 +191,25 @@ def completion_logits(model: Any, input_ids: Any, attention_mask: Any, n_complet
         logits = shared_prefix.padded_forward(model, input_ids, attention_mask, n_completion + 1)
         if logits is not None:
             return logits[:, -n_completion - 1:-1, :]
-    kwargs = {"logits_to_keep": n_completion + 1} if _accepts_logits_to_keep(model) else {}
-    logits = model(input_ids=input_ids, attention_mask=attention_mask, **kwargs).logits
+    if _accepts_logits_to_keep(model):
+        # the positions themselves, not the last n + 1 sliced afterwards: a slice's backward pass builds a
+        # zero-filled gradient of the unsliced logits, one more (B x n x V) tensor at the peak (measured on a GPU)
+        import torch
+
+        width = input_ids.shape[1]
+        keep = torch.arange(width - n_completion - 1, width - 1, device=input_ids.device)
+        return model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=keep).logits
+    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
     return logits[:, -n_completion - 1:-1, :]
 
 
 def token_logps(model: Any, input_ids: Any, attention_mask: Any, n_completion: int, temperature: float = 1.0) -> Any:
     """log p(token) of the last `n_completion` positions of each row, with logits divided by temperature
     (the distribution the behaviour policy sampled from)."""
-    import torch
+    from genenv_cli.training.target_logps import target_logps
 
-    logits = completion_logits(model, input_ids, attention_mask, n_completion).float()
-    if temperature not in (0.0, 1.0):
-        logits = logits / temperature
-    targets = input_ids[:, -n_completion:]
-    return torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    logits = completion_logits(model, input_ids, attention_mask, n_completion)
+    return target_logps(logits, input_ids[:, -n_completion:], temperature)
 
 
 def pad_pairs(prompts: list[list[int]], completions: list[list[int]], pad_id: int) -> tuple[Any, Any, Any]:

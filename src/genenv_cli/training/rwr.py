@@ -17,7 +17,7 @@ tokens of Qwen's 152k vocabulary). `token_terms` computes them in chunks of posi
 operations per position (so the same numbers), and its backward pass recomputes each chunk and writes its
 gradient, `g_tok (onehot - p) + g_kl p (log p - log q - kl)`, straight into the logits' gradient: what stays is
 the logits, the reference's logits and that gradient, plus one chunk's float32 temporaries
-(memory_plan.RWR_CHUNK_ELEMENTS). No library we use has this loss in chunked form (TRL's and Liger's chunked
+(memory_plan.LOSS_CHUNK_ELEMENTS). No library we use has this loss in chunked form (TRL's and Liger's chunked
 losses are cross-entropy and sampled-token KL estimators, not the exact KL against a second model's logits).
 """
 
@@ -40,18 +40,6 @@ def rwr_loss(logits: Any, ref_logits: Any, targets: Any, mask: Any, weights: Any
     return nll + kl_coef * kl, nll, kl
 
 
-def chunk_positions(batch: int, positions: int, vocab: int) -> int:
-    """Positions per chunk: as many as keep a chunk's (batch x positions x vocab) float32 tensors under
-    memory_plan.RWR_CHUNK_ELEMENTS elements each, at least one.
-
-    >>> chunk_positions(8, 1500, 152064)
-    27
-    """
-    from genenv_cli.memory_plan import RWR_CHUNK_ELEMENTS
-
-    return max(1, min(positions, RWR_CHUNK_ELEMENTS // max(1, batch * vocab)))
-
-
 def _chunk_terms(logits: Any, ref_logits: Any, targets: Any) -> tuple[Any, Any, Any, Any]:
     """(log p of the targets, exact KL(p || q) per position, log p, log p - log q) of one chunk, in float32 (float64
     for float64 logits)."""
@@ -68,8 +56,10 @@ def _chunk_terms(logits: Any, ref_logits: Any, targets: Any) -> tuple[Any, Any, 
 def token_terms(logits: Any, ref_logits: Any, targets: Any, chunk: int | None = None) -> tuple[Any, Any]:
     """(log p of each target token, exact KL(p || q) at each position), both (B, T) in float32, for logits (B, T, V)
     and the reference's `ref_logits` (no gradient flows to them), in chunks of `chunk` positions (default
-    `chunk_positions`). Differentiable in `logits`; the module docstring says how it saves memory."""
+    `target_logps.chunk_positions`). Differentiable in `logits`; the module docstring says how it saves memory."""
     import torch
+
+    from genenv_cli.training.target_logps import chunk_positions
 
     class _TokenTerms(torch.autograd.Function):
         @staticmethod
