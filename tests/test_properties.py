@@ -35,8 +35,8 @@ from genenv_cli.evals.bfcl.decode import decode_answer
 from genenv_cli.jsonio import json_lines
 from genenv_cli.pools import iter_jsonl
 
-FAST = settings(max_examples=150, deadline=2000, suppress_health_check=[HealthCheck.too_slow])
-LIMIT_S = 2.0  # no single parse may take longer, whatever the input
+FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+LIMIT_S = 2.0  # no single parse may take more CPU seconds, whatever the input (CPU, not wall: a loaded machine)
 
 # ---------------------------------------------------------------- strategies of model text
 
@@ -75,11 +75,11 @@ MODEL_TEXT = st.one_of(st.text(max_size=200), jumbled(), degenerate(), nested())
 
 
 def timed(fn, *args):
-    t = time.perf_counter()
+    t = time.process_time()
     try:
         return fn(*args)
     finally:
-        assert time.perf_counter() - t < LIMIT_S, f"{fn.__name__} took {time.perf_counter() - t:.2f} s"
+        assert time.process_time() - t < LIMIT_S, f"{fn.__name__} took {time.process_time() - t:.2f} CPU s"
 
 
 def _is_data(value) -> bool:
@@ -225,7 +225,7 @@ VALUES = st.one_of(st.integers(min_value=-(10**30), max_value=10**30), st.floats
                    st.booleans(), st.text(max_size=20), st.lists(st.text(max_size=5), max_size=3), st.none())
 
 
-@settings(max_examples=400, deadline=2000)
+@settings(max_examples=400, deadline=None)
 @given(st.sampled_from(KEYS), VALUES)
 def test_config_values_are_accepted_valid_or_refused_by_name(key, value):
     section, name = key

@@ -52,6 +52,35 @@ def stage_process(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+def drop_unknown_keys(run: Path, env: dict[str, str]) -> list[str]:
+    """Settings of the run's genenv.toml that an older checkout does not know, taken out of the copy (their values
+    must be what that checkout did without them: the caller lists them in the result). Asks the checkout itself:
+    `genenv status` names the first unknown key of its config check, one at a time."""
+    import re
+
+    dropped: list[str] = []
+    toml = run / "genenv.toml"
+    for _ in range(20):
+        done = subprocess.run([sys.executable, "-m", "genenv_cli", "status", "--run", str(run)], env=env,
+                              capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        found = re.search(r"unknown key `(\w+)\.(\w+)`", done.stdout + done.stderr)
+        if not found:
+            return dropped
+        section, key = found.groups()
+        lines, inside = toml.read_text().splitlines(keepends=True), False
+        for i, line in enumerate(lines):
+            if line.startswith("["):
+                inside = line.strip() == f"[{section}]"
+            elif inside and re.match(rf"{key}\s*=", line):
+                del lines[i]
+                break
+        else:
+            raise SystemExit(f"{toml}: cannot find {section}.{key}")
+        toml.write_text("".join(lines))
+        dropped.append(f"{section}.{key}")
+    raise SystemExit(f"{toml}: more than 20 unknown keys")
+
+
 def replay(run: Path, epoch: int, codes: dict[str, Path], label: str) -> None:
     """update-env of `epoch` redone by each checkout on its own copy of `run`: the same data for every one."""
     import shutil
@@ -66,11 +95,13 @@ def replay(run: Path, epoch: int, codes: dict[str, Path], label: str) -> None:
             shutil.copytree(run, copy, symlinks=True)
             env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(code.resolve())}
             load = round(os.getloadavg()[0], 2)
+            dropped = drop_unknown_keys(copy, env)
             wall, cpu = stage_process([sys.executable, "-m", "genenv_cli", "update-env", "--run", str(copy), "--epoch",
                                        str(epoch), "--force", "--quiet"], env)
             manifest = json.loads((copy / "epochs" / f"{epoch:04d}" / "manifests" / "update-env.json").read_text())
         figures[name] = {"code_commit": git_commit(code.resolve().parent), "wall_s": round(wall, 1),
                          "cpu_s": round(cpu, 1), "manifest_s": round(manifest["seconds"], 1), "load_average": load,
+                         "dropped_keys": dropped,
                          "counts": {k: v for k, v in manifest.get("counts", {}).items() if isinstance(v, int | str)}}
         print(name, json.dumps(figures[name]), flush=True)
     write_result("epoch_profile", f"env_only-{label}", figures, settings={"run": str(run), "epoch": epoch,
