@@ -128,7 +128,7 @@ def heldout_done(run: RunDir, epoch: int | None, limit: int | None = None) -> fl
 
 
 def _base_tag(run: RunDir) -> str:
-    from genenv_cli.stages.evaluate import model_tag
+    from genenv_cli.rundir.evalfiles import model_tag
 
     return model_tag(run.load_config().agent.model)
 
@@ -242,7 +242,7 @@ def env_batch_p(run: RunDir, epoch: int) -> list[float]:
     """Every environment batch's p̂ this epoch, sorted: where the batches sit against the filter's band."""
     import polars as pl
 
-    from genenv_cli.pools import read_parquet
+    from genenv_cli.rundir.datafiles import read_parquet
 
     stats = read_parquet(run.file("task_stats", epoch), "task_stats").filter(pl.col("source") == "env")
     return sorted(round(p, 4) for p in stats.group_by("batch_id").agg(pl.col("p_batch").first())["p_batch"])

@@ -12,8 +12,8 @@ from genenv_cli.engines import SamplingParams
 from genenv_cli.engines.hf import HFEngine
 from genenv_cli.metrics import after_stage
 from genenv_cli.models import resolve
-from genenv_cli.pools import frame, write_parquet
 from genenv_cli.rundir import RunDir
+from genenv_cli.rundir.datafiles import frame, write_parquet
 
 
 def fake_stage(run: RunDir, epoch: int, stage: str, files: dict[str, tuple[Path, Any]]) -> None:

@@ -466,7 +466,7 @@ def test_warmup_ratio_becomes_whole_steps(make_run, tiny_model):
                           "agent_update.lr_scheduler=constant_with_warmup", "agent_update.warmup_ratio=0.5"))
     agent_pool(run, tiny_model, 1, {"t1": [1.0, 0.0, 1.0, 0.0], "t2": [0.0, 1.0, 1.0, 1.0]})
     update_agent.run(run, run.load_config(), 1)
-    from genenv_cli.pools import read_parquet
+    from genenv_cli.rundir.datafiles import read_parquet
 
     steps = read_parquet(run.epoch_dir(1) / "agent_update_steps.parquet", "agent_update_steps")
     # transformers records the rate each step used: 0 and 1/2 during the 2 warm-up steps, then the full rate

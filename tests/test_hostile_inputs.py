@@ -259,7 +259,7 @@ def test_a_lone_surrogate_in_predictions_is_named_and_leaves_no_temp_file(tmp_pa
 
 
 def test_write_jsonl_leaves_nothing_behind_when_a_record_cannot_be_written(tmp_path):
-    from genenv_cli.pools import write_jsonl
+    from genenv_cli.rundir.datafiles import write_jsonl
 
     with pytest.raises(UnicodeEncodeError):
         write_jsonl(tmp_path / "x.tmp-1", [{"a": 1}, {"a": "\ud800"}])

@@ -32,7 +32,7 @@ FLOORS: list[tuple[str, list[str]]] = [
     ("basics", ["", "errors", "paths", "plaintext", "callparse", "curriculum", "watchdog", "memory_plan", "ui",
                 "registry", "safefiles", "writers", "jsonio", "domains.lengths", "reject_reasons"]),
     ("catalogues and config", ["stages", "domains", "evals", "config", "presets"]),
-    ("run directory", ["pools", "rundir", "contract", "staleness", "metrics", "summaries", "trackers", "trackers.*"]),
+    ("run directory", ["rundir", "rundir.*", "contract", "staleness", "metrics", "summaries", "trackers", "trackers.*"]),
     ("benchmark suites", ["evals.*"]),
     ("domains", ["domains.*"]),
     ("models and machinery", ["models", "engines", "engines.*", "launch", "training", "training.*", "grading",

@@ -9,8 +9,8 @@ import torch
 
 from genenv_cli.curriculum import normalized_weights
 from genenv_cli.models import resolve
-from genenv_cli.pools import read_parquet
 from genenv_cli.rundir import RunDir
+from genenv_cli.rundir.datafiles import read_parquet
 from genenv_cli.stages import update_agent, update_env
 from genenv_cli.training.grpo import group_advantages, grpo_loss
 from stagekit import agent_pool, env_pool

@@ -211,11 +211,11 @@ def test_a_shard_refused_by_its_lock_leaves_the_holders_lock_file(run):
     from genenv_cli.rundir import EpochLock
 
     stage = "rollout.shard-1-of-2"
-    with EpochLock(run, 1, stage, shared=True):
+    with EpochLock(run.epoch_dir(1), stage, root=run.root, shared=True):
         own = run.epoch_dir(1) / f".lock.{stage}"
         inode = own.stat().st_ino
         # a second holder of the same shard (flock: another open file description excludes this one)
-        with pytest.raises(LockError, match="epoch 1 is locked by"), EpochLock(run, 1, stage, shared=True):
+        with pytest.raises(LockError, match="epoch 1 is locked by"), EpochLock(run.epoch_dir(1), stage, root=run.root, shared=True):
             pass
         assert own.exists() and own.stat().st_ino == inode
         with open(own, "rb") as fh, pytest.raises(BlockingIOError):

@@ -16,7 +16,7 @@ from genenv_cli.domains import tool_call
 from genenv_cli.domains.arith import ArithDomain
 from genenv_cli.domains.base import EnvContext, Reject
 from genenv_cli.evals.base import EvalSample, Verdict
-from genenv_cli.pools import read_parquet
+from genenv_cli.rundir.datafiles import read_parquet
 from genenv_cli.stages import score
 from genenv_cli.stages.evaluate import score_safely
 from genenv_cli.watchdog import ItemTimeout, Watchdog

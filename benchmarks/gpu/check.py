@@ -125,8 +125,8 @@ def part_prepare_update(work: Path, model: str, role: str, lora: bool, dry: bool
     from transformers import AutoTokenizer
 
     from genenv_cli.config import apply_overrides, config_from_dict, render_config
-    from genenv_cli.pools import frame, write_parquet
     from genenv_cli.rundir import RunDir
+    from genenv_cli.rundir.datafiles import frame, write_parquet
 
     s = sizes(dry)["agent" if role == "agent" else "env"]
     root = work / f"{role}-{'lora' if lora else 'full'}"
@@ -183,7 +183,7 @@ def part_mismatch(run_dir: Path, model: str) -> dict[str, Any]:
 
     from genenv_cli.config import Config
     from genenv_cli.models import dtype_name, pick_device
-    from genenv_cli.pools import read_parquet
+    from genenv_cli.rundir.datafiles import read_parquet
     from genenv_cli.training.common import load_policy, training_arguments
     from genenv_cli.training.grpo import make_trainer, sample_mismatch
 

@@ -91,7 +91,7 @@ def write_epoch_files(root: Path, epoch: int, n_tasks: int, k: int, rng: random.
     import polars as pl
 
     from genenv_cli.domains import get_domain
-    from genenv_cli.pools import write_parquet
+    from genenv_cli.rundir.datafiles import write_parquet
 
     seeds = get_domain("tool_call").seeds("train")
     e = root / "epochs" / f"{epoch:04d}"
@@ -170,7 +170,7 @@ def synthetic_run(root: Path, epochs: int, n_tasks: int, k: int, *, train_stages
         return write
 
     def empty_parquet(key: str):
-        from genenv_cli.pools import frame, write_parquet
+        from genenv_cli.rundir.datafiles import frame, write_parquet
 
         return lambda path: write_parquet(frame([], key), path, key)
 

@@ -93,7 +93,7 @@ def model_sizes() -> dict[str, int]:
 
 def rollout_workload(run_root: Path) -> list[Any]:
     from genenv_cli.domains import get_domain
-    from genenv_cli.pools import read_jsonl
+    from genenv_cli.rundir.datafiles import read_jsonl
 
     dom = get_domain("arith")
     return [dom.agent_messages(t["payload"]) for t in read_jsonl(run_root / "epochs/0001/tasks.jsonl", "tasks")]

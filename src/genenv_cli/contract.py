@@ -388,7 +388,7 @@ def execute(run: RunDir, cfg: Config, stage: str, epoch: int, build_plan: Callab
     if process_rank() != 0:  # other ranks of a distributed update: no lock, nothing written but by rank 0
         return _execute(run, cfg, build_plan(), body, force=force, is_main=False, derived=None)
     shared = shard_of(stage) is not None
-    with EpochLock(run, epoch, stage, shared=shared) as lock:
+    with EpochLock(run.epoch_dir(epoch), stage, root=run.root, shared=shared) as lock:
         if lock.crashed:
             _report_crashed(run, lock.crashed)
         # rollout shards run side by side and add no numbers: they leave the derived files to the other stages

@@ -12,8 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from genenv_cli.pools import METRICS_DOCS
 from genenv_cli.rundir import RunDir, json_bytes
+from genenv_cli.rundir.schemas import METRICS_DOCS
 from genenv_cli.stages import STAGES
 
 if TYPE_CHECKING:

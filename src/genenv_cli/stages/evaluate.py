@@ -50,17 +50,18 @@ from genenv_cli.evals.base import CONTEXT_OVERFLOW, PROTOCOLS, Benchmark, EvalSa
 from genenv_cli.evals.episodes import overflow_reason
 from genenv_cli.jsonio import json_lines
 from genenv_cli.paths import cache_dir
-from genenv_cli.pools import write_jsonl
 from genenv_cli.rundir import (
     EVALS,
     RunDir,
     clean_stale_tmp,
-    refuse_links_below,
     replace_into_place,
     sha256_file,
     tmp_name,
     write_json_atomic,
 )
+from genenv_cli.rundir.datafiles import write_jsonl
+from genenv_cli.rundir.evalfiles import model_tag, result_paths, result_suffix
+from genenv_cli.safefiles import refuse_links_below
 from genenv_cli.ui import UI
 
 STAGE = "evaluate"
@@ -75,11 +76,6 @@ def list_benchmarks() -> list[dict[str, Any]]:
                     "splits": list(b.splits), "versions": list(b.versions), "sources": list(b.sources),
                     "interactive": b.interactive})
     return out
-
-
-def model_tag(name: str) -> str:
-    tag = re.sub(r"[^A-Za-z0-9._-]+", "--", name.strip("/").replace("/", "--"))
-    return tag[-80:] or "model"
 
 
 def headline(summary: dict[str, Any]) -> dict[str, Any]:
@@ -144,8 +140,7 @@ def evaluate(run: RunDir | None, cfg: Config, bench_name: str, *, epoch: int | N
         ui.info(f"wrote {n} {bench_name} samples to {export}")
         return {"exported": n, "path": str(export), "bench": bench_name}
 
-    suffix = ("" if protocol == "official" else f".{protocol}") + (f".{split}" if split else "") \
-        + (f".{version}" if version else "") + (f".limit{limit}" if limit else "") + (f".{label}" if label else "")
+    suffix = result_suffix(protocol, split, version, limit, label)
     # without a run, the results go to ./evals/<bench>, as if the current directory were one
     base = out_dir / bench_name if out_dir else (run or RunDir(Path())).evals_dir(bench_name)
     planned = {"data_fingerprint": loaded.fingerprint}
@@ -169,12 +164,12 @@ def evaluate(run: RunDir | None, cfg: Config, bench_name: str, *, epoch: int | N
         timeout = cfg.score.item_timeout_s
         verdicts = [score_safely(bench, s, o, protocol, timeout) for s, o in zip(samples, outputs, strict=True)]
         # after scoring, which is cheap: damaged data is reported as such first
-        refuse_other_settings(base / f"{tag}{suffix}.json", planned, force, ui)
+        refuse_other_settings(result_paths(base, tag + suffix)[0], planned, force, ui)
         notes = [None] * len(samples)
         sampling = None
     else:
         name, tag, ep = _pick_model(run, cfg, epoch, model, ui)
-        refuse_other_settings(base / f"{tag}{suffix}.json", planned, force, ui)  # before any model is loaded
+        refuse_other_settings(result_paths(base, tag + suffix)[0], planned, force, ui)  # before any model is loaded
         outputs, verdicts, notes, sampling, model_info = _generate(bench, samples, cfg, name, tag, protocol, ui)
         missing = 0
     summary = bench.summarize(samples, verdicts, protocol)
@@ -191,8 +186,7 @@ def evaluate(run: RunDir | None, cfg: Config, bench_name: str, *, epoch: int | N
                    "context_overflow": sum(v.end == CONTEXT_OVERFLOW for v in verdicts)},
         "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "genenv_version": __version__,
     }
-    samples_path = base / f"{tag}{suffix}.samples.jsonl"
-    result_path = base / f"{tag}{suffix}.json"
+    result_path, samples_path = result_paths(base, tag + suffix)
     if run is not None and out_dir is None:
         refuse_links_below(run.root, base, "the evaluation results")
     base.mkdir(parents=True, exist_ok=True)

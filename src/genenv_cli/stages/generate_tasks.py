@@ -42,9 +42,9 @@ from genenv_cli.domains.base import Domain, EnvContext, Reject, SeedTask, jaccar
 from genenv_cli.domains.fingerprints import generate_values
 from genenv_cli.domains.seedfiles import domains_for_run
 from genenv_cli.metrics import after_stage
-from genenv_cli.pools import frame, iter_jsonl, read_parquet, write_jsonl, write_parquet
 from genenv_cli.reject_reasons import top_reasons
 from genenv_cli.rundir import RunDir, clean_stale_tmp, replace_into_place, tmp_name, write_text_atomic
+from genenv_cli.rundir.datafiles import frame, iter_jsonl, read_parquet, write_jsonl, write_parquet
 from genenv_cli.safefiles import refuse_links_below
 from genenv_cli.ui import UI
 from genenv_cli.watchdog import ItemTimeout, Watchdog

@@ -28,8 +28,8 @@ from genenv_cli.domains.fingerprints import rollout_values
 from genenv_cli.domains.seedfiles import domains_for_run
 from genenv_cli.errors import ConfigError
 from genenv_cli.metrics import after_stage
-from genenv_cli.pools import frame, polars_schema, write_parquet
 from genenv_cli.rundir import SHARD_MAX, RunDir, shard_stage
+from genenv_cli.rundir.datafiles import frame, polars_schema, write_parquet
 from genenv_cli.taskfile import load_tasks
 from genenv_cli.ui import UI
 

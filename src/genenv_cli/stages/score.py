@@ -42,8 +42,9 @@ from genenv_cli.domains.fingerprints import score_values
 from genenv_cli.errors import InputError
 from genenv_cli.grading import grade_pairs
 from genenv_cli.metrics import after_stage
-from genenv_cli.pools import SCHEMAS, polars_schema, read_parquet, write_parquet
 from genenv_cli.rundir import RunDir, shard_of, shard_stage
+from genenv_cli.rundir.datafiles import polars_schema, read_parquet, write_parquet
+from genenv_cli.rundir.schemas import SCHEMAS
 from genenv_cli.taskfile import load_tasks
 from genenv_cli.ui import UI
 

@@ -24,8 +24,8 @@ from genenv_cli.checkpoints import AGENT_STAGE, agent_model_for, agent_trained
 from genenv_cli.config import Config
 from genenv_cli.contract import StagePlan, StageResult, Staging, execute, process_rank
 from genenv_cli.metrics import after_stage
-from genenv_cli.pools import check_parquet, reading, scan_parquet
 from genenv_cli.rundir import RunDir
+from genenv_cli.rundir.datafiles import check_parquet, reading, scan_parquet
 from genenv_cli.ui import UI
 
 STAGE = AGENT_STAGE

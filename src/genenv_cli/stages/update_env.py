@@ -34,8 +34,8 @@ from genenv_cli.contract import StagePlan, StageResult, Staging, execute, proces
 from genenv_cli.curriculum import normalized_weights
 from genenv_cli.errors import InputError
 from genenv_cli.metrics import after_stage
-from genenv_cli.pools import check_parquet, reading, scan_parquet
 from genenv_cli.rundir import RunDir
+from genenv_cli.rundir.datafiles import check_parquet, reading, scan_parquet
 from genenv_cli.ui import UI
 
 STAGE = ENV_STAGE

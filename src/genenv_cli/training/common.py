@@ -493,7 +493,7 @@ def publish_update(policy: Policy, out: Any, *, role: str, epoch: int, trained_f
     """The end both update stages share: the state dict gathered by all ranks; on the main rank the digest of the
     gathered trainable weights, the checkpoint and `<role>_update.parquet` (per sample) and
     `<role>_update_steps.parquet`; then the process group is closed. Returns the digest (empty on other ranks)."""
-    from genenv_cli.pools import frame, write_parquet
+    from genenv_cli.rundir.datafiles import frame, write_parquet
 
     check_finite(policy, steps, role=role, epoch=epoch, train=train)
     state_dict = gather_state_dict(trainer)
