@@ -389,7 +389,7 @@ def test_a_non_finite_training_step_is_refused_with_its_number():
 
     import torch
 
-    from genenv_cli.config import AgentUpdateConfig
+    from genenv_cli.settings import AgentUpdateConfig
     from genenv_cli.training.common import check_finite
 
     policy = SimpleNamespace(model=torch.nn.Linear(2, 2))

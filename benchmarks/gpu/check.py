@@ -95,7 +95,6 @@ def part_models(work: Path, pack: Path, dry: bool) -> dict[str, Any]:
 def _complete_score(run: Any, epoch: int, outputs: dict[str, tuple[Path, Any]]) -> None:
     """Mark `score` of `epoch` done with the given outputs written under the stage contract (as if it had run)."""
     from genenv_cli.contract import StagePlan, execute
-    from genenv_cli.metrics import after_stage
 
     cfg = run.load_config()
     plan = StagePlan("score", epoch, outputs={name: path for name, (path, _) in outputs.items()})
@@ -104,7 +103,7 @@ def _complete_score(run: Any, epoch: int, outputs: dict[str, tuple[Path, Any]]) 
         for name, (_, write) in outputs.items():
             write(out.path(name))
 
-    execute(run, cfg, "score", epoch, lambda: plan, body, force=True, derived=after_stage)
+    execute(run, cfg, "score", epoch, lambda: plan, body, force=True)
 
 
 def update_variants(dry: bool) -> list[tuple[str, bool]]:
@@ -391,7 +390,8 @@ class Check:
         return m.get("device_name") or m.get("device") or "unknown"
 
     def write(self) -> Path:
-        from benchmarks.record import git_commit, machine, versions
+        from lab.record import git_commit, machine, versions
+
         from benchmarks.speed.common import RESULTS
 
         slug = re.sub(r"[^a-z0-9]+", "-", self.device().lower()).strip("-") + ("-dry-run" if self.dry else "")

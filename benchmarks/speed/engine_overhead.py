@@ -72,8 +72,8 @@ def generate_batches(model, tok, conversations: list, k: int, batch_size: int, m
 
 def vllm_arguments(model_dir: str, seed: int) -> dict:
     """The `LLM(...)` arguments genenv's engine passes on this machine, for the auto dtype and memory share."""
-    from genenv_cli.config import VLLMConfig
     from genenv_cli.engines import vllm_device, vllm_dtype, vllm_memory_share
+    from genenv_cli.settings import VLLMConfig
 
     where = vllm_device()
     args = {"model": model_dir, "tokenizer": model_dir, "dtype": vllm_dtype("auto", where), "seed": seed,

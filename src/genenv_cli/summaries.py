@@ -7,14 +7,6 @@ from typing import Any
 from genenv_cli.contract import StageResult
 
 
-def pct(v: Any) -> str:
-    return "-" if v is None else f"{100 * v:.0f}%"
-
-
-def num(v: Any) -> str:
-    return "-" if v is None else f"{v:.3f}"
-
-
 def summarize(result: StageResult) -> tuple[dict[str, Any], str]:
     """(fields for --json, one line for people): the line is the stage's own `summary` of its manifest."""
     from genenv_cli.stages import stage_module

@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.config import TrainingConfig
 from genenv_cli.models import (
     ModelRef,
     dtype_name,
@@ -39,6 +38,7 @@ from genenv_cli.models import (
     resolve,
     write_checkpoint_meta,
 )
+from genenv_cli.settings import TrainingConfig
 
 
 @dataclass
@@ -421,9 +421,9 @@ def _memory_warning(policy: Policy, train: TrainingConfig, trainer: Any, shardin
     first = next(iter(policy.model.parameters()), None)
     if first is None or first.device.type != "cuda":
         return None
-    from genenv_cli.config import AgentUpdateConfig, EnvUpdateConfig
     from genenv_cli.launch import launcher_choice, memory_warning
     from genenv_cli.memory_plan import shape_of_config
+    from genenv_cli.settings import AgentUpdateConfig, EnvUpdateConfig
 
     rows = list(trainer.train_dataset or [])
     config = getattr(policy.model, "config", None)
