@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_type_hints
 
+from genenv_cli.domains import DOMAINS, domain_default
 from genenv_cli.errors import ConfigError, quoted
 from genenv_cli.settings import (
     MIXED,
@@ -197,11 +198,10 @@ def config_from_dict(data: dict[str, Any], where: str) -> Config:
 
 
 def _apply_domain_defaults(cfg: Config, data: dict[str, Any]) -> None:
-    """Output lengths the run's domain(s) need (domains/lengths.py), for the keys the config does not set."""
-    from genenv_cli.domains.lengths import DOMAIN_DEFAULTS, domain_default
-
+    """Output lengths the run's domain(s) need (their registry rows' `lengths`), for the keys the config does not
+    set."""
     names = list(cfg.run.domains) if cfg.run.mixed else [cfg.run.domain]
-    for full in sorted({k for d in names for k in DOMAIN_DEFAULTS.get(d, {})}):
+    for full in sorted({k for d in names for k in DOMAINS.facts(d).get("lengths", {})}):
         section, key = full.split(".", 1)
         given = data.get(section)
         if not (isinstance(given, dict) and key in given):
@@ -225,8 +225,6 @@ def _check_domains(cfg: Config, where: str) -> None:
         raise ConfigError(f"{where}: run.domain = \"{MIXED}\" needs two domains or more in `run.domains` with their "
                           f"shares, e.g. domains = {{arith = 0.5, tool_call = 0.5}}; got {r.domains or '{}'}. For one "
                           f"domain set run.domain = NAME.")
-    from genenv_cli.domains import DOMAINS
-
     for name, share in r.domains.items():
         if name not in DOMAINS.builtins and name not in DOMAINS.names():
             raise ConfigError(f"{where}: `run.domains` names an unknown domain {quoted(name)}."
