@@ -64,7 +64,7 @@ from typing import Any
 from lab import arms, runs
 from lab.record import git_commit, machine, versions
 
-from genenv_cli.compare import RunData, flat_settings, mean_interval, read_run, render_compare
+from genenv_cli.report.compare import RunData, flat_settings, mean_interval, read_run, render_compare
 from genenv_cli.rundir import RunDir
 from genenv_cli.ui import UI
 

@@ -60,7 +60,7 @@ from lab import arms, runs
 from lab.record import git_commit, machine, versions
 
 from experiments import curriculum as cur
-from genenv_cli.compare import RunData, arm_mode, flat_settings, read_run, render_compare
+from genenv_cli.report.compare import RunData, arm_mode, flat_settings, read_run, render_compare
 from genenv_cli.rundir import RunDir
 from genenv_cli.rundir.datafiles import read_parquet
 from genenv_cli.ui import UI

@@ -49,7 +49,7 @@ def base_tag(run: RunDir) -> str:
 
 def heldout(run: RunDir, epoch: int | None, ui: UI, limit: int | None = None) -> float:
     """The held-out success (%) of the epoch's agent (None: the base model), evaluated unless already done."""
-    from genenv_cli.stages.evaluate import evaluate
+    from genenv_cli.evals.run import evaluate
 
     done = heldout_done(run, epoch, limit)
     if done is not None:

@@ -247,7 +247,7 @@ def test_a_kill_at_every_operation_loses_nothing_and_a_rerun_completes(finished,
 
 
 def test_evaluate_result_and_samples_agree_at_every_kill(finished, tmp_path, monkeypatch):
-    from genenv_cli.stages import evaluate as ev
+    from genenv_cli.evals import run as ev
 
     preds = tmp_path / "preds.jsonl"
     preds.write_text("".join(json.dumps({"id": str(i), "output": f"<answer>{i}</answer>"}) + "\n" for i in range(6)))

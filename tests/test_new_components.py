@@ -17,7 +17,7 @@ from genenv_cli.config import Config, config_from_dict
 from genenv_cli.domains import DOMAINS, get_domain
 from genenv_cli.domains.checks import run_contract
 from genenv_cli.evals import BENCHMARKS
-from genenv_cli.stages.evaluate import evaluate, list_benchmarks
+from genenv_cli.evals.run import evaluate, list_benchmarks
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "unitconv" / "genenv_unitconv"
 

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MIXED = "mixed"  # run.domain of a run that trains on several domains (their shares are run.domains)
+ITEM_TIMEOUT_S = 10.0  # score.item_timeout_s's default, which the graders also take when called without a config
 
 
 def _f(default: Any, help: str, **rules: Any) -> Any:
@@ -204,7 +205,7 @@ class EvaluateConfig:
 
 @dataclass
 class ScoreConfig:
-    item_timeout_s: float = _f(10.0, "Seconds one model text may take to be parsed and graded (score's pairs, evaluate's "
+    item_timeout_s: float = _f(ITEM_TIMEOUT_S, "Seconds one model text may take to be parsed and graded (score's pairs, evaluate's "
                                "samples, generate-tasks' environment outputs) before it is stopped and counted wrong, "
                                "its reason recorded; the stage goes on. Real items take milliseconds. Part of "
                                "score's config: a changed limit makes a finished score stale.",

@@ -44,6 +44,7 @@ from genenv_cli.grading import grade_pairs
 from genenv_cli.rundir import RunDir, shard_of, shard_stage
 from genenv_cli.rundir.datafiles import polars_schema, read_parquet, write_parquet
 from genenv_cli.rundir.schemas import SCHEMAS
+from genenv_cli.settings import ITEM_TIMEOUT_S
 from genenv_cli.taskfile import load_tasks
 from genenv_cli.ui import UI, num, pct
 
@@ -401,7 +402,7 @@ def _refuse_non_finite(df: Any, name: str, epoch: int) -> None:
 
 def _grade_by_domain(domains: dict[str, Any], tasks: list[dict[str, Any]], task_ids: list[str],
                      completions: list[str], advance: Any,
-                     limit: float = 10.0) -> list[tuple[float, float, bool, str | None]]:
+                     limit: float = ITEM_TIMEOUT_S) -> list[tuple[float, float, bool, str | None]]:
     """grade_pairs with each task's own domain's scorer, in the pairs' order (`limit`: score.item_timeout_s)."""
     payloads = {t["task_id"]: t["payload"] for t in tasks}
     if len(domains) == 1:

@@ -62,6 +62,7 @@ from genenv_cli.rundir import (
 from genenv_cli.rundir.datafiles import write_jsonl
 from genenv_cli.rundir.evalfiles import model_tag, result_paths, result_suffix
 from genenv_cli.safefiles import refuse_links_below
+from genenv_cli.settings import ITEM_TIMEOUT_S
 from genenv_cli.ui import UI
 
 STAGE = "evaluate"
@@ -263,7 +264,7 @@ def _settings_text(differ: dict[str, tuple[Any, Any]]) -> str:
 
 
 def score_safely(bench: Benchmark, sample: EvalSample, output: str, protocol: str,
-                 limit: float = 10.0) -> Verdict:
+                 limit: float = ITEM_TIMEOUT_S) -> Verdict:
     """The benchmark's verdict; a scorer that raises on a degenerate output, or runs past `limit` seconds
     (score.item_timeout_s; the built-in parsers are bounded, this is the net under them), gives the empty answer's
     verdict with the reason, so one sample never costs or stalls the whole evaluation (watchdog.py). A GenenvError
