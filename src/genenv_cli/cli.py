@@ -112,7 +112,7 @@ def _ui(run_dir: Any, command: str, quiet: bool, as_json: bool, start: str | Non
 def _stage(stage: str, run: Path | None, sets: list[str] | None, quiet: bool, as_json: bool,
            call: Callable[[Any, Any, Any, Any], Any], epoch: int | None) -> None:
     """Run `call(stage module, run_dir, cfg, ui)` for a stage command, with its log and its summary line."""
-    from genenv_cli.summaries import summarize
+    from genenv_cli.views import summarize
 
     with reported() as where:
         module = STAGES[stage].load()
