@@ -206,7 +206,7 @@ def update_movement(run: RunDir, epoch: int) -> dict[str, Any] | None:
     import torch
 
     from genenv_cli.models import load_model, load_tokenizer, resolve
-    from genenv_cli.training.common import pad_pairs, token_logps
+    from genenv_cli.training.logits import pad_pairs, token_logps
 
     after = run.checkpoint_dir(epoch, "env")
     pool = run.pool_partition("env_sft", epoch)

@@ -385,7 +385,7 @@ def test_evaluate_keeps_over_long_prompts_from_vllm(fake_vllm, tiny_model, make_
 def test_only_completion_positions_reach_the_lm_head(tiny_model):
     from transformers import AutoModelForCausalLM
 
-    from genenv_cli.training.common import completion_logits
+    from genenv_cli.training.logits import completion_logits
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model)
     ids = torch.randint(3, 600, (2, 30), generator=torch.Generator().manual_seed(0))

@@ -61,7 +61,7 @@ def test_loss_equals_trls_on_the_same_batch(tiny_model, tmp_path, loss_type, bet
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from genenv_cli.training.common import token_logps
+    from genenv_cli.training.logits import token_logps
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model)
     tok = AutoTokenizer.from_pretrained(tiny_model)

@@ -129,13 +129,8 @@ def select_samples(pool: Path, replay: list[Path], temperature: float | None = N
 
 def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
     from genenv_cli.launch import rank0_loads, trainer_sharding
-    from genenv_cli.training.common import (
-        all_mean,
-        load_policy,
-        publish_update,
-        train_policy,
-        world,
-    )
+    from genenv_cli.training.common import load_policy, publish_update, train_policy
+    from genenv_cli.training.distributed import all_mean, world
     from genenv_cli.training.grpo import make_trainer, mismatch_records
 
     u = cfg.agent_update

@@ -225,7 +225,8 @@ def select_group_samples(paths: list[Path]) -> tuple[list[dict[str, Any]], Any, 
 
 def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
     from genenv_cli.launch import rank0_loads
-    from genenv_cli.training.common import load_policy, world
+    from genenv_cli.training.common import load_policy
+    from genenv_cli.training.distributed import world
     from genenv_cli.training.grpo import mismatch_records
 
     u = cfg.env_update
