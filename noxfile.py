@@ -135,7 +135,7 @@ def vllm(session: nox.Session) -> None:
 @nox.session
 def lint(session: nox.Session) -> None:
     session.install("ruff")
-    session.run("ruff", "check", "src", "tests", "benchmarks", "experiments", "examples", "noxfile.py")
+    session.run("ruff", "check", "src", "tests", "benchmarks", "experiments", "lab", "examples", "noxfile.py")
 
 
 # One whole co-evolution epoch in the `arith` domain, where the embedded 135M model writes valid tasks (in

@@ -56,120 +56,33 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.record import git_commit, machine, versions
+from lab import arms, runs
+from lab.record import git_commit, machine, versions
 
-from genenv_cli.compare import RunData, flat_settings, mean_interval, read_run, render_compare
-from genenv_cli.config import apply_overrides, config_from_dict, render_config
+from genenv_cli.report.compare import RunData, flat_settings, mean_interval, read_run, render_compare
 from genenv_cli.rundir import RunDir
 from genenv_cli.ui import UI
 
 RESULTS = Path(__file__).parent / "results" / "curriculum"
+TIMINGS = "curriculum-timings.json"  # in each run's folder: the seconds of each epoch, evaluation included
 
-ARMS = {
-    "genenv": ["env.mode=genenv"],
-    "frozen": ["env.mode=frozen"],
-    "static": ["env.mode=static"],
-    "seeds": ["env.mode=seeds"],
-    "genenv-kmin0.2": ["env.mode=genenv", "curriculum.k_min=0.2"],
-    "genenv-lr1e-3": ["env.mode=genenv", "env_update.learning_rate=1e-3"],
-    "genenv-var2": ["env.mode=genenv", "generate.variations=2"],
-}
+ARMS = arms.CURRICULUM
 HEADLINE = ["genenv", "frozen", "static", "seeds"]
 DEPARTURES = [a for a in ARMS if a not in HEADLINE]
-# Sized for a 2-core CPU: about 3 minutes an epoch of one arm, evaluation included. The learning rates are for
-# LoRA on a 135M model (the paper's 1e-6 / 5e-7 are for full fine-tuning of 7B models, and move a LoRA adapter
-# nowhere in a few dozen steps); they were chosen on the `seeds` arm alone (a pilot with a seed not reported)
-# and are the same for every arm.
-COMMON = [
-    "curriculum.alpha=0.5", "curriculum.k_min=0.1", "curriculum.lam=1.0", "curriculum.beta=2.0",
-    "generate.tasks_per_epoch=48", "generate.variations=4", "generate.seed_share=0.25", "generate.max_rounds=3",
-    "generate.max_new_tokens=24", "generate.batch_size=64", "generate.static_variations=5",
-    "rollout.group_size=8", "rollout.max_new_tokens=16", "rollout.batch_size=64",
-    "agent_update.lora=true", "agent_update.learning_rate=1e-4", "agent_update.passes=2",
-    "agent_update.batch_size=16", "env_update.lora=true", "env_update.learning_rate=1e-4",
-    "env_update.passes=2", "env_update.batch_size=8",
-    "evaluate.temperature=0.0", "evaluate.max_new_tokens=16", "evaluate.batch_size=64",
-]
+COMMON = arms.COMMON  # the settings every arm shares (lab/arms.py says how they were chosen)
 BAND = (0.4, 0.6)  # the reported band, curriculum.band_low/high; at α 0.5 and k_min 0.1 the filter's band too
 KEYS = ["env_batch_band_share", "band_share", "env_batches", "env_batches_kept", "informative_share",
         "valid_generation_rate", "env_kl", "agent_train_reward", "success_rate", "batch_p_mean", "rollouts"]
 
 
-def arm_config(domain: str, arm: str, seed: int, model: str, extra: list[str],
-               arms: dict[str, list[str]] | None = None) -> Any:
-    """An arm's config: the common settings, then `extra`, then the arm's own (`arms`: another experiment's)."""
-    sets = [f"run.seed={seed}", f"agent.model={model}", f"env.model={model}", *COMMON, *extra, *(arms or ARMS)[arm]]
-    return config_from_dict(apply_overrides({"run": {"domain": domain}}, sets), "curriculum experiment")
-
-
-def make_run(root: Path, domain: str, arm: str, seed: int, model: str, extra: list[str],
-             arms: dict[str, list[str]] | None = None) -> RunDir:
-    if not (root / "genenv.toml").exists():
-        root.mkdir(parents=True, exist_ok=True)
-        (root / "genenv.toml").write_text(render_config(arm_config(domain, arm, seed, model, extra, arms)))
-    return RunDir(root)
-
-
-def heldout_done(run: RunDir, epoch: int | None, limit: int | None = None) -> float | None:
-    """The held-out success of an evaluation already made on the first `limit` exercises (None: all of them)."""
-    folder = run.evals_dir("heldout")
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        data = json.loads(path.read_text())
-        if data.get("epoch") == epoch and (epoch is not None or data.get("model_tag") == _base_tag(run)) \
-                and (data.get("config") or {}).get("limit") == limit:
-            return data["headline"]["value"]
-    return None
-
-
-def _base_tag(run: RunDir) -> str:
-    from genenv_cli.stages.evaluate import model_tag
-
-    return model_tag(run.load_config().agent.model)
-
-
-def heldout(run: RunDir, epoch: int | None, ui: UI, limit: int | None = None) -> float:
-    from genenv_cli.stages.evaluate import evaluate
-
-    done = heldout_done(run, epoch, limit)
-    if done is not None:
-        return done
-    cfg = run.load_config()
-    kw = {"epoch": epoch} if epoch else {"model": cfg.agent.model}
-    return evaluate(run, cfg, "heldout", ui=ui, limit=limit, **kw)["headline"]["value"]
-
-
-def share_base_eval(src: RunDir, dst: RunDir, limit: int | None = None) -> None:
-    """The base model's held-out result is the same greedy evaluation in every run of a domain and model: made
-    once and copied (result and samples) into the others."""
-    if heldout_done(dst, None, limit) is not None:
-        return
-    tag = _base_tag(src) + (f".limit{limit}" if limit else "")  # evaluate's file name for a --limit subset
-    folder = dst.evals_dir("heldout")
-    folder.mkdir(parents=True, exist_ok=True)
-    for suffix in (".samples.jsonl", ".json"):  # the result last: it is what marks the evaluation done
-        shutil.copyfile(src.evals_dir("heldout") / f"{tag}{suffix}", folder / f"{tag}{suffix}")
-
-
 def run_arm(run: RunDir, epochs: int, ui: UI, limit: int | None = None) -> list[dict[str, Any]]:
-    from genenv_cli.runner import run_epochs
-
-    timings_path = run.root / "curriculum-timings.json"
-    timings = json.loads(timings_path.read_text()) if timings_path.exists() else {}
-    cfg = run.load_config()
     rows = []
-    for epoch in range(1, epochs + 1):
-        t = time.time()
-        results = run_epochs(run, cfg, epoch, start=epoch, ui=ui)
-        value = heldout(run, epoch, ui, limit)
-        if any(not r.skipped for r in results) or str(epoch) not in timings:
-            timings[str(epoch)] = round(time.time() - t, 1)
-            timings_path.write_text(json.dumps(timings))
+    for epoch, value, timings in runs.run_epochs(run, epochs, ui, TIMINGS, limit=limit):
         rows.append(row(run, epoch, value, timings))
         metrics = rows[-1]
         ui.info(f"{run.root.name} epoch {epoch}: held-out {value:.1f}%, informative "
@@ -180,13 +93,12 @@ def run_arm(run: RunDir, epochs: int, ui: UI, limit: int | None = None) -> list[
 def rows_on_disk(run: RunDir, epochs: int, limit: int | None = None) -> list[dict[str, Any]] | None:
     """The rows of a run whose every epoch and evaluation is finished, read without running anything (None when
     the run is missing or unfinished): `--report-only` records what exists while other runs go on."""
-    if not (run.root / "genenv.toml").exists() or heldout_done(run, None, limit) is None:
+    if not run.config_path.exists() or runs.heldout_done(run, None, limit) is None:
         return None
-    if any(heldout_done(run, e, limit) is None or not run.metrics_path(e).exists() for e in range(1, epochs + 1)):
+    if any(runs.heldout_done(run, e, limit) is None or not run.metrics_path(e).exists() for e in range(1, epochs + 1)):
         return None
-    timings_path = run.root / "curriculum-timings.json"
-    timings = json.loads(timings_path.read_text()) if timings_path.exists() else {}
-    return [row(run, e, heldout_done(run, e, limit), timings) for e in range(1, epochs + 1)]
+    timings = runs.read_timings(run, TIMINGS)
+    return [row(run, e, runs.heldout_done(run, e, limit), timings) for e in range(1, epochs + 1)]
 
 
 def record_path(out_dir: Path, domain: str, arm: str, seed: int) -> Path:
@@ -230,7 +142,7 @@ def load_run_record(path: Path, args: argparse.Namespace, arm: str, quiet: bool 
 
 
 def row(run: RunDir, epoch: int, value: float, timings: dict[str, Any]) -> dict[str, Any]:
-    metrics = json.loads(run.metrics_path(epoch).read_text())
+    metrics = run.read_metrics_file(epoch) or {}
     return {"epoch": epoch, **{k: metrics.get(k) for k in KEYS},
             "env_shape_mix": metrics.get("env_shape_mix") or {},
             "shape_p": {k: v.get("p") for k, v in (metrics.get("shape_success") or {}).items()},
@@ -242,7 +154,7 @@ def env_batch_p(run: RunDir, epoch: int) -> list[float]:
     """Every environment batch's p̂ this epoch, sorted: where the batches sit against the filter's band."""
     import polars as pl
 
-    from genenv_cli.pools import read_parquet
+    from genenv_cli.rundir.datafiles import read_parquet
 
     stats = read_parquet(run.file("task_stats", epoch), "task_stats").filter(pl.col("source") == "env")
     return sorted(round(p, 4) for p in stats.group_by("batch_id").agg(pl.col("p_batch").first())["p_batch"])
@@ -492,8 +404,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             done_rows = rows_on_disk(RunDir(root), args.epochs, args.heldout_limit)
             if done_rows is not None:  # finished here: (re)write its record
                 per_run.setdefault(arm, {})[seed] = {"rows": done_rows,
-                                                     "base_heldout": heldout_done(RunDir(root), None,
-                                                                                  args.heldout_limit) / 100.0,
+                                                     "base_heldout": runs.heldout_done(RunDir(root), None,
+                                                                                       args.heldout_limit) / 100.0,
                                                      "commit": recorded_commit(rec_path, args, arm)}
                 save_run_record(rec_path, args, arm, seed, per_run[arm][seed])
                 continue
@@ -504,15 +416,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             if args.report_only:
                 continue
             commit = git_commit()  # the code the run starts on, not whatever is checked out when it ends
-            run = make_run(root, args.domain, arm, seed, args.model, args.sets)
+            run = runs.make_run(root, args.domain, ARMS[arm], seed, args.model, args.sets)
             if first is None:
-                heldout(run, None, ui, args.heldout_limit)
+                runs.heldout(run, None, ui, args.heldout_limit)
                 first = run
             else:
-                share_base_eval(first, run, args.heldout_limit)
+                runs.share_base_eval(first, run, args.heldout_limit)
             rows = run_arm(run, args.epochs, ui, args.heldout_limit)
             per_run.setdefault(arm, {})[seed] = {"rows": rows,
-                                                 "base_heldout": heldout_done(run, None, args.heldout_limit) / 100.0,
+                                                 "base_heldout": runs.heldout_done(run, None, args.heldout_limit) / 100.0,
                                                  "commit": commit}
             save_run_record(rec_path, args, arm, seed, per_run[arm][seed])
             record = write_record(out_dir, args, per_run, started)  # after every run: progress is never lost
@@ -524,9 +436,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     per_run = {arm: dict(sorted(per_run[arm].items())) for arm in ARMS if arm in per_run}  # the tables' order
     record = write_record(out_dir, args, per_run, started)
     if per_run:
-        runs = [compare_run(args, arm, seed, result) for arm, by_seed in per_run.items()
-                for seed, result in sorted(by_seed.items())]
-        record["compare"] = render_compare(runs, out_dir / f"curriculum-{args.domain}" / "compare.html",
+        compared = [compare_run(args, arm, seed, result) for arm, by_seed in per_run.items()
+                    for seed, result in sorted(by_seed.items())]
+        record["compare"] = render_compare(compared, out_dir / f"curriculum-{args.domain}" / "compare.html",
                                            baselines=["frozen"] if "frozen" in per_run else None)["html"]
     print(markdown(record))
     return record
@@ -537,11 +449,11 @@ def compare_run(args: argparse.Namespace, arm: str, seed: int, result: dict[str,
     record (the settings the run was made with; per epoch the metrics and held-out success the page draws), so
     the page shows every finished run, those of earlier invocations (and other machines) included."""
     root = args.work / f"{args.domain}-{arm}-s{seed}"
-    if not result.get("from_record") and (root / "genenv.toml").is_file():
+    if not result.get("from_record") and RunDir(root).config_path.is_file():
         data = read_run(root)
         data.label = arm
         return data
-    cfg = arm_config(args.domain, arm, seed, args.model, args.sets)
+    cfg = runs.arm_config(args.domain, ARMS[arm], seed, args.model, args.sets)
     settings = flat_settings(cfg)
     settings.pop("run.seed")
     rows = sorted(result["rows"], key=lambda r: r["epoch"])

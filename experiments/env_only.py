@@ -56,27 +56,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.record import git_commit, machine, versions
+from lab import arms, runs
+from lab.record import git_commit, machine, versions
 
 from experiments import curriculum as cur
-from genenv_cli.compare import RunData, arm_mode, flat_settings, read_run, render_compare
-from genenv_cli.pools import read_parquet
+from genenv_cli.report.compare import RunData, arm_mode, flat_settings, read_run, render_compare
 from genenv_cli.rundir import RunDir
+from genenv_cli.rundir.datafiles import read_parquet
 from genenv_cli.ui import UI
 
 RESULTS = Path(__file__).parent / "results" / "env_only"
-ARMS = {
-    "env-only": ["env.mode=genenv", "agent.mode=frozen"],
-    "env-only-kmin0.2": ["env.mode=genenv", "agent.mode=frozen", "curriculum.k_min=0.2"],
-    "env-only-frozen": ["env.mode=frozen", "agent.mode=frozen"],
-    # departures (run only when named; reported beside the rest, never as the headline)
-    "env-only-lr1e-3": ["env.mode=genenv", "agent.mode=frozen", "env_update.learning_rate=1e-3"],
-    "env-only-var2": ["env.mode=genenv", "agent.mode=frozen", "generate.variations=2"],
-    "env-only-frozen-var2": ["env.mode=frozen", "agent.mode=frozen", "generate.variations=2"],
-    "env-only-grpo": ["env.mode=genenv", "agent.mode=frozen", "env_update.algo=grpo"],
-    "env-only-rwr-task": ["env.mode=genenv", "agent.mode=frozen", "env_update.algo=rwr-task", "env_update.window=1",
-                          "curriculum.lam=10"],
-}
+ARMS = arms.ENV_ONLY
 # The untrained baseline each trained arm is paired with: the one with the same batches. A batch's p̂ is the mean of
 # variations x group_size rollouts, so halving the variations widens the spread of p̂ and can move the in-band share
 # and |p̂ - α| with no training at all (batch_size_effect measures it); env-only-var2 against env-only-frozen would
@@ -86,6 +76,7 @@ HEADLINE = ["env-only", "env-only-kmin0.2", "env-only-frozen"]
 DEPARTURES = [a for a in ARMS if a not in HEADLINE]
 ALPHA = 0.5
 COMMIT_FILE = "env-only-commit"  # in each run folder: the commit it was started on
+TIMINGS = "env-only-timings.json"  # in each run folder: the seconds of each epoch
 MOVEMENT = ["kept_logp_change", "rest_logp_change", "kept_minus_rest"]
 FRONTIER = cur.FRONTIER
 KEYS = ["env_batch_band_share", "env_batch_gap", "env_batches", "env_batches_kept", "env_kl", "env_loss",
@@ -93,23 +84,13 @@ KEYS = ["env_batch_band_share", "env_batch_gap", "env_batches", "env_batches_kep
         "env_groups", "env_groups_informative_share", "env_reward_valid", "env_reward_invalid"]
 
 
-def arm_config(domain: str, arm: str, seed: int, model: str, extra: list[str]) -> Any:
-    return cur.arm_config(domain, arm, seed, model, extra, ARMS)
-
-
-def make_run(root: Path, domain: str, arm: str, seed: int, model: str, extra: list[str]) -> RunDir:
-    return cur.make_run(root, domain, arm, seed, model, extra, ARMS)
-
-
 def base_shape_success(run: RunDir) -> dict[str, float]:
     """The frozen agent's held-out success per shape (0-1), from the base model's evaluation."""
-    folder = run.evals_dir("heldout")
-    for path in sorted(folder.glob("*.json")):
-        data = json.loads(path.read_text())
+    for _, data in run.read_evals("heldout"):
         if data.get("epoch") is None and not (data.get("config") or {}).get("limit"):
             cats = (data.get("summary") or {}).get("categories") or {}
             return {k: v["success_rate"] / 100.0 for k, v in cats.items()}
-    raise FileNotFoundError(f"{folder}: no base held-out evaluation")
+    raise FileNotFoundError(f"{run.evals_dir('heldout')}: no base held-out evaluation")
 
 
 def env_update_numbers(run: RunDir, epoch: int) -> dict[str, Any]:
@@ -132,7 +113,7 @@ def env_update_numbers(run: RunDir, epoch: int) -> dict[str, Any]:
 
 
 def row(run: RunDir, epoch: int, frontier: dict[str, float], timings: dict[str, Any]) -> dict[str, Any]:
-    metrics = json.loads(run.metrics_path(epoch).read_text())
+    metrics = run.read_metrics_file(epoch) or {}
     batch_p = cur.env_batch_p(run, epoch)
     mix = metrics.get("env_shape_mix") or {}
     near = {s for s, p in frontier.items() if FRONTIER[0] <= p <= FRONTIER[1]}
@@ -145,24 +126,15 @@ def row(run: RunDir, epoch: int, frontier: dict[str, float], timings: dict[str, 
 
 
 def run_one(args: argparse.Namespace, arm: str, seed: int, ui: UI) -> dict[str, Any]:
-    from genenv_cli.runner import run_epochs
-
-    run = make_run(args.work / f"{args.domain}-{arm}-s{seed}", args.domain, arm, seed, args.model, args.sets)
+    run = runs.make_run(args.work / f"{args.domain}-{arm}-s{seed}", args.domain, ARMS[arm], seed, args.model,
+                        args.sets)
     marker = run.root / COMMIT_FILE
     if not marker.exists():  # the code the run starts on, not whatever is checked out when it is recorded
         marker.write_text(git_commit() + "\n")
-    cur.heldout(run, None, ui)  # the frozen agent's per-shape success: the target
+    runs.heldout(run, None, ui)  # the frozen agent's per-shape success: the target
     frontier = base_shape_success(run)
-    timings_path = run.root / "env-only-timings.json"
-    timings = json.loads(timings_path.read_text()) if timings_path.exists() else {}
-    cfg = run.load_config()
     rows = []
-    for epoch in range(1, args.epochs + 1):
-        t = time.time()
-        results = run_epochs(run, cfg, epoch, start=epoch, ui=ui)
-        if any(not r.skipped for r in results) or str(epoch) not in timings:
-            timings[str(epoch)] = round(time.time() - t, 1)
-            timings_path.write_text(json.dumps(timings))
+    for epoch, _, timings in runs.run_epochs(run, args.epochs, ui, TIMINGS, evaluate_after=False):
         rows.append(row(run, epoch, frontier, timings))
         r = rows[-1]
         ui.info(f"{run.root.name} epoch {epoch}: env batches in band {r.get('env_batch_band_share')}, "
@@ -171,7 +143,7 @@ def run_one(args: argparse.Namespace, arm: str, seed: int, ui: UI) -> dict[str, 
 
 
 def settings(args: argparse.Namespace, arm: str) -> list[str]:
-    return [f"model={args.model}", f"domain={args.domain}", f"epochs={args.epochs}", *cur.COMMON, *args.sets,
+    return [f"model={args.model}", f"domain={args.domain}", f"epochs={args.epochs}", *arms.COMMON, *args.sets,
             *ARMS[arm]]
 
 
@@ -201,7 +173,7 @@ def load(path: Path, args: argparse.Namespace, arm: str) -> dict[str, Any] | Non
 def done_on_disk(args: argparse.Namespace, arm: str, seed: int) -> dict[str, Any] | None:
     """A run finished under --work, read back without running anything."""
     run = RunDir(args.work / f"{args.domain}-{arm}-s{seed}")
-    if not (run.root / "genenv.toml").exists():
+    if not run.config_path.exists():
         return None
     if any(not run.metrics_path(e).exists() or not run.manifest_path(e, "update-env").exists()
            for e in range(1, args.epochs + 1)):
@@ -210,8 +182,7 @@ def done_on_disk(args: argparse.Namespace, arm: str, seed: int) -> dict[str, Any
         frontier = base_shape_success(run)
     except FileNotFoundError:
         return None
-    path = run.root / "env-only-timings.json"
-    timings = json.loads(path.read_text()) if path.exists() else {}
+    timings = runs.read_timings(run, TIMINGS)
     old = load(record_path(args.out, args.domain, arm, seed), args, arm) or {}
     moved = {x["epoch"]: x["movement"] for x in old.get("rows", []) if "movement" in x}  # measured by --signal
     rows = [row(run, e, frontier, timings) for e in range(1, args.epochs + 1)]
@@ -235,7 +206,7 @@ def update_movement(run: RunDir, epoch: int) -> dict[str, Any] | None:
     import torch
 
     from genenv_cli.models import load_model, load_tokenizer, resolve
-    from genenv_cli.training.common import pad_pairs, token_logps
+    from genenv_cli.training.logits import pad_pairs, token_logps
 
     after = run.checkpoint_dir(epoch, "env")
     pool = run.pool_partition("env_sft", epoch)
@@ -410,7 +381,7 @@ def compare_run(args: argparse.Namespace, arm: str, seed: int, result: dict[str,
         data = read_run(root)
         data.label = arm
         return data
-    cfg = arm_config(args.domain, arm, seed, args.model, args.sets)
+    cfg = runs.arm_config(args.domain, ARMS[arm], seed, args.model, args.sets)
     flat = flat_settings(cfg)
     flat.pop("run.seed")
     rows = sorted(result["rows"], key=lambda r: r["epoch"])
@@ -425,7 +396,7 @@ def write(args: argparse.Namespace, per_run: dict[str, dict[int, dict[str, Any]]
     record = {"experiment": "env-only", "date": time.strftime("%Y-%m-%d"), "commit": git_commit(),
               "domain": args.domain, "epochs": args.epochs, "seeds": args.seeds,
               "complete": all(done.get(a) == sorted(args.seeds) for a in HEADLINE), "runs_done": done,
-              "arms_settings": ARMS, "settings": cur.COMMON + args.sets, "machine": machine(), "versions": versions(),
+              "arms_settings": ARMS, "settings": arms.COMMON + args.sets, "machine": machine(), "versions": versions(),
               "run_commits": sorted({r["commit"] for b in per_run.values() for r in b.values() if r.get("commit")}),
               "frontier": frontier, "arms": aggregate(per_run, args.epochs), "claims": claims(per_run),
               "batch_size_effect": batch_size_effect(per_run),
@@ -503,10 +474,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 save(record_path(args.out, args.domain, arm, seed), args, arm, seed, r)
     record = write(args, per_run)
     if per_run:
-        runs = [compare_run(args, arm, seed, r) for arm, b in per_run.items() for seed, r in sorted(b.items())]
+        compared = [compare_run(args, arm, seed, r) for arm, b in per_run.items() for seed, r in sorted(b.items())]
         bases = [f"{a}={b}" for a, b in BASELINE.items() if a in per_run and b in per_run]
         bases += ["env-only-frozen"] if "env-only-frozen" in per_run else []
-        record["compare"] = render_compare(runs, args.out / f"env_only-{args.domain}" / "compare.html",
+        record["compare"] = render_compare(compared, args.out / f"env_only-{args.domain}" / "compare.html",
                                            baselines=bases)["html"]
     print(markdown(record))
     return record

@@ -20,7 +20,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from benchmarks.record import git_commit, machine
+from lab.record import git_commit, machine
 
 RESULTS = Path(__file__).parent / "results" / "curriculum"
 KEYS = ["heldout", "env_batch_band_share", "env_batches_kept", "informative_share", "valid_generation_rate",

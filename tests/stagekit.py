@@ -10,10 +10,9 @@ from typing import Any
 from genenv_cli.contract import StagePlan, execute
 from genenv_cli.engines import SamplingParams
 from genenv_cli.engines.hf import HFEngine
-from genenv_cli.metrics import after_stage
 from genenv_cli.models import resolve
-from genenv_cli.pools import frame, write_parquet
 from genenv_cli.rundir import RunDir
+from genenv_cli.rundir.datafiles import frame, write_parquet
 
 
 def fake_stage(run: RunDir, epoch: int, stage: str, files: dict[str, tuple[Path, Any]]) -> None:
@@ -29,7 +28,7 @@ def fake_stage(run: RunDir, epoch: int, stage: str, files: dict[str, tuple[Path,
             else:
                 out.path(name).write_text(content)
 
-    execute(run, cfg, stage, epoch, lambda: plan, body, force=True, derived=after_stage)
+    execute(run, cfg, stage, epoch, lambda: plan, body, force=True)
 
 
 def complete_as(run: RunDir, module: Any, epoch: int, contents: dict[str, Any]) -> None:
@@ -45,7 +44,7 @@ def complete_as(run: RunDir, module: Any, epoch: int, contents: dict[str, Any]) 
             else:
                 out.path(name).write_text(content)
 
-    execute(run, cfg, plan.stage, epoch, lambda: plan, body, force=True, derived=after_stage)
+    execute(run, cfg, plan.stage, epoch, lambda: plan, body, force=True)
 
 
 def jsonl(records) -> str:

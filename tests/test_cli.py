@@ -13,7 +13,8 @@ import typer.main
 from typer.testing import CliRunner
 
 from genenv_cli.cli import app
-from genenv_cli.pools import SCHEMAS, read_jsonl, read_parquet
+from genenv_cli.rundir.datafiles import read_jsonl, read_parquet
+from genenv_cli.rundir.schemas import SCHEMAS
 from genenv_cli.stages import STAGES
 
 runner = CliRunner()
@@ -158,7 +159,7 @@ def test_second_writer_fails_fast_naming_the_holder(make_run):
     run = make_run()
     holder = subprocess.Popen([sys.executable, "-c",
                                "import sys, time; from pathlib import Path; from genenv_cli.rundir import RunDir, EpochLock; "
-                               f"l = EpochLock(RunDir(Path({str(run)!r})), 1, 'score'); "
+                               f"l = EpochLock(RunDir(Path({str(run)!r})).epoch_dir(1), 'score', root=Path({str(run)!r})); "
                                "l.__enter__(); print('held', flush=True); time.sleep(60)"],
                               stdout=subprocess.PIPE, text=True)
     try:

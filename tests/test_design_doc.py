@@ -37,4 +37,4 @@ def test_the_module_table_names_every_module():
 
 def test_the_check_reads_the_rows():
     """The table is found and read: a few known rows are among its names."""
-    assert {"cli.py", "rundir.py", "stages/", "evals/heldout/benchmark.py", "__init__.py"} <= table_names()
+    assert {"cli.py", "rundir/layout.py", "stages/", "evals/heldout/benchmark.py", "__init__.py"} <= table_names()

@@ -29,6 +29,7 @@ from typer.testing import CliRunner
 
 from domain_cases import CASES, DomainCase, Payload
 from genenv_cli.cli import app
+from genenv_cli.config import Config
 from genenv_cli.domains import DOMAINS, get_domain
 from genenv_cli.domains.checks import (
     ContractFailure,
@@ -63,6 +64,16 @@ def test_every_built_in_domain_has_a_row_and_the_family_ones_their_files():
         if name in built_in:
             assert CASES[name].suite_data and CASES[name].pair, f"{name}: its benchmark's files are the contract's data"
             assert all(d.data.exists() for d in CASES[name].suite_data), name
+
+
+@pytest.mark.parametrize("name", sorted(DOMAINS.builtins))
+def test_the_registry_row_says_what_the_domain_is(name):
+    """A row's `family` fact is what its class is, and its `lengths` name settings that exist."""
+    facts = DOMAINS.facts(name)
+    assert bool(facts.get("family")) == isinstance(get_domain(name), FamilyDomain), name
+    for key, value in facts.get("lengths", {}).items():
+        section, field = key.split(".")
+        assert isinstance(getattr(getattr(Config(), section), field), int) and value > 0, key
 
 
 @functools.cache

@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 from genenv_cli.cli import app
 from genenv_cli.domains import get_domain
-from genenv_cli.pools import read_jsonl, read_parquet
 from genenv_cli.rundir import RunDir
+from genenv_cli.rundir.datafiles import read_jsonl, read_parquet
 from genenv_cli.stages import generate_tasks, rollout, score, update_agent, update_env
 from stagekit import agent_pool, complete_as, env_pool, fake_stage, jsonl
 

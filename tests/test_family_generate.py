@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from genenv_cli.pools import read_jsonl
 from genenv_cli.rundir import RunDir
+from genenv_cli.rundir.datafiles import read_jsonl
 from genenv_cli.stages import generate_tasks
 from replay import ReplayEngine, patch_engine
 from test_travelplanner_domain import ITEM as TP_ITEM

@@ -37,7 +37,6 @@ from typer.testing import CliRunner
 from genenv_cli.cli import app
 from genenv_cli.contract import check_state, recover_stage
 from genenv_cli.errors import GenenvError
-from genenv_cli.metrics import after_stage
 from genenv_cli.rundir import RunDir
 from genenv_cli.stages import stage_module
 
@@ -230,7 +229,7 @@ def test_a_kill_at_every_operation_loses_nothing_and_a_rerun_completes(finished,
             if not _owned(rel, outputs, run, stage, epoch):
                 assert after.get(rel) == digest, f"{where}: {rel} changed"
         plan = stage_module(stage).plan(run, run.load_config(), epoch)
-        recover_stage(run, run.load_config(), plan, after_stage)  # what the next run does first
+        recover_stage(run, run.load_config(), plan)  # what the next run does first
         for name, p in outputs.items():
             assert p.exists(), f"{where}: output {name} lost"
         state = check_state(run, run.load_config(), plan)
@@ -248,7 +247,7 @@ def test_a_kill_at_every_operation_loses_nothing_and_a_rerun_completes(finished,
 
 
 def test_evaluate_result_and_samples_agree_at_every_kill(finished, tmp_path, monkeypatch):
-    from genenv_cli.stages import evaluate as ev
+    from genenv_cli.evals import run as ev
 
     preds = tmp_path / "preds.jsonl"
     preds.write_text("".join(json.dumps({"id": str(i), "output": f"<answer>{i}</answer>"}) + "\n" for i in range(6)))

@@ -4,8 +4,8 @@ import itertools
 import json
 import re
 
-from genenv_cli.pools import read_jsonl
 from genenv_cli.rundir import RunDir
+from genenv_cli.rundir.datafiles import read_jsonl
 from genenv_cli.stages import generate_tasks
 from replay import ReplayEngine, patch_engine
 

@@ -64,7 +64,7 @@ def test_no_gpu_falls_back_to_cpu_unless_cuda_is_demanded(monkeypatch):
 def test_policy_and_reference_land_on_the_ranks_device(four_gpus, recorded_loads, monkeypatch, tiny_model):
     """Full fine-tuning with a KL term: the trained model and the separate reference both go to cuda:2 on rank 2
     (before the fix: `to("cuda")`, i.e. cuda:0, for every rank), read straight onto it."""
-    from genenv_cli.config import AgentUpdateConfig
+    from genenv_cli.settings import AgentUpdateConfig
     from genenv_cli.training.common import load_policy
 
     moved: dict[int, list[str]] = {}
@@ -385,7 +385,7 @@ def test_evaluate_keeps_over_long_prompts_from_vllm(fake_vllm, tiny_model, make_
 def test_only_completion_positions_reach_the_lm_head(tiny_model):
     from transformers import AutoModelForCausalLM
 
-    from genenv_cli.training.common import completion_logits
+    from genenv_cli.training.logits import completion_logits
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model)
     ids = torch.randint(3, 600, (2, 30), generator=torch.Generator().manual_seed(0))
@@ -466,7 +466,7 @@ def test_warmup_ratio_becomes_whole_steps(make_run, tiny_model):
                           "agent_update.lr_scheduler=constant_with_warmup", "agent_update.warmup_ratio=0.5"))
     agent_pool(run, tiny_model, 1, {"t1": [1.0, 0.0, 1.0, 0.0], "t2": [0.0, 1.0, 1.0, 1.0]})
     update_agent.run(run, run.load_config(), 1)
-    from genenv_cli.pools import read_parquet
+    from genenv_cli.rundir.datafiles import read_parquet
 
     steps = read_parquet(run.epoch_dir(1) / "agent_update_steps.parquet", "agent_update_steps")
     # transformers records the rate each step used: 0 and 1/2 during the 2 warm-up steps, then the full rate
@@ -577,7 +577,7 @@ def test_under_fsdp_only_rank_0_reads_the_trained_weights(four_gpus, recorded_lo
     """Full fine-tuning sharded by FSDP over several GPUs with cpu_ram_efficient_loading: rank 1 builds the trained
     model on the meta device (no weight file read, no memory) and loads only its frozen reference, onto its own
     GPU; rank 0 reads the trained weights, which accelerate broadcasts into every rank's shards."""
-    from genenv_cli.config import AgentUpdateConfig
+    from genenv_cli.settings import AgentUpdateConfig
     from genenv_cli.training.common import load_policy
 
     train = AgentUpdateConfig(lora=False)
@@ -630,9 +630,9 @@ def test_which_launches_let_rank_0_load_alone(monkeypatch):
 def test_an_update_the_plan_says_cannot_fit_is_warned_about_naming_the_setting():
     """LoRA at 7B with the settings' defaults (gradient checkpointing off) at the preset's lengths: the plan is far
     past an 80 GB GPU, and the warning names the setting that brings it under."""
-    from genenv_cli.config import AgentUpdateConfig, EnvUpdateConfig
     from genenv_cli.launch import memory_warning
     from genenv_cli.memory_plan import QWEN25
+    from genenv_cli.settings import AgentUpdateConfig, EnvUpdateConfig
 
     seven = QWEN25["7B"]
     said = memory_warning("agent_update", AgentUpdateConfig(), seven, "lora", 1, (9000, 1024), reference=False,

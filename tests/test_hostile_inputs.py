@@ -259,7 +259,7 @@ def test_a_lone_surrogate_in_predictions_is_named_and_leaves_no_temp_file(tmp_pa
 
 
 def test_write_jsonl_leaves_nothing_behind_when_a_record_cannot_be_written(tmp_path):
-    from genenv_cli.pools import write_jsonl
+    from genenv_cli.rundir.datafiles import write_jsonl
 
     with pytest.raises(UnicodeEncodeError):
         write_jsonl(tmp_path / "x.tmp-1", [{"a": 1}, {"a": "\ud800"}])
@@ -389,7 +389,7 @@ def test_a_non_finite_training_step_is_refused_with_its_number():
 
     import torch
 
-    from genenv_cli.config import AgentUpdateConfig
+    from genenv_cli.settings import AgentUpdateConfig
     from genenv_cli.training.common import check_finite
 
     policy = SimpleNamespace(model=torch.nn.Linear(2, 2))

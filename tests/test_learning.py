@@ -9,8 +9,8 @@ import torch
 
 from genenv_cli.curriculum import normalized_weights
 from genenv_cli.models import resolve
-from genenv_cli.pools import read_parquet
 from genenv_cli.rundir import RunDir
+from genenv_cli.rundir.datafiles import read_parquet
 from genenv_cli.stages import update_agent, update_env
 from genenv_cli.training.grpo import group_advantages, grpo_loss
 from stagekit import agent_pool, env_pool
@@ -61,7 +61,7 @@ def test_loss_equals_trls_on_the_same_batch(tiny_model, tmp_path, loss_type, bet
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from genenv_cli.training.common import token_logps
+    from genenv_cli.training.logits import token_logps
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model)
     tok = AutoTokenizer.from_pretrained(tiny_model)

@@ -7,10 +7,10 @@ import pytest
 from genenv_cli.memory_plan import (
     ENV_WORKLOAD,
     GB,
-    PROCESS_HOST_BYTES,
-    QWEN25,
     LOSS_CHUNK_ELEMENTS,
     LOSS_TEMPORARIES,
+    PROCESS_HOST_BYTES,
+    QWEN25,
     Workload,
     host_bytes,
     host_table,

@@ -9,8 +9,9 @@ import polars as pl
 import pytest
 import torch
 
-from genenv_cli.pools import SCHEMAS, read_parquet, write_parquet
 from genenv_cli.rundir import RunDir
+from genenv_cli.rundir.datafiles import read_parquet, write_parquet
+from genenv_cli.rundir.schemas import SCHEMAS
 from genenv_cli.stages import update_agent
 from genenv_cli.training.grpo import grpo_loss, sample_mismatch
 from stagekit import agent_pool

@@ -17,8 +17,8 @@ from genenv_cli.cli import app
 from genenv_cli.config import apply_overrides, config_from_dict, render_config
 from genenv_cli.domains import get_domain
 from genenv_cli.errors import ConfigError
-from genenv_cli.pools import read_jsonl, read_parquet
 from genenv_cli.rundir import RunDir
+from genenv_cli.rundir.datafiles import read_jsonl, read_parquet
 from genenv_cli.stages import generate_tasks, rollout, score, update_agent, update_env
 from genenv_cli.stages.generate_tasks import split_budget
 from replay import ReplayEngine
@@ -299,7 +299,8 @@ def test_init_refuses_an_ambiguous_mix(tmp_path, args, message):
 def test_files_written_before_the_domain_column_still_read(tmp_path):
     """A run's rollouts, scores, task_stats and pools from before `domain` existed: read as null (the run's
     domain), by the full reader and by the footer check alike."""
-    from genenv_cli.pools import SCHEMAS, check_parquet, frame
+    from genenv_cli.rundir.datafiles import check_parquet, frame
+    from genenv_cli.rundir.schemas import SCHEMAS
 
     row = {"task_id": "t1", "batch_id": "t1", "source": "seed", "shape": "single", "attempts": 2, "successes": 1,
            "p_task": 0.5, "mean_reward": 0.5, "p_batch": 0.5, "r_env": 1.0, "filtered": False, "in_band": True,

@@ -1,4 +1,4 @@
-"""A run written by an earlier genenv (tests/fixtures/run_397d5bc, made at commit 397d5bc, before the run
+"""A run written by an earlier genenv (tests/fixtures/old_run, made at commit 397d5bc, before the run
 directory had one owner) is read and carried on by the current code: the file formats did not change.
 
 `status` shows its finished stages as done (their manifests, fingerprints and config digests still match), the
@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from genenv_cli.cli import app
 
-FIXTURE = Path(__file__).parent / "fixtures" / "run_397d5bc"
+FIXTURE = Path(__file__).parent / "fixtures" / "old_run"
 
 
 @pytest.fixture

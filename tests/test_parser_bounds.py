@@ -30,7 +30,7 @@ from genenv_cli.evals import get_benchmark
 from genenv_cli.evals.alfworld.benchmark import parse_action
 from genenv_cli.evals.bamboogle.benchmark import _last_tag, extract_answer
 from genenv_cli.evals.bfcl.decode import decode_answer
-from genenv_cli.evals.travelplanner.benchmark import _balanced, _drop_think, extract_plan
+from genenv_cli.evals.travelplanner.plans import _balanced, _drop_think, extract_plan
 
 FIX = Path(__file__).resolve().parent / "fixtures"
 # A megabyte parses in well under 0.2 s on an idle core (benchmarks/speed/parser_bounds.py records the times); the

@@ -1,12 +1,12 @@
 from pathlib import Path
 
-from genenv_cli.pools import SCHEMAS, markdown_tables
+from genenv_cli.rundir.schemas import SCHEMAS, markdown_tables
 
 DOC = Path(__file__).parents[1] / "docs" / "pools.md"
 
 
 def test_docs_describe_every_file_and_column():
-    """docs/pools.md carries the tables generated from SCHEMAS (regenerate: python -m genenv_cli.pools)."""
+    """docs/pools.md carries the tables generated from SCHEMAS (regenerate: python -m genenv_cli.rundir.schemas)."""
     text = DOC.read_text()
     assert markdown_tables() in text
     for schema in SCHEMAS.values():

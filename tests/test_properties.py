@@ -33,7 +33,7 @@ from genenv_cli.evals.api_bank import scoring as api_bank_scoring
 from genenv_cli.evals.bfcl.calls import DecodeError
 from genenv_cli.evals.bfcl.decode import decode_answer
 from genenv_cli.jsonio import json_lines
-from genenv_cli.pools import iter_jsonl
+from genenv_cli.rundir.datafiles import iter_jsonl
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 LIMIT_S = 2.0  # no single parse may take more CPU seconds, whatever the input (CPU, not wall: a loaded machine)

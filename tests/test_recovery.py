@@ -22,7 +22,6 @@ from typer.testing import CliRunner
 
 from genenv_cli.cli import app
 from genenv_cli.contract import StagePlan, check_state, recover_stage
-from genenv_cli.metrics import after_stage
 from genenv_cli.rundir import RunDir, old_name, tmp_name
 from stagekit import fake_stage
 
@@ -119,7 +118,7 @@ def test_an_intent_that_a_later_commit_superseded_is_discarded_not_undone(run, k
     intent.write_bytes(stale)
     later_manifest = run.manifest_path(1, STAGE).read_bytes()
 
-    done = recover_stage(run, run.load_config(), _plan(run, kind), after_stage)
+    done = recover_stage(run, run.load_config(), _plan(run, kind))
 
     assert _read(final) == "later", done
     assert run.manifest_path(1, STAGE).read_bytes() == later_manifest
@@ -131,7 +130,7 @@ def test_an_intent_that_a_later_commit_superseded_is_discarded_not_undone(run, k
 def test_an_intent_whose_manifest_is_still_committed_is_undone(run, kind):
     _commit(run, kind, "first")
     _killed_before_its_commit_point(run, kind, 4_000_000, None)
-    done = recover_stage(run, run.load_config(), _plan(run, kind), after_stage)
+    done = recover_stage(run, run.load_config(), _plan(run, kind))
     assert _read(_output(run, kind)) == "first" and any("put back" in line for line in done)
     assert check_state(run, run.load_config(), _plan(run, kind)).state == "done"
     assert _leftovers(run) == []
@@ -158,7 +157,7 @@ def test_a_live_process_holding_a_dead_writers_pid_is_told_apart_by_its_start_ti
     assert _leftovers(run) == []
     stranger.kill()
     stranger.wait()
-    recover_stage(run, run.load_config(), _plan(run, kind), after_stage)   # the next run, with nothing to do
+    recover_stage(run, run.load_config(), _plan(run, kind))   # the next run, with nothing to do
     assert _read(_output(run, kind)) == "rerun"
     assert check_state(run, run.load_config(), _plan(run, kind)).state == "done"
 
@@ -187,7 +186,7 @@ def test_leftovers_with_a_pid_out_of_range_are_removed_without_an_error(run, suf
     final.with_name(f".{final.name}.tmp-{suffix}").write_text("junk")
     manifest = run.manifest_path(1, STAGE)
     manifest.with_name(f".{manifest.name}.tmp-{suffix}").write_text("{")
-    recover_stage(run, run.load_config(), _plan(run, "file"), after_stage)
+    recover_stage(run, run.load_config(), _plan(run, "file"))
     assert _leftovers(run) == []
     assert _read(final) == "first"
 
@@ -211,11 +210,11 @@ def test_a_shard_refused_by_its_lock_leaves_the_holders_lock_file(run):
     from genenv_cli.rundir import EpochLock
 
     stage = "rollout.shard-1-of-2"
-    with EpochLock(run, 1, stage, shared=True):
+    with EpochLock(run.epoch_dir(1), stage, root=run.root, shared=True):
         own = run.epoch_dir(1) / f".lock.{stage}"
         inode = own.stat().st_ino
         # a second holder of the same shard (flock: another open file description excludes this one)
-        with pytest.raises(LockError, match="epoch 1 is locked by"), EpochLock(run, 1, stage, shared=True):
+        with pytest.raises(LockError, match="epoch 1 is locked by"), EpochLock(run.epoch_dir(1), stage, root=run.root, shared=True):
             pass
         assert own.exists() and own.stat().st_ino == inode
         with open(own, "rb") as fh, pytest.raises(BlockingIOError):

@@ -13,9 +13,9 @@ import pytest
 from genenv_cli.config import Config, render_config
 from genenv_cli.errors import InputError
 from genenv_cli.metrics import SOURCES
-from genenv_cli.pools import frame, write_parquet
 from genenv_cli.report import build_report
 from genenv_cli.rundir import RunDir
+from genenv_cli.rundir.datafiles import frame, write_parquet
 
 CHART_IDS = ["success-rate", "p-task", "band-share", "env-reward", "valid-generation", "env-signal", "lengths",
              "agent-reward", "informative", "env-kl", "evals"]

@@ -55,7 +55,7 @@ def test_one_process_and_three_shards_draw_identical_rollouts(tmp_path, arith_mo
     """The same epoch rolled out whole and as shards 1/3, 2/3, 3/3 (each its own stage run): every rollout has the
     same tokens, finish reason and seed, and logprobs equal up to batch numerics. Before, each shard restarted the
     per-batch seeds, so task j of every shard drew the same noise and a run changed with the number of GPUs."""
-    from genenv_cli.pools import read_parquet
+    from genenv_cli.rundir.datafiles import read_parquet
     from genenv_cli.stages import rollout
     from test_epochs import arith_run
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from genenv_cli.pools import read_parquet
+from genenv_cli.rundir.datafiles import read_parquet
 from genenv_cli.stages import score
 from test_epochs import arith_run
 

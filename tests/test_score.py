@@ -5,8 +5,8 @@ import math
 import polars as pl
 import pytest
 
-from genenv_cli.pools import frame, read_parquet, write_parquet
 from genenv_cli.rundir import RunDir
+from genenv_cli.rundir.datafiles import frame, read_parquet, write_parquet
 from genenv_cli.stages import score
 from genenv_cli.stages.update_env import select_pairs
 from stagekit import fake_stage, jsonl

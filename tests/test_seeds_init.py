@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from genenv_cli.cli import app
 from genenv_cli.domains.bamboogle import BamboogleDomain
-from genenv_cli.pools import read_jsonl
+from genenv_cli.rundir.datafiles import read_jsonl
 
 runner = CliRunner()
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -39,7 +39,7 @@ def test_shipped_configs_shard_and_gather():
 
 @pytest.mark.slow  # imports transformers' training stack (seconds)
 def test_sharding_setting_reaches_the_training_arguments(tmp_path):
-    from genenv_cli.config import TrainingConfig
+    from genenv_cli.settings import TrainingConfig
     from genenv_cli.training.common import training_arguments
 
     train = TrainingConfig(gradient_checkpointing=True, lora=False)

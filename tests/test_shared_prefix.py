@@ -7,7 +7,7 @@ import torch
 from genenv_cli.engines import SamplingParams, shared_prefix
 from genenv_cli.engines.hf import HFEngine
 from genenv_cli.models import resolve
-from genenv_cli.training.common import completion_logits, pad_pairs
+from genenv_cli.training.logits import completion_logits, pad_pairs
 
 SYSTEM = "You are a careful calculator. Answer with the number only, then stop. Be brief, exact and polite."
 CONVS = [[{"role": "system", "content": SYSTEM}, {"role": "user", "content": q}]

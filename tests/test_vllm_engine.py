@@ -69,9 +69,9 @@ def adapter(cache, tmp_path_factory, hf_model):
 
 @pytest.fixture(scope="module")
 def lora_engine(cache, adapter, base):
-    from genenv_cli.config import VLLMConfig
     from genenv_cli.engines import open_engine
     from genenv_cli.models import ModelRef
+    from genenv_cli.settings import VLLMConfig
 
     base.close()  # one engine at a time: the base engine's tests ran first (file order)
     engine = open_engine(ModelRef("lora", str(cache), str(adapter[0])), engine="vllm", seed=5,
@@ -217,10 +217,10 @@ def test_a_lora_adapter_is_served(lora_engine, adapter, hf_model):
 
 
 def test_an_adapter_above_max_lora_rank_is_refused_before_the_engine_starts(cache, adapter):
-    from genenv_cli.config import VLLMConfig
     from genenv_cli.engines import open_engine
     from genenv_cli.errors import ConfigError
     from genenv_cli.models import ModelRef
+    from genenv_cli.settings import VLLMConfig
 
     (folder, _) = adapter
     import json

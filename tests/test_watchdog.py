@@ -16,9 +16,9 @@ from genenv_cli.domains import tool_call
 from genenv_cli.domains.arith import ArithDomain
 from genenv_cli.domains.base import EnvContext, Reject
 from genenv_cli.evals.base import EvalSample, Verdict
-from genenv_cli.pools import read_parquet
+from genenv_cli.evals.run import score_safely
+from genenv_cli.rundir.datafiles import read_parquet
 from genenv_cli.stages import score
-from genenv_cli.stages.evaluate import score_safely
 from genenv_cli.watchdog import ItemTimeout, Watchdog
 from test_score import BAD, GOOD, epoch1  # noqa: F401 - the hand-made epoch
 
@@ -205,7 +205,7 @@ def test_scoring_predictions_keeps_the_sample_limit_apart_from_the_watchdog_boun
     from pathlib import Path
 
     from genenv_cli.config import config_from_dict
-    from genenv_cli.stages.evaluate import evaluate
+    from genenv_cli.evals.run import evaluate
 
     data = Path(__file__).parent / "fixtures" / "bamboogle" / "bamboogle.csv"
     preds = tmp_path / "preds.jsonl"

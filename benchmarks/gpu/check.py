@@ -95,7 +95,6 @@ def part_models(work: Path, pack: Path, dry: bool) -> dict[str, Any]:
 def _complete_score(run: Any, epoch: int, outputs: dict[str, tuple[Path, Any]]) -> None:
     """Mark `score` of `epoch` done with the given outputs written under the stage contract (as if it had run)."""
     from genenv_cli.contract import StagePlan, execute
-    from genenv_cli.metrics import after_stage
 
     cfg = run.load_config()
     plan = StagePlan("score", epoch, outputs={name: path for name, (path, _) in outputs.items()})
@@ -104,7 +103,7 @@ def _complete_score(run: Any, epoch: int, outputs: dict[str, tuple[Path, Any]]) 
         for name, (_, write) in outputs.items():
             write(out.path(name))
 
-    execute(run, cfg, "score", epoch, lambda: plan, body, force=True, derived=after_stage)
+    execute(run, cfg, "score", epoch, lambda: plan, body, force=True)
 
 
 def update_variants(dry: bool) -> list[tuple[str, bool]]:
@@ -125,8 +124,8 @@ def part_prepare_update(work: Path, model: str, role: str, lora: bool, dry: bool
     from transformers import AutoTokenizer
 
     from genenv_cli.config import apply_overrides, config_from_dict, render_config
-    from genenv_cli.pools import frame, write_parquet
     from genenv_cli.rundir import RunDir
+    from genenv_cli.rundir.datafiles import frame, write_parquet
 
     s = sizes(dry)["agent" if role == "agent" else "env"]
     root = work / f"{role}-{'lora' if lora else 'full'}"
@@ -183,7 +182,7 @@ def part_mismatch(run_dir: Path, model: str) -> dict[str, Any]:
 
     from genenv_cli.config import Config
     from genenv_cli.models import dtype_name, pick_device
-    from genenv_cli.pools import read_parquet
+    from genenv_cli.rundir.datafiles import read_parquet
     from genenv_cli.training.common import load_policy, training_arguments
     from genenv_cli.training.grpo import make_trainer, sample_mismatch
 
@@ -391,7 +390,8 @@ class Check:
         return m.get("device_name") or m.get("device") or "unknown"
 
     def write(self) -> Path:
-        from benchmarks.record import git_commit, machine, versions
+        from lab.record import git_commit, machine, versions
+
         from benchmarks.speed.common import RESULTS
 
         slug = re.sub(r"[^a-z0-9]+", "-", self.device().lower()).strip("-") + ("-dry-run" if self.dry else "")

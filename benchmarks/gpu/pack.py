@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
     tree = working_tree_bytes()
     # the commit travels in the manifest: the device machine's copy of .git can name another one (there it named
     # the commit the session began at, not the working tree that was sent)
-    from benchmarks.record import git_commit
+    from lab.record import git_commit
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True,
                            cwd=ROOT).stdout.strip() != ""
     manifest = {"date": time.strftime("%Y-%m-%d"), "commit": git_commit(ROOT), "uncommitted_changes": dirty,

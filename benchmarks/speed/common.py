@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.record import git_commit, machine, versions
+from lab.record import git_commit, machine, versions
 
 # one folder per benchmark script: results/<script>/<name>.json (GENENV_BENCH_RESULTS: somewhere else, e.g. a test)
 RESULTS = Path(os.environ.get("GENENV_BENCH_RESULTS", Path(__file__).parent / "results"))
@@ -91,7 +91,7 @@ def write_epoch_files(root: Path, epoch: int, n_tasks: int, k: int, rng: random.
     import polars as pl
 
     from genenv_cli.domains import get_domain
-    from genenv_cli.pools import write_parquet
+    from genenv_cli.rundir.datafiles import write_parquet
 
     seeds = get_domain("tool_call").seeds("train")
     e = root / "epochs" / f"{epoch:04d}"
@@ -135,7 +135,6 @@ def complete_stage(run: Any, module: Any, epoch: int, writers: dict[str, Any]) -
     import shutil
 
     from genenv_cli.contract import execute
-    from genenv_cli.metrics import after_stage
 
     cfg = run.load_config()
 
@@ -147,7 +146,7 @@ def complete_stage(run: Any, module: Any, epoch: int, writers: dict[str, Any]) -
                 shutil.copy(w, out.path(name))
 
     plan = module.plan(run, cfg, epoch)
-    execute(run, cfg, plan.stage, epoch, lambda: plan, body, force=True, derived=after_stage)
+    execute(run, cfg, plan.stage, epoch, lambda: plan, body, force=True)
 
 
 def synthetic_run(root: Path, epochs: int, n_tasks: int, k: int, *, train_stages: bool = True, seed: int = 0) -> Any:
@@ -170,7 +169,7 @@ def synthetic_run(root: Path, epochs: int, n_tasks: int, k: int, *, train_stages
         return write
 
     def empty_parquet(key: str):
-        from genenv_cli.pools import frame, write_parquet
+        from genenv_cli.rundir.datafiles import frame, write_parquet
 
         return lambda path: write_parquet(frame([], key), path, key)
 

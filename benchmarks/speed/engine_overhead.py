@@ -72,8 +72,8 @@ def generate_batches(model, tok, conversations: list, k: int, batch_size: int, m
 
 def vllm_arguments(model_dir: str, seed: int) -> dict:
     """The `LLM(...)` arguments genenv's engine passes on this machine, for the auto dtype and memory share."""
-    from genenv_cli.config import VLLMConfig
     from genenv_cli.engines import vllm_device, vllm_dtype, vllm_memory_share
+    from genenv_cli.settings import VLLMConfig
 
     where = vllm_device()
     args = {"model": model_dir, "tokenizer": model_dir, "dtype": vllm_dtype("auto", where), "seed": seed,
@@ -151,8 +151,8 @@ def prepare_run(root: Path, domain: str, tasks: int, k: int, max_new_tokens: int
     from genenv_cli.checkpoints import derive_seed
     from genenv_cli.config import apply_overrides, config_from_dict, render_config
     from genenv_cli.domains import get_domain
-    from genenv_cli.pools import read_jsonl
     from genenv_cli.rundir import RunDir
+    from genenv_cli.rundir.datafiles import read_jsonl
     from genenv_cli.stages import generate_tasks
 
     root.mkdir()
@@ -223,8 +223,8 @@ def main() -> None:
     from genenv_cli.config import apply_overrides, config_from_dict, render_config
     from genenv_cli.domains import get_domain
     from genenv_cli.models import ensure_embedded
-    from genenv_cli.pools import read_jsonl
     from genenv_cli.rundir import RunDir
+    from genenv_cli.rundir.datafiles import read_jsonl
     from genenv_cli.stages import generate_tasks, rollout
 
     model_dir = str(ensure_embedded()) if args.model == "embedded" else args.model

@@ -66,9 +66,9 @@ def measure(side: str, cores: int) -> dict[str, Any]:
     """In this process (its environment already set): open the engine, generate both workloads."""
     import torch
 
-    from genenv_cli.config import VLLMConfig
     from genenv_cli.engines import open_engine
     from genenv_cli.models import resolve
+    from genenv_cli.settings import VLLMConfig
 
     spec = sides(cores)[side]
     torch.set_num_threads(cores)

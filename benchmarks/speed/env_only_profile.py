@@ -5,9 +5,9 @@
     python -m benchmarks.speed.env_only_profile --arm env-only-grpo --label grpo
     python -m benchmarks.speed.env_only_profile --label replay --replay RUN --epoch 5 --codes before=../old/src after=src
 
-The run is the environment-only experiment's (experiments/env_only.py: the curriculum experiment's settings, the agent
-never trained), seed 1, on the embedded model, for --epochs epochs. Every stage runs as its own process, as `genenv
-run` runs it, through the CLI of the code under test (`--code`: a `src/` folder put first on PYTHONPATH), with one
+The run is the environment-only experiment's (experiments/env_only.py, its arms in lab/arms.py: the curriculum
+experiment's settings, the agent never trained), seed 1, on the embedded model, for --epochs epochs. Every stage
+runs as its own process, as `genenv run` runs it, through the CLI of the code under test (`--code`: a `src/` folder put first on PYTHONPATH), with one
 torch thread, as the experiment's runs do. Recorded per epoch and stage: the wall seconds, the CPU seconds the stage's
 process used (user + system: with one thread, what the stage computed, which a busy machine inflates far less than
 the wall time) and the seconds its manifest records; the load average before each epoch. An epoch's later stages
@@ -36,10 +36,9 @@ STAGES = ["generate-tasks", "rollout", "score", "update-agent", "update-env"]
 
 
 def settings(arm: str, seed: int) -> list[str]:
-    from experiments import curriculum as cur
-    from experiments import env_only
+    from lab.arms import ENV_ONLY, arm_settings
 
-    return [f"run.seed={seed}", "agent.model=embedded", "env.model=embedded", *cur.COMMON, *env_only.ARMS[arm]]
+    return arm_settings(ENV_ONLY[arm], seed, "embedded", [])
 
 
 def stage_process(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
@@ -85,7 +84,8 @@ def replay(run: Path, epoch: int, codes: dict[str, Path], label: str) -> None:
     """update-env of `epoch` redone by each checkout on its own copy of `run`: the same data for every one."""
     import shutil
 
-    from benchmarks.record import git_commit
+    from lab.record import git_commit
+
     from benchmarks.speed.common import write_result
 
     figures: dict[str, Any] = {}
@@ -124,7 +124,8 @@ def main() -> None:
         replay(args.replay, args.epoch, {k: Path(v) for k, v in (c.split("=", 1) for c in args.codes)}, args.label)
         return
 
-    from benchmarks.record import git_commit
+    from lab.record import git_commit
+
     from benchmarks.speed.common import write_result
 
     code = (args.code or Path(__file__).resolve().parents[2] / "src").resolve()

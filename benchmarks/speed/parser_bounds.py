@@ -80,7 +80,7 @@ def main() -> None:
     from genenv_cli.domains import get_domain
     from genenv_cli.evals import get_benchmark
     from genenv_cli.evals.bamboogle.benchmark import extract_answer
-    from genenv_cli.evals.travelplanner.benchmark import extract_plan
+    from genenv_cli.evals.travelplanner.plans import extract_plan
     from genenv_cli.grading import grade_pairs
 
     arith = get_domain("arith")

@@ -28,8 +28,8 @@ def one_arm(root: Path, args: argparse.Namespace, sampler_dtype: str) -> dict:
     import torch
 
     from genenv_cli.config import apply_overrides, config_from_dict, render_config
-    from genenv_cli.pools import read_parquet
     from genenv_cli.rundir import RunDir
+    from genenv_cli.rundir.datafiles import read_parquet
     from genenv_cli.stages import generate_tasks, rollout
     from genenv_cli.training.common import load_policy, training_arguments
     from genenv_cli.training.grpo import make_trainer, sample_mismatch

@@ -112,7 +112,7 @@ def _ui(run_dir: Any, command: str, quiet: bool, as_json: bool, start: str | Non
 def _stage(stage: str, run: Path | None, sets: list[str] | None, quiet: bool, as_json: bool,
            call: Callable[[Any, Any, Any, Any], Any], epoch: int | None) -> None:
     """Run `call(stage module, run_dir, cfg, ui)` for a stage command, with its log and its summary line."""
-    from genenv_cli.summaries import summarize
+    from genenv_cli.views import summarize
 
     with reported() as where:
         module = STAGES[stage].load()
@@ -225,19 +225,19 @@ def evaluate(
 ) -> None:
     """Run an agent on a benchmark, or score predictions made elsewhere, with the benchmark's metric."""
     from genenv_cli import views
-    from genenv_cli.stages import evaluate as stage
+    from genenv_cli.evals import run as evaluation
 
     with reported() as where:
         if list_:
-            views.print_benchmarks(stage.list_benchmarks(), as_json=as_json)
+            views.print_benchmarks(evaluation.list_benchmarks(), as_json=as_json)
             return
         if bench is None:
             raise ConfigError("--bench NAME is required (see `genenv evaluate --list`).")
-        stage.BENCHMARKS.get(bench)  # an unknown name fails here, with the nearest known one
+        evaluation.BENCHMARKS.get(bench)  # an unknown name fails here, with the nearest known one
         run_dir, cfg = _open(run, sets, where, "evaluate",
                              required=predictions is None and export is None and model is None)
         ui = _ui(run_dir, "evaluate", quiet, as_json)
-        result = stage.evaluate(run_dir, cfg, bench, epoch=epoch, model=model, data=data, predictions=predictions,
+        result = evaluation.evaluate(run_dir, cfg, bench, epoch=epoch, model=model, data=data, predictions=predictions,
                                 export=export, limit=limit, split=split, version=version, protocol=protocol, ui=ui,
                                 force=force, label=label)
         if export is not None:
@@ -283,7 +283,7 @@ def compare(runs: Annotated[list[Path], typer.Argument(help="Run directories; ru
             as_json: Annotated[bool, typer.Option("--json", help="Print the paths, arms, flags and numbers as JSON.")] = False) -> None:
     """Several runs on one offline HTML page: per claim (in-band share, informative groups, held-out success) each
     arm minus its baseline with a 95% interval across seeds, then each arm's own curves, the shape mix, and tables."""
-    from genenv_cli.compare import build_compare
+    from genenv_cli.report.compare import build_compare
 
     with reported():
         result = build_compare(runs, out, labels=label, baselines=baseline)

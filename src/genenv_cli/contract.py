@@ -4,7 +4,7 @@ A stage builds a `StagePlan` (what it reads, what it writes, which config sectio
 uses) and hands `execute` a body that writes each output to the temporary path `Staging.path(name)` gives it.
 
 Commit order. A stage's outputs, its manifest and the files derived from the manifests (the epoch's
-metrics.json, from the caller's `derived` hook) become visible together, or not at all:
+metrics.json, `derived_files`) become visible together, or not at all:
 
 1. prepare (nothing visible changes): the body writes every output to `.NAME.tmp-ID` (ID: the writer's pid);
    the new manifest, fingerprinting those files, is written and flushed to `manifests/.STAGE.json.tmp-ID`
@@ -51,6 +51,7 @@ from typing import Any
 from genenv_cli import __version__, writers
 from genenv_cli.config import Config
 from genenv_cli.errors import DiskError, InputError, disk_full
+from genenv_cli.metrics import after_stage
 from genenv_cli.rundir import (
     EpochLock,
     RunDir,
@@ -71,9 +72,11 @@ from genenv_cli.safefiles import link_refusal, read_regular, refuse_links_below,
 from genenv_cli.staleness import Change, config_changes, value_changes
 from genenv_cli.ui import open_log
 
-# the caller's hook for files derived from the epoch's manifests: (run, cfg, plan, the new manifest or None for
-# the manifests as they are) -> {path: content}
-Derived = Callable[[RunDir, Config, "StagePlan", "dict[str, Any] | None"], "dict[Path, bytes]"]
+
+def derived_files(run: RunDir, cfg: Config, plan: StagePlan, manifest: dict[str, Any] | None) -> dict[Path, bytes]:
+    """The files derived from the epoch's manifests (metrics.json), with `manifest` (None: the manifests as they
+    are) in place of the stage's own: committed with every epoch stage's outputs."""
+    return after_stage(run, cfg, plan.epoch, plan.stage, manifest)
 
 
 def process_rank() -> int:
@@ -376,31 +379,30 @@ def require_done(run: RunDir, epoch: int, stage: str, needed_by: str) -> dict[st
 
 
 def execute(run: RunDir, cfg: Config, stage: str, epoch: int, build_plan: Callable[[], StagePlan],
-            body: Callable[[Staging], None], *, force: bool = False, derived: Derived | None = None) -> StageResult:
+            body: Callable[[Staging], None], *, force: bool = False) -> StageResult:
     """Run one stage under the contract. `build_plan` is called under the epoch's lock, so a second writer
-    fails on the lock before it looks at any input. `derived` gives the files computed from the epoch's
-    manifests (metrics.json): they are committed with the outputs, and rewritten by a no-op run when they no
+    fails on the lock before it looks at any input. The files computed from the epoch's manifests
+    (metrics.json, `derived_files`) are committed with the outputs, and rewritten by a no-op run when they no
     longer match. The trackers of `run.report_to` are checked first (one not installed stops the stage before any
     work) and, once the stage is committed or found up to date, sent the points they lack (trackers/)."""
     from genenv_cli import trackers
 
     trackers.check_installed(cfg, f"`{stage} --epoch {epoch}`")
     if process_rank() != 0:  # other ranks of a distributed update: no lock, nothing written but by rank 0
-        return _execute(run, cfg, build_plan(), body, force=force, is_main=False, derived=None)
+        return _execute(run, cfg, build_plan(), body, force=force, is_main=False, derived=False)
     shared = shard_of(stage) is not None
-    with EpochLock(run, epoch, stage, shared=shared) as lock:
+    with EpochLock(run.epoch_dir(epoch), stage, root=run.root, shared=shared) as lock:
         if lock.crashed:
             _report_crashed(run, lock.crashed)
         # rollout shards run side by side and add no numbers: they leave the derived files to the other stages
-        result = _execute(run, cfg, build_plan(), body, force=force, is_main=True,
-                          derived=None if shared else derived)
+        result = _execute(run, cfg, build_plan(), body, force=force, is_main=True, derived=not shared)
         if not shared:
             trackers.publish(run, cfg)
         return result
 
 
 def _execute(run: RunDir, cfg: Config, plan: StagePlan, body: Callable[[Staging], None], *, force: bool,
-             is_main: bool, derived: Derived | None) -> StageResult:
+             is_main: bool, derived: bool) -> StageResult:
     manifest_path = run.manifest_path(plan.epoch, plan.stage)
     if is_main:
         # a killed writer's half-done commit, even when this run turns out to have nothing to do
@@ -412,8 +414,8 @@ def _execute(run: RunDir, cfg: Config, plan: StagePlan, body: Callable[[Staging]
             raise InputError(f"`{plan.stage} --epoch {plan.epoch}`: input {name} ({p}) does not exist.")
     state = check_state(run, cfg, plan)
     if state.state == "done" and not force:
-        if is_main and derived is not None:
-            _refresh_derived(run, cfg, plan, derived)
+        if is_main and derived:
+            _refresh_derived(run, cfg, plan)
         finished = state.manifest.get("finished", "?") if state.manifest else "?"
         return StageResult(plan.stage, plan.epoch, True, state.manifest or {},
                            f"{plan.stage} epoch {plan.epoch}: up to date (completed {finished}, inputs "
@@ -440,7 +442,7 @@ def _execute(run: RunDir, cfg: Config, plan: StagePlan, body: Callable[[Staging]
         extra.append(intent)
         write_new(intent, json_bytes(manifest))
         pairs = [pair for pair in written.values()]
-        for path, content in (derived(run, cfg, plan, manifest) if derived is not None else {}).items():
+        for path, content in (derived_files(run, cfg, plan, manifest) if derived else {}).items():
             tmp = tmp_name(path)
             extra.append(tmp)
             write_new(tmp, content)
@@ -461,7 +463,7 @@ def _execute(run: RunDir, cfg: Config, plan: StagePlan, body: Callable[[Staging]
     return StageResult(plan.stage, plan.epoch, False, manifest, f"{plan.stage} epoch {plan.epoch}: done")
 
 
-def recover_stage(run: RunDir, cfg: Config, plan: StagePlan, derived: Derived | None = None) -> list[str]:
+def recover_stage(run: RunDir, cfg: Config, plan: StagePlan, derived: bool = True) -> list[str]:
     """What a stage run does first, under the lock: refuse links at its outputs, manifest and derived files (and
     at the folders between the run's root and them), then resolve a killed writer's half-done commit
     (`rundir.recover_commit`: undone when it never reached its commit point, finished when it did) and remove
@@ -471,8 +473,8 @@ def recover_stage(run: RunDir, cfg: Config, plan: StagePlan, derived: Derived | 
     if problem:
         raise InputError(problem + ".")
     finals = {run.rel(p): p for p in plan.outputs.values()}
-    if derived is not None:
-        finals.update({run.rel(p): p for p in derived(run, cfg, plan, None)})
+    if derived:
+        finals.update({run.rel(p): p for p in derived_files(run, cfg, plan, None)})
     for p in [*finals.values(), manifest_path]:
         refuse_links_below(run.root, p, f"an output of `{plan.stage}`")
     return recover_commit(finals, manifest_path, run.root)
@@ -505,10 +507,10 @@ def _manifest(run: RunDir, cfg: Config, plan: StagePlan, staging: Staging, input
     }
 
 
-def _refresh_derived(run: RunDir, cfg: Config, plan: StagePlan, derived: Derived) -> None:
+def _refresh_derived(run: RunDir, cfg: Config, plan: StagePlan) -> None:
     """A no-op run rewrites a derived file that no longer matches the manifests (a kill between an older
     genenv's manifest and its metrics.json, a hand edit). Best effort: on read-only storage it stays as it is."""
-    for path, content in derived(run, cfg, plan, None).items():
+    for path, content in derived_files(run, cfg, plan, None).items():
         try:
             same = read_regular(path, follow=False) == content
         except (OSError, InputError):

@@ -21,11 +21,12 @@ from collections.abc import Callable
 from typing import Any
 
 from genenv_cli.errors import GenenvError
+from genenv_cli.settings import ITEM_TIMEOUT_S
 from genenv_cli.watchdog import ItemTimeout, Watchdog, reason
 
 PARALLEL_MIN = 20_000
 CHUNK = 5_000
-DEFAULT_LIMIT_S = 10.0  # score.item_timeout_s's default
+DEFAULT_LIMIT_S = ITEM_TIMEOUT_S
 
 Grade = tuple[float, float, bool, str | None]
 

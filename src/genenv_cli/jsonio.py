@@ -1,7 +1,7 @@
 """Reading JSON and JSON lines from files, naming the file, the line and what was expected on any failure.
 
 The one JSON reader under everything genenv reads from disk: a run's JSONL files (validated against their schema
-by `pools`), benchmark data files, seed files, predictions. Text that is not UTF-8, a line that is not JSON, a
+by `rundir.datafiles`), benchmark data files, seed files, predictions. Text that is not UTF-8, a line that is not JSON, a
 number past Python's digit limit, nesting past its depth and a lone surrogate escape are each an `InputError`
 naming the place, never a traceback. Files are opened with `safefiles.open_regular` (never a device or a pipe).
 """

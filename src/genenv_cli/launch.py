@@ -16,8 +16,9 @@ import json
 import os
 from pathlib import Path
 
-from genenv_cli.config import Config, TrainingConfig
+from genenv_cli.config import Config
 from genenv_cli.errors import ConfigError
+from genenv_cli.settings import TrainingConfig
 
 FSDP_FILE = "stages/accelerate/fsdp-full-shard.yaml"
 ZERO3_FILE = "stages/accelerate/zero3.yaml"

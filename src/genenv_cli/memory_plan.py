@@ -214,12 +214,6 @@ def host_table(gpus: int = 8) -> str:
     return "\n".join(rows)
 
 
-def full_finetune_need(shape: Shape, sharding: str, gpus: int, w: Workload) -> float:
-    """Bytes per GPU a full fine-tune needs under `run.sharding` (none: every GPU holds everything)."""
-    method = {"none": "full", "fsdp": "fsdp", "zero3": "zero3"}[sharding]
-    return training_bytes(shape, method, gpus if sharding != "none" else 1, w)["total"]
-
-
 def shape_of_config(cfg: dict) -> Shape | None:
     """A Shape from a model's config.json (None when a field the formulas need is missing)."""
     try:

@@ -12,13 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from genenv_cli.pools import METRICS_DOCS
 from genenv_cli.rundir import RunDir, json_bytes
+from genenv_cli.rundir.schemas import METRICS_DOCS
 from genenv_cli.stages import STAGES
 
 if TYPE_CHECKING:
     from genenv_cli.config import Config
-    from genenv_cli.contract import StagePlan
 
 # keys whose value is a mapping (by shape, by domain), not a number
 MAPPINGS = {"env_shape_mix", "shape_success", "by_domain"}
@@ -71,10 +70,10 @@ def current(run: RunDir, cfg: Config, epoch: int) -> dict[str, Any]:
     return gather(run, epoch, (c.band_low, c.band_high), c.alpha)
 
 
-def after_stage(run: RunDir, cfg: Config, plan: StagePlan, manifest: dict[str, Any] | None) -> dict[Path, bytes]:
-    """Every epoch stage's `derived` hook: metrics.json as the manifests make it, with `manifest` (about to be
-    committed) in place of the stage's own; the contract commits it with the stage's outputs."""
+def after_stage(run: RunDir, cfg: Config, epoch: int, stage: str, manifest: dict[str, Any] | None) -> dict[Path, bytes]:
+    """The files derived from the epoch's manifests: metrics.json as the manifests make it, with `manifest` (about
+    to be committed) in place of `stage`'s own. The contract commits it with every epoch stage's outputs."""
     c = cfg.curriculum
-    data = gather(run, plan.epoch, (c.band_low, c.band_high), c.alpha,
-                  override={plan.stage: manifest} if manifest is not None else None)
-    return {run.metrics_path(plan.epoch): json_bytes(data)}
+    data = gather(run, epoch, (c.band_low, c.band_high), c.alpha,
+                  override={stage: manifest} if manifest is not None else None)
+    return {run.metrics_path(epoch): json_bytes(data)}

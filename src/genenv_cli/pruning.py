@@ -128,7 +128,8 @@ def prune(run: RunDir, cfg: Config) -> list[str]:
         if keep(cfg, e, newest) or not (_to_delete(run, e) or dead_leftovers(record)) or not is_done(e + 1):
             continue
         try:
-            with EpochLock(run, e + 1, "prune", hand_on=True), EpochLock(run, e, "prune", hand_on=True):
+            with EpochLock(run.epoch_dir(e + 1), "prune", root=run.root, hand_on=True), \
+                    EpochLock(run.epoch_dir(e), "prune", root=run.root, hand_on=True):
                 for leftover in dead_leftovers(record):  # a pruning killed while it wrote its record
                     remove_entry(leftover)
                 if not epoch_done(run, cfg, e + 1):  # changed before the locks were taken

@@ -7,8 +7,8 @@ from typing import Any
 
 from genenv_cli.domains.base import Domain
 from genenv_cli.errors import InputError
-from genenv_cli.pools import iter_jsonl
 from genenv_cli.rundir import unchanged
+from genenv_cli.rundir.datafiles import iter_jsonl
 
 
 def written_unchanged(path: Path, recorded: dict[str, Any] | None) -> bool:

@@ -198,3 +198,13 @@ class UI:
             print(json.dumps(record, default=str), file=self.out, flush=True)
         elif not self.quiet:
             print(text, file=self.out, flush=True)
+
+
+def pct(v: Any) -> str:
+    """A share as a whole percentage for a summary line; "-" when not measured."""
+    return "-" if v is None else f"{100 * v:.0f}%"
+
+
+def num(v: Any) -> str:
+    """A number with three decimals for a summary line; "-" when not measured."""
+    return "-" if v is None else f"{v:.3f}"

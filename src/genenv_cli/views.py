@@ -1,4 +1,5 @@
-"""What the commands show: `genenv status` (its table is built in status.py) and `genenv evaluate`'s tables.
+"""What the commands show: a stage's one-line summary and its `--json` fields (from its manifest), `genenv status`
+(its table is built in status.py) and `genenv evaluate`'s tables.
 Imported only when something is shown; rich only when a rich table is."""
 
 from __future__ import annotations
@@ -9,8 +10,10 @@ from typing import Any
 
 from genenv_cli import status
 from genenv_cli.config import Config
+from genenv_cli.contract import StageResult
 from genenv_cli.pruning import disk_lines
 from genenv_cli.rundir import RunDir
+from genenv_cli.stages import stage_module
 
 
 def benchmark_table(rows: list[dict[str, Any]]) -> Any:
@@ -91,3 +94,18 @@ def print_eval_table(result: dict[str, Any]) -> None:
     from rich.console import Console
 
     Console(stderr=True).print(eval_table(result))
+
+
+def summarize(result: StageResult) -> tuple[dict[str, Any], str]:
+    """(fields for --json, one line for people): the line is the stage's own `summary` of its manifest."""
+    m = result.manifest or {}
+    counts, metrics = m.get("counts", {}), m.get("metrics", {})
+    fields = {"skipped": result.skipped, "seconds": m.get("seconds"), **counts, **metrics,
+              "outputs": [o["path"] for o in m.get("outputs", {}).values()]}
+    if result.skipped:
+        return fields, result.message
+    module = stage_module(result.stage)
+    said = module.summary(counts, metrics) if hasattr(module, "summary") else "done"
+    text = f"{result.stage} epoch {result.epoch}: {said} in {m.get('seconds', 0):.1f}s"
+    outs = ", ".join(fields["outputs"][:4])
+    return fields, text + (f"; wrote {outs}" if outs else "")

@@ -15,9 +15,10 @@ import pytest
 from genenv_cli.errors import InputError
 from genenv_cli.evals.base import EvalSample
 from genenv_cli.evals.travelplanner import benchmark as tp
-from genenv_cli.evals.travelplanner.benchmark import TravelPlanner, extract_plan
+from genenv_cli.evals.travelplanner.benchmark import TravelPlanner
 from genenv_cli.evals.travelplanner.checks import name_city
 from genenv_cli.evals.travelplanner.database import Database
+from genenv_cli.evals.travelplanner.plans import extract_plan
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "travelplanner"
 GOLD = json.loads((FIX / "gold_plans.json").read_text())

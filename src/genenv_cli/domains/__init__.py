@@ -3,17 +3,36 @@ object registered is a `Domain` subclass)."""
 
 import functools
 
-from genenv_cli.registry import Registry
+from genenv_cli.registry import Registry, Row
 
+# A row's facts, read without importing the domain:
+# - `family`: a benchmark-family domain (its tasks are a suite's items; docs/domains.md), whose promise (training
+#   reward = the suite's verdict, item by item) tests/test_domain_promise.py checks;
+# - `lengths`: defaults for the output lengths its items and answers need, in tokens, replacing the generic default
+#   of a setting the user did not set (neither in genenv.toml nor with --set; a preset's value counts as set); a
+#   mixed run takes the largest over its domains. A benchmark's real items are much longer than the toy domains'
+#   (a BFCL live_multiple item, written as the environment must write it, has a median of ~950 SmolLM2 tokens), so
+#   the generic 256 would cut the environment off before its JSON closes. They are the 99th percentile over the
+#   release files, rounded up to the next multiple of 256, measured with `benchmarks/speed/output_lengths.py`
+#   (docs/domains.md has the figures and the command).
 DOMAINS = Registry("domain", "genenv.domains", {
     "tool_call": "genenv_cli.domains.tool_call:ToolCallDomain",
     "arith": "genenv_cli.domains.arith:ArithDomain",
-    "bfcl": "genenv_cli.domains.bfcl:BFCLDomain",
-    "api-bank": "genenv_cli.domains.api_bank:APIBankDomain",
-    "bamboogle": "genenv_cli.domains.bamboogle:BamboogleDomain",
-    "travelplanner": "genenv_cli.domains.travelplanner:TravelPlannerDomain",
-    "alfworld": "genenv_cli.domains.alfworld:ALFWorldDomain",
+    # 99th percentile over BFCL's 12 AST/irrelevance files (bfcl-eval 2026.3.23): items 2,415 tokens, answers 156
+    "bfcl": Row("genenv_cli.domains.bfcl:BFCLDomain", {"family": True, "lengths": {"generate.max_new_tokens": 2560}}),
+    # 99th percentile over API-Bank's level-1/2 dialogues: items 1,474 tokens, answers 110
+    "api-bank": Row("genenv_cli.domains.api_bank:APIBankDomain",
+                    {"family": True, "lengths": {"generate.max_new_tokens": 1536}}),
+    "bamboogle": Row("genenv_cli.domains.bamboogle:BamboogleDomain", {"family": True}),
+    "travelplanner": Row("genenv_cli.domains.travelplanner:TravelPlannerDomain", {"family": True}),
+    "alfworld": Row("genenv_cli.domains.alfworld:ALFWorldDomain", {"family": True}),
 })
+
+
+def domain_default(key: str, domains: list[str]) -> int | None:
+    """The largest default the run's domains' rows give `key` ("generate.max_new_tokens"), or None."""
+    values = [DOMAINS.facts(d).get("lengths", {}).get(key) for d in domains]
+    return max((v for v in values if v is not None), default=None)
 
 
 @functools.cache

@@ -149,7 +149,8 @@ def stage_seeds(domain: Domain, paths: list[Path], run_root: Path, *, seed: int,
                 force: bool = False, folder: str = SEEDS_DIR) -> StagedSeeds:
     """Read and check the seed files and build RUN/<folder> under a temporary name beside it; nothing in the run
     changes (the caller renames it in, or removes it)."""
-    from genenv_cli.rundir import refuse_links_below, tmp_name
+    from genenv_cli.rundir import tmp_name
+    from genenv_cli.safefiles import refuse_links_below
 
     if not 0.0 <= validation_share < 1.0:
         raise ConfigError(f"--validation-share {validation_share}: expected a number in [0, 1).")

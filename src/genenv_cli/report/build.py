@@ -12,7 +12,8 @@ from genenv_cli.metrics import DOCS, MAPPINGS, SOURCES
 from genenv_cli.report.html import CSS, cell, esc
 from genenv_cli.report.read import _BOOL_KEYS, _NUMBER_KEYS, read_evals, read_metrics, read_task_stats
 from genenv_cli.report.sections import BUILDERS, CHARTS, HEADINGS, _Run
-from genenv_cli.rundir import REPORT, RunDir, refuse_links_below, write_bytes_atomic, write_text_atomic
+from genenv_cli.rundir import REPORT, RunDir, write_bytes_atomic, write_text_atomic
+from genenv_cli.safefiles import refuse_links_below
 
 
 def report_output(run: RunDir, out: Path | None) -> tuple[Path | None, bool]:

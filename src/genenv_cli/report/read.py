@@ -61,7 +61,7 @@ def read_task_stats(run: RunDir, epoch: int) -> dict[str, list[Any]] | None:
     path = run.file("task_stats", epoch)
     if not path.exists():
         return None
-    from genenv_cli.pools import read_parquet
+    from genenv_cli.rundir.datafiles import read_parquet
 
     df = read_parquet(path, "task_stats", columns=["p_task", "in_band", "source", "attempts"])
     return {c: df[c].to_list() for c in df.columns}

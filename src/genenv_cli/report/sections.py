@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from genenv_cli.config import Config
+from genenv_cli.report import charts as ch  # matplotlib is imported inside charts' functions
 from genenv_cli.report.html import esc, img, long_table, wide_table
 from genenv_cli.report.numbers import column, eval_groups, growth, p_task_rows
 
@@ -63,8 +64,6 @@ class _Run:
         return column(self.mrows, key)
 
     def line(self, cid: str, series: list[Any], decor: Any) -> bytes:
-        from genenv_cli.report import charts as ch
-
         return ch.timeseries(self.epochs, series, decor, title=HEADINGS[cid])
 
 
@@ -74,8 +73,6 @@ Built = tuple[Any, bytes | None, str]
 
 def _success_rate(r: _Run) -> Built:
     """The paper's headline curve: success on generated tasks, beside the paper's own."""
-    from genenv_cli.report import charts as ch
-
     c, epochs = r.c, r.epochs
     succ, bpm = r.col("success_rate"), r.col("batch_p_mean")
     paper_x = list(range(1, len(PAPER_SUCCESS) + 1))
@@ -101,8 +98,6 @@ def _success_rate(r: _Run) -> Built:
 
 def _p_task(r: _Run) -> Built:
     """One histogram of task p̂ per epoch."""
-    from genenv_cli.report import charts as ch
-
     c, stats = r.c, r.stats
     prow, skipped = p_task_rows(r.epochs, stats, r.metrics, r.cfg)
     skip_note = "".join(f'<p class="note">Epoch {e}: no task_stats.parquet (score has not run); skipped.</p>'
@@ -130,8 +125,6 @@ def _p_task(r: _Run) -> Built:
 
 
 def _band_share(r: _Run) -> Built:
-    from genenv_cli.report import charts as ch
-
     c = r.c
     bshare = r.col("band_share")
     png = r.line("band-share", [ch.Series("tasks in band", bshare, ch.GREEN)],
@@ -143,8 +136,6 @@ def _band_share(r: _Run) -> Built:
 
 
 def _env_reward(r: _Run) -> Built:
-    from genenv_cli.report import charts as ch
-
     c = r.c
     renv, kept = r.col("env_r_mean"), r.col("env_batches_kept")
     png = r.line("env-reward", [ch.Series("mean R_env", renv, ch.TEAL)],
@@ -158,8 +149,6 @@ def _env_reward(r: _Run) -> Built:
 
 
 def _valid_generation(r: _Run) -> Built:
-    from genenv_cli.report import charts as ch
-
     vgr, env_t, seed_t = r.col("valid_generation_rate"), r.col("env_tasks"), r.col("seed_tasks")
     png = r.line("valid-generation", [ch.Series("valid and novel", vgr, ch.ORANGE)],
                  ch.Decor(ylabel="of generations", percent=True, ylim=(0, 1.02)))
@@ -172,8 +161,6 @@ def _valid_generation(r: _Run) -> Built:
 
 
 def _env_signal(r: _Run) -> Built:
-    from genenv_cli.report import charts as ch
-
     groups, inf = r.col("env_groups"), r.col("env_groups_informative_share")
     valid, invalid = r.col("env_reward_valid"), r.col("env_reward_invalid")
     low = min([0.0, *[v for v in invalid if v is not None]])
@@ -194,8 +181,6 @@ def _env_signal(r: _Run) -> Built:
 
 
 def _lengths(r: _Run) -> Built:
-    from genenv_cli.report import charts as ch
-
     ptok, ctok = r.col("mean_prompt_tokens"), r.col("mean_completion_tokens")
     pg, cg = growth(ptok), growth(ctok)
     png = ch.panels(r.epochs, [
@@ -215,8 +200,6 @@ def _lengths(r: _Run) -> Built:
 
 
 def _agent_reward(r: _Run) -> Built:
-    from genenv_cli.report import charts as ch
-
     atr, aloss, akl = r.col("agent_train_reward"), r.col("agent_loss"), r.col("agent_kl")
     dlp, skl, trunc = r.col("agent_logp_mismatch"), r.col("agent_sampler_kl"), r.col("agent_is_truncated")
     png = r.line("agent-reward", [ch.Series("train reward", atr, ch.BLUE)],
@@ -235,8 +218,6 @@ def _agent_reward(r: _Run) -> Built:
 
 def _informative(r: _Run) -> Built:
     """Where GRPO's signal comes from, and whether the environment hits the band."""
-    from genenv_cli.report import charts as ch
-
     c = r.c
     inf, ebb = r.col("informative_share"), r.col("env_batch_band_share")
     png = r.line("informative", [
@@ -254,8 +235,6 @@ def _informative(r: _Run) -> Built:
 
 
 def _env_kl(r: _Run) -> Built:
-    from genenv_cli.report import charts as ch
-
     kl_max = r.cfg.env_update.kl_max
     ekl, stop, eloss = r.col("env_kl"), r.col("env_kl_stopped"), r.col("env_loss")
     finite = [v for v in ekl if v is not None]
@@ -280,8 +259,6 @@ def _env_kl(r: _Run) -> Built:
 
 def _evals(r: _Run) -> Built:
     """Evaluation scores; these may exist before any epoch (base-model evaluations)."""
-    from genenv_cli.report import charts as ch
-
     evals = r.evals
     groups = eval_groups(evals)
     png = None
@@ -315,8 +292,6 @@ DOMAIN_ROWS = [("tasks", "tasks", "int"), ("env_tasks", "env tasks", "int"),
 
 def _domains(r: _Run) -> Built:
     """A mixed run's success per domain, and its numbers per domain and epoch; nothing for a single domain."""
-    from genenv_cli.report import charts as ch
-
     by = [m.get("by_domain") or {} for m in r.mrows]
     names = sorted({name for d in by for name in d})
     if not r.cfg.run.mixed and not names:

@@ -7,10 +7,10 @@ be known without importing it (the CLI's `--help` stays light): the command's he
 and count, and which of its manifest's numbers go into metrics.json. `EPOCH_STAGES` is the order an epoch
 runs them in.
 
-`evaluate.py` lives here but is not a stage, so it is not in `STAGES`: it evaluates any checkpoint or model (or
-predictions made elsewhere) on a benchmark, outside the epochs, under no lock and with no manifest (its result
-file, which records the samples' sha256, is its own record). Giving it a `plan` would mean inventing an epoch and
-a manifest it does not have.
+This package holds exactly the five epoch stages. `genenv evaluate` is no stage (it evaluates any checkpoint or
+model, or predictions made elsewhere, on a benchmark, outside the epochs, under no lock and with no manifest: its
+result file, which records the samples' sha256, is its own record), so it lives with the suites, in
+`evals/run.py`.
 """
 
 from __future__ import annotations

@@ -41,12 +41,11 @@ from genenv_cli.domains import domain_data
 from genenv_cli.domains.base import Domain, EnvContext, Reject, SeedTask, jaccard
 from genenv_cli.domains.fingerprints import generate_values
 from genenv_cli.domains.seedfiles import domains_for_run
-from genenv_cli.metrics import after_stage
-from genenv_cli.pools import frame, iter_jsonl, read_parquet, write_jsonl, write_parquet
-from genenv_cli.reject_reasons import top_reasons
+from genenv_cli.reject_reasons import describe, top_reasons
 from genenv_cli.rundir import RunDir, clean_stale_tmp, replace_into_place, tmp_name, write_text_atomic
+from genenv_cli.rundir.datafiles import frame, iter_jsonl, read_parquet, write_jsonl, write_parquet
 from genenv_cli.safefiles import refuse_links_below
-from genenv_cli.ui import UI
+from genenv_cli.ui import UI, pct
 from genenv_cli.watchdog import ItemTimeout, Watchdog
 from genenv_cli.watchdog import reason as timeout_reason
 
@@ -168,9 +167,6 @@ def _pick_parents(rng: random.Random, count: int, seeds: list[SeedTask], prev: l
 
 
 def summary(counts: dict[str, Any], metrics: dict[str, Any]) -> str:
-    from genenv_cli.reject_reasons import describe
-    from genenv_cli.summaries import pct
-
     line = (f"{counts.get('tasks')} tasks ({counts.get('seed_tasks')} seed, {counts.get('env_tasks')} env) in "
             f"{counts.get('batches')} batches; {counts.get('accepted', 0)}/{counts.get('generations', 0)} "
             f"generations valid and novel ({pct(counts.get('valid_generation_rate'))})")
@@ -186,8 +182,7 @@ def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI
     def body(out: Staging) -> None:
         _generate(run_dir, cfg, epoch, domains, out, ui)
 
-    return execute(run_dir, cfg, STAGE, epoch, lambda: plan(run_dir, cfg, epoch), body, force=force,
-                   derived=after_stage)
+    return execute(run_dir, cfg, STAGE, epoch, lambda: plan(run_dir, cfg, epoch), body, force=force)
 
 
 def _new_counts() -> dict[str, Any]:

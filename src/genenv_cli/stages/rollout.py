@@ -27,9 +27,8 @@ from genenv_cli.domains.base import Domain
 from genenv_cli.domains.fingerprints import rollout_values
 from genenv_cli.domains.seedfiles import domains_for_run
 from genenv_cli.errors import ConfigError
-from genenv_cli.metrics import after_stage
-from genenv_cli.pools import frame, polars_schema, write_parquet
 from genenv_cli.rundir import SHARD_MAX, RunDir, shard_stage
+from genenv_cli.rundir.datafiles import frame, polars_schema, write_parquet
 from genenv_cli.taskfile import load_tasks
 from genenv_cli.ui import UI
 
@@ -93,7 +92,7 @@ def run(run_dir: RunDir, cfg: Config, epoch: int, *, shard: tuple[int, int] | No
         out.counts.update(_rollout(cfg, epoch, domains, tasks, name, tag, out.path("rollouts"), ui, places))
 
     return execute(run_dir, cfg, stage_name(shard), epoch, lambda: plan(run_dir, cfg, epoch, shard), body,
-                   force=force, derived=after_stage)
+                   force=force)
 
 
 def _rollout(cfg: Config, epoch: int, domains: dict[str, Domain], tasks: list[dict[str, Any]], model_name: str, model_tag: str,

@@ -41,11 +41,12 @@ from genenv_cli.domains import domain_data, run_domains
 from genenv_cli.domains.fingerprints import score_values
 from genenv_cli.errors import InputError
 from genenv_cli.grading import grade_pairs
-from genenv_cli.metrics import after_stage
-from genenv_cli.pools import SCHEMAS, polars_schema, read_parquet, write_parquet
 from genenv_cli.rundir import RunDir, shard_of, shard_stage
+from genenv_cli.rundir.datafiles import polars_schema, read_parquet, write_parquet
+from genenv_cli.rundir.schemas import SCHEMAS
+from genenv_cli.settings import ITEM_TIMEOUT_S
 from genenv_cli.taskfile import load_tasks
-from genenv_cli.ui import UI
+from genenv_cli.ui import UI, num, pct
 
 STAGE = "score"
 # the watchdog's limit decides which pairs time out (scored wrong): a changed limit makes score stale, and the
@@ -95,8 +96,6 @@ def plan(run_dir: RunDir, cfg: Config, epoch: int) -> StagePlan:
 
 
 def summary(counts: dict[str, Any], metrics: dict[str, Any]) -> str:
-    from genenv_cli.summaries import num, pct
-
     return (f"success {num(metrics.get('success_rate'))}, mean p_batch {num(metrics.get('batch_p_mean'))}, "
             f"{pct(metrics.get('band_share'))} of tasks in band, mean R_env {num(metrics.get('env_r_mean'))} over "
             f"{metrics.get('env_batches', 0)} env batches ({metrics.get('env_batches_kept', 0)} kept)")
@@ -109,8 +108,7 @@ def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI
         with collector_paused():
             _score(run_dir, cfg, epoch, out.plan, out, ui)
 
-    return execute(run_dir, cfg, STAGE, epoch, lambda: plan(run_dir, cfg, epoch), body, force=force,
-                   derived=after_stage)
+    return execute(run_dir, cfg, STAGE, epoch, lambda: plan(run_dir, cfg, epoch), body, force=force)
 
 
 @contextlib.contextmanager
@@ -404,7 +402,7 @@ def _refuse_non_finite(df: Any, name: str, epoch: int) -> None:
 
 def _grade_by_domain(domains: dict[str, Any], tasks: list[dict[str, Any]], task_ids: list[str],
                      completions: list[str], advance: Any,
-                     limit: float = 10.0) -> list[tuple[float, float, bool, str | None]]:
+                     limit: float = ITEM_TIMEOUT_S) -> list[tuple[float, float, bool, str | None]]:
     """grade_pairs with each task's own domain's scorer, in the pairs' order (`limit`: score.item_timeout_s)."""
     payloads = {t["task_id"]: t["payload"] for t in tasks}
     if len(domains) == 1:

@@ -23,10 +23,9 @@ from typing import Any
 from genenv_cli.checkpoints import AGENT_STAGE, agent_model_for, agent_trained
 from genenv_cli.config import Config
 from genenv_cli.contract import StagePlan, StageResult, Staging, execute, process_rank
-from genenv_cli.metrics import after_stage
-from genenv_cli.pools import check_parquet, reading, scan_parquet
 from genenv_cli.rundir import RunDir
-from genenv_cli.ui import UI
+from genenv_cli.rundir.datafiles import check_parquet, reading, scan_parquet
+from genenv_cli.ui import UI, num
 
 STAGE = AGENT_STAGE
 CONFIG_SECTIONS = ["run.seed", "agent", "agent_update"]
@@ -53,8 +52,6 @@ def plan(run_dir: RunDir, cfg: Config, epoch: int) -> StagePlan:
 
 
 def summary(counts: dict[str, Any], metrics: dict[str, Any]) -> str:
-    from genenv_cli.summaries import num
-
     return (f"{counts.get('samples_used', 0)} samples in {counts.get('groups_used', 0)} groups "
             f"({counts.get('groups_skipped', 0)} all-equal groups skipped), {counts.get('steps', 0)} steps, "
             f"train reward {num(metrics.get('train_reward'))}")
@@ -75,8 +72,7 @@ def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI
         ui.info(f"update-agent epoch {epoch}: {sharding_line(cfg)}")
         _update(cfg, epoch, out, ui)
 
-    result = execute(run_dir, cfg, STAGE, epoch, lambda: plan(run_dir, cfg, epoch), body, force=force,
-                     derived=after_stage)
+    result = execute(run_dir, cfg, STAGE, epoch, lambda: plan(run_dir, cfg, epoch), body, force=force)
     if process_rank() == 0:  # after the commit: run.keep_checkpoints' full checkpoints no stage needs any more
         from genenv_cli.pruning import prune
 
@@ -133,13 +129,8 @@ def select_samples(pool: Path, replay: list[Path], temperature: float | None = N
 
 def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
     from genenv_cli.launch import rank0_loads, trainer_sharding
-    from genenv_cli.training.common import (
-        all_mean,
-        load_policy,
-        publish_update,
-        train_policy,
-        world,
-    )
+    from genenv_cli.training.common import load_policy, publish_update, train_policy
+    from genenv_cli.training.distributed import all_mean, world
     from genenv_cli.training.grpo import make_trainer, mismatch_records
 
     u = cfg.agent_update

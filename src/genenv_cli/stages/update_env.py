@@ -33,10 +33,9 @@ from genenv_cli.config import Config
 from genenv_cli.contract import StagePlan, StageResult, Staging, execute, process_rank
 from genenv_cli.curriculum import normalized_weights
 from genenv_cli.errors import InputError
-from genenv_cli.metrics import after_stage
-from genenv_cli.pools import check_parquet, reading, scan_parquet
 from genenv_cli.rundir import RunDir
-from genenv_cli.ui import UI
+from genenv_cli.rundir.datafiles import check_parquet, reading, scan_parquet
+from genenv_cli.ui import UI, num
 
 STAGE = ENV_STAGE
 CONFIG_SECTIONS = ["run.seed", "env", "env_update", "curriculum.lam"]
@@ -82,8 +81,6 @@ def plan(run_dir: RunDir, cfg: Config, epoch: int) -> StagePlan:
 
 
 def summary(counts: dict[str, Any], metrics: dict[str, Any]) -> str:
-    from genenv_cli.summaries import num
-
     stopped = " (stopped by kl_max)" if metrics.get("kl_stopped") else ""
     groups = (f" in {counts.get('groups_used', 0)} groups ({counts.get('groups_skipped', 0)} all-equal skipped)"
               if counts.get("algo") == "grpo" else "")
@@ -108,8 +105,7 @@ def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI
         ui.info(f"update-env epoch {epoch}: {cfg.env_update.algo}, {sharding_line(cfg)}")
         _update(cfg, epoch, out, ui)
 
-    result = execute(run_dir, cfg, STAGE, epoch, lambda: plan(run_dir, cfg, epoch), body, force=force,
-                     derived=after_stage)
+    result = execute(run_dir, cfg, STAGE, epoch, lambda: plan(run_dir, cfg, epoch), body, force=force)
     if process_rank() == 0:  # after the commit: run.keep_checkpoints' full checkpoints no stage needs any more
         from genenv_cli.pruning import prune
 
@@ -229,7 +225,8 @@ def select_group_samples(paths: list[Path]) -> tuple[list[dict[str, Any]], Any, 
 
 def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
     from genenv_cli.launch import rank0_loads
-    from genenv_cli.training.common import load_policy, world
+    from genenv_cli.training.common import load_policy
+    from genenv_cli.training.distributed import world
     from genenv_cli.training.grpo import mismatch_records
 
     u = cfg.env_update

@@ -105,7 +105,7 @@ def _epoch_figures(run: RunDir, epoch: int, stage: str, manifest: dict[str, Any]
 
 def _env_batch_p(run: RunDir, epoch: int) -> list[float]:
     """p̂ of every environment batch of the epoch (one per batch), from score's task_stats."""
-    from genenv_cli.pools import read_parquet
+    from genenv_cli.rundir.datafiles import read_parquet
 
     path = run.file("task_stats", epoch)
     if not path.is_file():
@@ -116,7 +116,7 @@ def _env_batch_p(run: RunDir, epoch: int) -> list[float]:
 
 
 def _step_figures(run: RunDir, epoch: int, stage: str, manifest: dict[str, Any], offset: int) -> list[Point]:
-    from genenv_cli.pools import read_parquet
+    from genenv_cli.rundir.datafiles import read_parquet
 
     key, columns = STEP_COLUMNS[stage]
     path = run.file(key, epoch)

@@ -1,5 +1,6 @@
 """What both updates share: the trainable model (LoRA adapter or full weights), the frozen reference,
-transformers' Trainer settings, per-token log-probabilities, checkpoints, and the distributed tidy-up.
+transformers' Trainer settings, the training loop and its checks, and checkpoints (the log-probabilities are
+in `logits.py`, the ranks' arithmetic in `distributed.py`).
 
 Both updates run on `transformers.Trainer` (the loop, AdamW, schedule, gradient clipping, accumulation and
 accelerate's multi-process/FSDP/DeepSpeed support) with their own `compute_loss`; neither TRL trainer fits:
@@ -19,7 +20,6 @@ the checkpoint is then written from accelerate's `get_state_dict`, which gathers
 from __future__ import annotations
 
 import hashlib
-import inspect
 import math
 import os
 import warnings
@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.config import TrainingConfig
 from genenv_cli.models import (
     ModelRef,
     dtype_name,
@@ -39,6 +38,8 @@ from genenv_cli.models import (
     resolve,
     write_checkpoint_meta,
 )
+from genenv_cli.settings import TrainingConfig
+from genenv_cli.training.distributed import all_mean, finish_distributed, world
 
 
 @dataclass
@@ -164,71 +165,6 @@ def training_arguments(output_dir: Path | str, train: TrainingConfig, *, seed: i
             ddp_find_unused_parameters=False, ddp_timeout=timeout, **checkpointing,
             **sharding_arguments(sharding, train.gradient_checkpointing),
         )
-
-
-def _accepts_logits_to_keep(model: Any) -> bool:
-    """Whether the model's forward takes `logits_to_keep` (transformers' causal LMs do; remote code may not).
-    Wrappers (DDP, DeepSpeed, FSDP: `.module`; PEFT: the base model) pass keyword arguments through."""
-    inner = model
-    while hasattr(inner, "module"):
-        inner = inner.module
-    if hasattr(inner, "get_base_model"):
-        inner = inner.get_base_model()
-    try:
-        return "logits_to_keep" in inspect.signature(inner.forward).parameters
-    except (TypeError, ValueError):
-        return False
-
-
-def completion_logits(model: Any, input_ids: Any, attention_mask: Any, n_completion: int) -> Any:
-    """Logits predicting the last `n_completion` tokens of each row, (B, n, V). Only those positions go through
-    the LM head (`logits_to_keep`): prompts are often longer than completions, and full-vocabulary logits for
-    them (B x T x 150k floats for a Qwen tokenizer) would be computed only to be thrown away. The tokens every
-    row's prompt begins with are computed once (engines/shared_prefix.py) where the model allows it."""
-    from genenv_cli.engines import shared_prefix
-
-    if shared_prefix.supports(model):
-        logits = shared_prefix.padded_forward(model, input_ids, attention_mask, n_completion + 1)
-        if logits is not None:
-            return logits[:, -n_completion - 1:-1, :]
-    if _accepts_logits_to_keep(model):
-        # the positions themselves, not the last n + 1 sliced afterwards: a slice's backward pass builds a
-        # zero-filled gradient of the unsliced logits, one more (B x n x V) tensor at the peak (measured on a GPU)
-        import torch
-
-        width = input_ids.shape[1]
-        keep = torch.arange(width - n_completion - 1, width - 1, device=input_ids.device)
-        return model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=keep).logits
-    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
-    return logits[:, -n_completion - 1:-1, :]
-
-
-def token_logps(model: Any, input_ids: Any, attention_mask: Any, n_completion: int, temperature: float = 1.0) -> Any:
-    """log p(token) of the last `n_completion` positions of each row, with logits divided by temperature
-    (the distribution the behaviour policy sampled from)."""
-    from genenv_cli.training.target_logps import target_logps
-
-    logits = completion_logits(model, input_ids, attention_mask, n_completion)
-    return target_logps(logits, input_ids[:, -n_completion:], temperature)
-
-
-def pad_pairs(prompts: list[list[int]], completions: list[list[int]], pad_id: int) -> tuple[Any, Any, Any]:
-    """TRL's layout: prompts left-padded, completions right-padded, so every completion occupies the last
-    columns. Returns (input_ids, attention_mask, completion_mask)."""
-    import torch
-
-    P = max(len(p) for p in prompts)
-    C = max(len(c) for c in completions)
-    ids = torch.full((len(prompts), P + C), pad_id, dtype=torch.long)
-    attn = torch.zeros((len(prompts), P + C), dtype=torch.long)
-    cmask = torch.zeros((len(prompts), C), dtype=torch.float32)
-    for i, (p, c) in enumerate(zip(prompts, completions, strict=True)):
-        ids[i, P - len(p):P] = torch.tensor(p)
-        attn[i, P - len(p):P] = 1
-        ids[i, P:P + len(c)] = torch.tensor(c)
-        attn[i, P:P + len(c)] = 1
-        cmask[i, :len(c)] = 1.0
-    return ids, attn, cmask
 
 
 def train_with_progress(trainer: Any, ui: Any, desc: str, passes: int, grad_accum: int,
@@ -421,9 +357,9 @@ def _memory_warning(policy: Policy, train: TrainingConfig, trainer: Any, shardin
     first = next(iter(policy.model.parameters()), None)
     if first is None or first.device.type != "cuda":
         return None
-    from genenv_cli.config import AgentUpdateConfig, EnvUpdateConfig
     from genenv_cli.launch import launcher_choice, memory_warning
     from genenv_cli.memory_plan import shape_of_config
+    from genenv_cli.settings import AgentUpdateConfig, EnvUpdateConfig
 
     rows = list(trainer.train_dataset or [])
     config = getattr(policy.model, "config", None)
@@ -493,7 +429,7 @@ def publish_update(policy: Policy, out: Any, *, role: str, epoch: int, trained_f
     """The end both update stages share: the state dict gathered by all ranks; on the main rank the digest of the
     gathered trainable weights, the checkpoint and `<role>_update.parquet` (per sample) and
     `<role>_update_steps.parquet`; then the process group is closed. Returns the digest (empty on other ranks)."""
-    from genenv_cli.pools import frame, write_parquet
+    from genenv_cli.rundir.datafiles import frame, write_parquet
 
     check_finite(policy, steps, role=role, epoch=epoch, train=train)
     state_dict = gather_state_dict(trainer)
@@ -543,35 +479,3 @@ def parameter_digest(model: Any, state_dict: dict[str, Any] | None = None) -> st
         h.update(name.encode())
         h.update(local.detach().float().cpu().numpy().tobytes())
     return h.hexdigest()[:16]
-
-
-def world() -> tuple[int, int]:
-    return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
-
-
-def finish_distributed() -> None:
-    """Every rank waits for the others, then the process group is closed (without it, about one
-    torchrun in nine aborted at exit)."""
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        dist.barrier()
-        dist.destroy_process_group()
-
-
-def all_mean(value: Any) -> float:
-    """The mean of a number (a float or a one-element tensor) over all ranks (the number itself alone), read
-    back with one device synchronisation."""
-    import torch
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        if isinstance(value, torch.Tensor):
-            t = value.detach().reshape(1).to(torch.float64)
-        else:
-            # nccl reduces on this rank's own GPU (pick_device made it the current one)
-            device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else "cpu"
-            t = torch.tensor([value], dtype=torch.float64, device=device)
-        dist.all_reduce(t)
-        return float(t.item()) / dist.get_world_size()
-    return float(value.item()) if isinstance(value, torch.Tensor) else value

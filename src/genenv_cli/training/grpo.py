@@ -166,7 +166,7 @@ def collate(rows: list[dict[str, Any]], pad_id: int) -> dict[str, Any]:
     position in the training rows (`index`, the key of its old-policy logprobs)."""
     import torch
 
-    from genenv_cli.training.common import pad_pairs
+    from genenv_cli.training.logits import pad_pairs
 
     ids, attn, cmask = pad_pairs([r["prompt_ids"] for r in rows], [r["completion_ids"] for r in rows], pad_id)
     sampler = torch.zeros_like(cmask)
@@ -192,7 +192,7 @@ def old_policy_table(model: Any, rows: list[dict[str, Any]], *, width: int, batc
     the number of ranks, so the table is the one a single process computes."""
     import torch
 
-    from genenv_cli.training.common import token_logps
+    from genenv_cli.training.logits import token_logps
 
     table = torch.zeros((len(rows), width), dtype=torch.float32, device=device)
     fresh = [r for r in rows if not r.get("replay")]
@@ -232,7 +232,9 @@ def make_trainer(policy: Any, args: Any, rows: list[dict[str, Any]], *, clip_eps
     import torch
     from transformers import Trainer
 
-    from genenv_cli.training.common import all_mean, attach_recorder, grouped_order, token_logps
+    from genenv_cli.training.common import attach_recorder, grouped_order
+    from genenv_cli.training.distributed import all_mean
+    from genenv_cli.training.logits import token_logps
     from genenv_cli.training.rwr import KLCapReached
 
     measure_kl = kl_coef != 0.0 or kl_max is not None

@@ -95,7 +95,7 @@ def token_terms(logits: Any, ref_logits: Any, targets: Any, chunk: int | None = 
 def collate(rows: list[dict[str, Any]], pad_id: int) -> dict[str, Any]:
     import torch
 
-    from genenv_cli.training.common import pad_pairs
+    from genenv_cli.training.logits import pad_pairs
 
     ids, attn, tmask = pad_pairs([r["prompt_ids"] for r in rows], [r["target_ids"] for r in rows], pad_id)
     return {"input_ids": ids, "attention_mask": attn, "target_mask": tmask,
@@ -108,7 +108,9 @@ def make_trainer(policy: Any, args: Any, rows: list[dict[str, Any]], *, kl_coef:
     import torch
     from transformers import Trainer
 
-    from genenv_cli.training.common import all_mean, attach_recorder, completion_logits, grouped_order
+    from genenv_cli.training.common import attach_recorder, grouped_order
+    from genenv_cli.training.distributed import all_mean
+    from genenv_cli.training.logits import completion_logits
 
     pad_id = policy.tokenizer.pad_token_id
     groups = [r.get("group", i) for i, r in enumerate(rows)]

@@ -1,5 +1,5 @@
 """log p(target token) from full-vocabulary logits, in chunks of positions, for the agent's GRPO (and every caller of
-common.token_logps: the old policy, the reference, the mismatch measurement).
+logits.token_logps: the old policy, the reference, the mismatch measurement).
 
 Written as `log_softmax(logits.float() / T).gather(targets)`, autograd keeps a float32 copy of the logits, their
 log-softmax, and in the backward pass a float32 gradient of each plus the logits' own: about 16 bytes x vocabulary

@@ -119,7 +119,7 @@ def read_run(path: Path) -> RunData:
         total += metrics[e].get("rollouts") or 0
         data.rollouts[e] = total
     base = cfg.agent.model
-    from genenv_cli.stages.evaluate import model_tag
+    from genenv_cli.rundir.evalfiles import model_tag
 
     for ev in read_evals(run):
         if ev["bench"] != "heldout" or ev["value"] is None:

@@ -50,17 +50,19 @@ from genenv_cli.evals.base import CONTEXT_OVERFLOW, PROTOCOLS, Benchmark, EvalSa
 from genenv_cli.evals.episodes import overflow_reason
 from genenv_cli.jsonio import json_lines
 from genenv_cli.paths import cache_dir
-from genenv_cli.pools import write_jsonl
 from genenv_cli.rundir import (
     EVALS,
     RunDir,
     clean_stale_tmp,
-    refuse_links_below,
     replace_into_place,
     sha256_file,
     tmp_name,
     write_json_atomic,
 )
+from genenv_cli.rundir.datafiles import write_jsonl
+from genenv_cli.rundir.evalfiles import model_tag, result_paths, result_suffix
+from genenv_cli.safefiles import refuse_links_below
+from genenv_cli.settings import ITEM_TIMEOUT_S
 from genenv_cli.ui import UI
 
 STAGE = "evaluate"
@@ -75,11 +77,6 @@ def list_benchmarks() -> list[dict[str, Any]]:
                     "splits": list(b.splits), "versions": list(b.versions), "sources": list(b.sources),
                     "interactive": b.interactive})
     return out
-
-
-def model_tag(name: str) -> str:
-    tag = re.sub(r"[^A-Za-z0-9._-]+", "--", name.strip("/").replace("/", "--"))
-    return tag[-80:] or "model"
 
 
 def headline(summary: dict[str, Any]) -> dict[str, Any]:
@@ -114,68 +111,39 @@ def evaluate(run: RunDir | None, cfg: Config, bench_name: str, *, epoch: int | N
              limit: int | None = None, split: str | None = None, version: str | None = None,
              protocol: str = "official", out_dir: Path | None = None, ui: UI | None = None, force: bool = False,
              label: str | None = None) -> dict[str, Any]:
+    """`genenv evaluate`: export the samples, score predictions made elsewhere, or generate with a model and score;
+    then commit the result and its samples (`write_result`)."""
     ui = ui or UI(quiet=True)
-    if protocol not in PROTOCOLS:
-        raise ConfigError(f"--protocol {protocol!r}: choose one of {', '.join(PROTOCOLS)}.")
-    if label is not None and not LABEL.fullmatch(label):
-        raise ConfigError(f"--label {label[:60]!r}: use 1 to 40 letters, digits, '.', '_' or '-' (it becomes part of "
-                          f"the result's file name).")
-    if run is not None and export is None:
-        from genenv_cli import trackers
-
-        trackers.check_installed(cfg, "`evaluate`")
-    if sum(x is not None for x in (epoch, model, predictions)) > 1:
-        raise ConfigError("give at most one of --epoch, --model and --predictions.")
+    _check_options(run, cfg, protocol, label, export, epoch, model, predictions)
     bench: Benchmark = get_benchmark(bench_name)
     if run is not None and out_dir is None and export is None:
         folder, moved = run.output_dir(EVALS, bench_name)
         if moved:  # read-only storage: the results go to the user cache
             out_dir = folder
             ui.warn(f"{run.root} is read-only; the results go to {out_dir / bench_name} instead")
-    root = run.root if run is not None else None
-    bench.configure(cfg, root, domains=domains_for_run(cfg, root) if bench.uses_run_domains else None)
-    loaded = bench.load(data=data, split=split, version=version, protocol=protocol,
-                        cache_dir=cache_dir() / "benchmarks" / bench_name)
-    samples = loaded.samples[:limit] if limit else loaded.samples
-    if not samples:
-        raise InputError(f"{bench_name}: no samples to evaluate ({loaded.source}, split {split or 'default'}).")
+    loaded, samples = _load(run, cfg, bench, bench_name, data, split, version, protocol, limit)
     if export is not None:
-        n = _export(samples, export)
+        n = export_samples(samples, export)
         ui.info(f"wrote {n} {bench_name} samples to {export}")
         return {"exported": n, "path": str(export), "bench": bench_name}
 
-    suffix = ("" if protocol == "official" else f".{protocol}") + (f".{split}" if split else "") \
-        + (f".{version}" if version else "") + (f".limit{limit}" if limit else "") + (f".{label}" if label else "")
+    suffix = result_suffix(protocol, split, version, limit, label)
     # without a run, the results go to ./evals/<bench>, as if the current directory were one
     base = out_dir / bench_name if out_dir else (run or RunDir(Path())).evals_dir(bench_name)
     planned = {"data_fingerprint": loaded.fingerprint}
-    if predictions is None:
+    if predictions is not None:
+        outputs, verdicts, missing = score_predictions(bench, bench_name, samples, predictions, protocol, limit, cfg,
+                                                       ui)
+        tag, model_info, ep = f"pred-{model_tag(predictions.stem)}", {"predictions": str(predictions)}, None
+        # after scoring, which is cheap: damaged data is reported as such first
+        refuse_other_settings(result_paths(base, tag + suffix)[0], planned, force, ui)
+        notes, sampling = [None] * len(samples), None
+    else:
         planned |= {"temperature": cfg.evaluate.temperature, "max_new_tokens": answer_length(bench, cfg),
                     "seed": cfg.run.seed, "engine": cfg.run.engine, "dtype": cfg.run.dtype}
-    if predictions is not None:
-        preds = read_predictions(predictions)
-        known = {s.id for s in samples}
-        unknown = [k for k in preds if k not in known]
-        if unknown and not limit:
-            raise InputError(f"{predictions}: {len(unknown)} ids are not {bench_name} sample ids (first: {unknown[0]!r}); "
-                             f"`genenv evaluate --bench {bench_name} --export FILE` lists them.")
-        outputs = [preds.get(s.id, "") for s in samples]
-        absent = [s.id for s in samples if s.id not in preds]
-        missing = len(absent)
-        if absent:
-            ui.warn(f"{predictions}: {missing} of {len(samples)} {bench_name} samples have no prediction (first: "
-                    f"{absent[0]!r}); they are scored as wrong (empty output).")
-        tag, model_info, ep = f"pred-{model_tag(predictions.stem)}", {"predictions": str(predictions)}, None
-        timeout = cfg.score.item_timeout_s
-        verdicts = [score_safely(bench, s, o, protocol, timeout) for s, o in zip(samples, outputs, strict=True)]
-        # after scoring, which is cheap: damaged data is reported as such first
-        refuse_other_settings(base / f"{tag}{suffix}.json", planned, force, ui)
-        notes = [None] * len(samples)
-        sampling = None
-    else:
         name, tag, ep = _pick_model(run, cfg, epoch, model, ui)
-        refuse_other_settings(base / f"{tag}{suffix}.json", planned, force, ui)  # before any model is loaded
-        outputs, verdicts, notes, sampling, model_info = _generate(bench, samples, cfg, name, tag, protocol, ui)
+        refuse_other_settings(result_paths(base, tag + suffix)[0], planned, force, ui)  # before any model is loaded
+        outputs, verdicts, notes, sampling, model_info = generate(bench, samples, cfg, name, tag, protocol, ui)
         missing = 0
     summary = bench.summarize(samples, verdicts, protocol)
     result = {
@@ -191,30 +159,83 @@ def evaluate(run: RunDir | None, cfg: Config, bench_name: str, *, epoch: int | N
                    "context_overflow": sum(v.end == CONTEXT_OVERFLOW for v in verdicts)},
         "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "genenv_version": __version__,
     }
-    samples_path = base / f"{tag}{suffix}.samples.jsonl"
-    result_path = base / f"{tag}{suffix}.json"
     if run is not None and out_dir is None:
         refuse_links_below(run.root, base, "the evaluation results")
-    base.mkdir(parents=True, exist_ok=True)
-    clean_stale_tmp(base)
-    tmp = tmp_name(samples_path)
-    write_jsonl(tmp, ({"id": s.id, "category": s.category, "output": o, "parsed": v.parsed, "correct": v.correct,
-                       "reason": v.reason or (n or ""), "scores": v.scores, **({"end": v.end} if v.end else {})}
-                      for s, o, v, n in zip(samples, outputs, verdicts, notes, strict=True)))
-    result["samples"] = {"path": samples_path.name, "sha256": sha256_file(tmp), "n": len(samples)}
-    # The result is the samples' manifest: it goes first and comes back last, so a kill at any point leaves
-    # either no result or a result that agrees with the samples beside it (its sha256 says so), never the
-    # previous result beside the new samples.
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(result_path)
-    replace_into_place(tmp, samples_path)
-    write_json_atomic(result_path, result)
-    result["path"] = str(result_path)
+    write_result(base, tag + suffix, result, [
+        {"id": s.id, "category": s.category, "output": o, "parsed": v.parsed, "correct": v.correct,
+         "reason": v.reason or (n or ""), "scores": v.scores, **({"end": v.end} if v.end else {})}
+        for s, o, v, n in zip(samples, outputs, verdicts, notes, strict=True)])
     if run is not None and out_dir is None:
         from genenv_cli import trackers
 
         trackers.publish(run, cfg, ui)
     return result
+
+
+def _check_options(run: RunDir | None, cfg: Config, protocol: str, label: str | None, export: Path | None,
+                   *chosen: Any) -> None:
+    """The options' own checks, before anything is loaded; `chosen` is --epoch, --model and --predictions."""
+    if protocol not in PROTOCOLS:
+        raise ConfigError(f"--protocol {protocol!r}: choose one of {', '.join(PROTOCOLS)}.")
+    if label is not None and not LABEL.fullmatch(label):
+        raise ConfigError(f"--label {label[:60]!r}: use 1 to 40 letters, digits, '.', '_' or '-' (it becomes part of "
+                          f"the result's file name).")
+    if run is not None and export is None:
+        from genenv_cli import trackers
+
+        trackers.check_installed(cfg, "`evaluate`")
+    if sum(x is not None for x in chosen) > 1:
+        raise ConfigError("give at most one of --epoch, --model and --predictions.")
+
+
+def _load(run: RunDir | None, cfg: Config, bench: Benchmark, bench_name: str, data: Path | None, split: str | None,
+          version: str | None, protocol: str, limit: int | None) -> tuple[Any, list[EvalSample]]:
+    """(the suite's loaded data, the samples evaluated: the first `limit` when given)."""
+    root = run.root if run is not None else None
+    bench.configure(cfg, root, domains=domains_for_run(cfg, root) if bench.uses_run_domains else None)
+    loaded = bench.load(data=data, split=split, version=version, protocol=protocol,
+                        cache_dir=cache_dir() / "benchmarks" / bench_name)
+    samples = loaded.samples[:limit] if limit else loaded.samples
+    if not samples:
+        raise InputError(f"{bench_name}: no samples to evaluate ({loaded.source}, split {split or 'default'}).")
+    return loaded, samples
+
+
+def score_predictions(bench: Benchmark, bench_name: str, samples: list[EvalSample], predictions: Path, protocol: str,
+                      limit: int | None, cfg: Config, ui: UI) -> tuple[list[str], list[Verdict], int]:
+    """(outputs, verdicts, samples without a prediction) of a predictions file, scored with the suite's metric."""
+    preds = read_predictions(predictions)
+    known = {s.id for s in samples}
+    unknown = [k for k in preds if k not in known]
+    if unknown and not limit:
+        raise InputError(f"{predictions}: {len(unknown)} ids are not {bench_name} sample ids (first: {unknown[0]!r}); "
+                         f"`genenv evaluate --bench {bench_name} --export FILE` lists them.")
+    outputs = [preds.get(s.id, "") for s in samples]
+    absent = [s.id for s in samples if s.id not in preds]
+    if absent:
+        ui.warn(f"{predictions}: {len(absent)} of {len(samples)} {bench_name} samples have no prediction (first: "
+                f"{absent[0]!r}); they are scored as wrong (empty output).")
+    timeout = cfg.score.item_timeout_s
+    verdicts = [score_safely(bench, s, o, protocol, timeout) for s, o in zip(samples, outputs, strict=True)]
+    return outputs, verdicts, len(absent)
+
+
+def write_result(folder: Path, name: str, result: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+    """Commit an evaluation: its samples (`rows`) as `<name>.samples.jsonl` and `result` as `<name>.json` in
+    `folder`. The result is the samples' manifest: it goes first and comes back last, so a kill at any point leaves
+    either no result or a result that agrees with the samples beside it (its sha256 says so), never the previous
+    result beside the new samples. `result` gains `samples` and `path`."""
+    result_path, samples_path = result_paths(folder, name)
+    folder.mkdir(parents=True, exist_ok=True)
+    clean_stale_tmp(folder)
+    tmp = tmp_name(samples_path)
+    write_jsonl(tmp, rows)
+    result["samples"] = {"path": samples_path.name, "sha256": sha256_file(tmp), "n": len(rows)}
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(result_path)
+    replace_into_place(tmp, samples_path)
+    write_json_atomic(result_path, result)
+    result["path"] = str(result_path)
 
 
 LABEL = re.compile(r"[A-Za-z0-9._-]{1,40}")
@@ -269,7 +290,7 @@ def _settings_text(differ: dict[str, tuple[Any, Any]]) -> str:
 
 
 def score_safely(bench: Benchmark, sample: EvalSample, output: str, protocol: str,
-                 limit: float = 10.0) -> Verdict:
+                 limit: float = ITEM_TIMEOUT_S) -> Verdict:
     """The benchmark's verdict; a scorer that raises on a degenerate output, or runs past `limit` seconds
     (score.item_timeout_s; the built-in parsers are bounded, this is the net under them), gives the empty answer's
     verdict with the reason, so one sample never costs or stalls the whole evaluation (watchdog.py). A GenenvError
@@ -301,7 +322,8 @@ def score_safely(bench: Benchmark, sample: EvalSample, output: str, protocol: st
     return verdict
 
 
-def _export(samples: list[EvalSample], path: Path) -> int:
+def export_samples(samples: list[EvalSample], path: Path) -> int:
+    """`--export`: the samples as JSON lines a model elsewhere can answer (the inputs, without the scoring)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = tmp_name(path)
     n = write_jsonl(tmp, ({"id": s.id, "category": s.category, "messages": s.messages, "tools": s.tools,
@@ -335,8 +357,8 @@ def _pick_model(run: RunDir | None, cfg: Config, epoch: int | None, model: str |
     return name, model_tag(name), None
 
 
-def _generate(bench: Benchmark, samples: list[EvalSample], cfg: Config, name: str, tag: str, protocol: str,
-              ui: UI) -> tuple[list[str], list[Verdict], list[str | None], dict[str, Any], dict[str, Any]]:
+def generate(bench: Benchmark, samples: list[EvalSample], cfg: Config, name: str, tag: str, protocol: str,
+             ui: UI) -> tuple[list[str], list[Verdict], list[str | None], dict[str, Any], dict[str, Any]]:
     from genenv_cli.engines import SamplingParams, open_engine
     from genenv_cli.models import resolve
 
