@@ -104,7 +104,7 @@ def replay(run: Path, epoch: int, codes: dict[str, Path], label: str) -> None:
                          "dropped_keys": dropped,
                          "counts": {k: v for k, v in manifest.get("counts", {}).items() if isinstance(v, int | str)}}
         print(name, json.dumps(figures[name]), flush=True)
-    write_result("epoch_profile", f"env_only-{label}", figures, settings={"run": str(run), "epoch": epoch,
+    write_result("epoch_profile", f"env_only-{label}", figures, settings={"run": run.name, "epoch": epoch,
                                                                           "threads": 1})
 
 
@@ -155,10 +155,10 @@ def main() -> None:
                               **{k: v["cpu_s"] for k, v in row["stages"].items()}}), flush=True)
             write_result("epoch_profile", f"env_only-{args.label}", {"epochs": epochs, "complete": False},
                          settings={"arm": args.arm, "seed": args.seed, "config": settings(args.arm, args.seed),
-                                   "threads": 1, "code": str(code), "code_commit": commit})
+                                   "threads": 1, "code_commit": commit})
     write_result("epoch_profile", f"env_only-{args.label}", {"epochs": epochs, "complete": True},
                  settings={"arm": args.arm, "seed": args.seed, "config": settings(args.arm, args.seed), "threads": 1,
-                           "code": str(code), "code_commit": commit})
+                           "code_commit": commit})
 
 
 if __name__ == "__main__":
