@@ -38,10 +38,10 @@ def vllm_device() -> str | None:
 
 def choose_engine(name: str, device: str) -> str:
     """`auto`: vLLM's CUDA build where a GPU is, else transformers. vLLM's CPU build is taken only when asked for
-    (`run.engine = "vllm"`): measured side by side on a 2-core AVX2 CPU it generated 1.13x as fast as transformers
-    but starts in about 25 s at every stage (transformers: under 1 s) and serves LoRA adapters slowly
-    (benchmarks/speed/results/engine_compare/, docs/gpus.md), so on CPU it is not the faster choice a stage of
-    genenv's size needs."""
+    (`run.engine = "vllm"`): at the curriculum epoch's size on a 2-core CPU, its fastest setting (bfloat16, both
+    cores bound) generated the agent's rollouts at 0.86x and the environment's tasks at 1.8x the `hf` engine's
+    rate, but starts in about 33 s at every stage (hf: 6 s), so each stage took 2.3-2.8x as long
+    (benchmarks/speed/results/engine_compare/engine_workloads.json, README "Which engine")."""
     if name != "auto":
         return name
     forced = os.environ.get(AUTO_ENGINE_ENV, "")
