@@ -45,10 +45,10 @@ def _chunk_terms(logits: Any, ref_logits: Any, targets: Any) -> tuple[Any, Any, 
     for float64 logits)."""
     import torch
 
-    work = torch.promote_types(logits.dtype, torch.float32)
-    logp = torch.log_softmax(logits.to(work), dim=-1)
-    tok_logp = logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    diff = logp - torch.log_softmax(ref_logits.to(work), dim=-1)
+    from genenv_cli.training.target_logps import chunk_logp
+
+    tok_logp, logp = chunk_logp(logits, targets, 1.0)
+    diff = logp - torch.log_softmax(ref_logits.to(logp.dtype), dim=-1)
     kl_tok = (logp.exp() * diff).sum(-1)
     return tok_logp, kl_tok, logp, diff
 

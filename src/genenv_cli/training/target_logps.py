@@ -27,7 +27,7 @@ def chunk_positions(batch: int, positions: int, vocab: int) -> int:
     return max(1, min(positions, LOSS_CHUNK_ELEMENTS // max(1, batch * vocab)))
 
 
-def _chunk_logp(z: Any, tgt: Any, temperature: float) -> tuple[Any, Any]:
+def chunk_logp(z: Any, tgt: Any, temperature: float) -> tuple[Any, Any]:
     """(log p of the targets, log p) of one chunk, in float32 (float64 for float64 logits)."""
     import torch
 
@@ -49,7 +49,7 @@ def target_logps(logits: Any, targets: Any, temperature: float = 1.0, chunk: int
             step = chunk or chunk_positions(z.shape[0], z.shape[1], z.shape[-1])
             out = torch.empty(z.shape[:2], dtype=torch.promote_types(z.dtype, torch.float32), device=z.device)
             for s in range(0, z.shape[1], step):
-                out[:, s:s + step], _ = _chunk_logp(z[:, s:s + step], tgt[:, s:s + step], temperature)
+                out[:, s:s + step], _ = chunk_logp(z[:, s:s + step], tgt[:, s:s + step], temperature)
             ctx.save_for_backward(z, tgt)
             ctx.step = step
             return out
@@ -62,7 +62,7 @@ def target_logps(logits: Any, targets: Any, temperature: float = 1.0, chunk: int
             for s in range(0, z.shape[1], ctx.step):
                 e = s + ctx.step
                 with torch.no_grad():
-                    _, logp = _chunk_logp(z[:, s:e], tgt[:, s:e], temperature)
+                    _, logp = chunk_logp(z[:, s:e], tgt[:, s:e], temperature)
                     gs = g[:, s:e, None].to(logp.dtype) * scale
                     d = logp.exp_().mul_(-gs)  # d log p_y / dz = (onehot(y) - p) / T
                     d.scatter_add_(-1, tgt[:, s:e, None], gs)
