@@ -16,8 +16,9 @@ A second harness makes the N-th operation fail once with "no space left on devic
 command must fail with that error and leave every file exactly as it was, or (a failure after its commit point,
 while deleting the old copies) succeed.
 
-`evaluate` is checked the same way, with its own invariant: a result file, when there is one, agrees with the
-samples file beside it.
+`evaluate` commits its result the same way (the result is its samples' manifest) and is checked the same way:
+after the recovery the next evaluation runs first, the result is the previous one or the new one, and agrees
+with the samples file beside it.
 """
 
 from __future__ import annotations
@@ -262,21 +263,27 @@ def test_evaluate_result_and_samples_agree_at_every_kill(finished, tmp_path, mon
     evaluate(base, preds)  # a previous result, to be replaced by one over other predictions
     other = tmp_path / "other.jsonl"
     other.write_text("".join(json.dumps({"id": str(i), "output": "nobody"}) + "\n" for i in range(6)))
-    count = tmp_path / "count"
-    shutil.copytree(base, count)
+    result_name = "evals/bamboogle/pred-other.json"
+
+    def rerun_root(name: str) -> Path:
+        """A copy of the run where a result of that name exists already: the evaluation replaces it."""
+        root = tmp_path / name
+        shutil.copytree(base, root)
+        shutil.copy(root / "evals/bamboogle/pred-preds.json", root / result_name)
+        shutil.copy(root / "evals/bamboogle/pred-preds.samples.jsonl",
+                    root / result_name.replace(".json", ".samples.jsonl"))
+        return root
+
+    count = rerun_root("count")  # counted as the kills run: replacing a result, not writing the first one
     inj = Injector(count)
     with monkeypatch.context() as mp:
         inj.install(mp)
         evaluate(count, other)
     total = inj.count
     assert total >= 3, inj.log
-    result_name = "evals/bamboogle/pred-other.json"
+    kept = set()
     for n in range(1, total + 1):
-        root = tmp_path / f"kill-{n}"
-        shutil.copytree(base, root)
-        shutil.copy(root / "evals/bamboogle/pred-preds.json", root / result_name)  # the same tag: a rerun
-        shutil.copy(root / "evals/bamboogle/pred-preds.samples.jsonl",
-                    root / result_name.replace(".json", ".samples.jsonl"))
+        root = rerun_root(f"kill-{n}")
         inj = Injector(root, kill_at=n)
         with monkeypatch.context() as mp:
             inj.install(mp)
@@ -285,14 +292,21 @@ def test_evaluate_result_and_samples_agree_at_every_kill(finished, tmp_path, mon
         _die(root)
         result = root / result_name
         samples = root / result_name.replace(".json", ".samples.jsonl")
-        if result.exists():
-            rec = json.loads(result.read_text())["samples"]
-            assert hashlib.sha256(samples.read_bytes()).hexdigest() == rec["sha256"], f"killed at {inj.log[-1]}"
+        ev.recover_results(result.parent)  # what the next evaluation in the folder does first
+        where = f"killed at {inj.log[-1]}"
+        assert result.exists(), where  # the previous result or the new one, never none
+        rec = json.loads(result.read_text())
+        assert hashlib.sha256(samples.read_bytes()).hexdigest() == rec["samples"]["sha256"], where
+        previous = (root / "evals/bamboogle/pred-preds.json").read_bytes()
+        assert result.read_bytes() == previous or rec["model"]["predictions"] == str(other), where
+        kept.add(result.read_bytes() == previous)
+        assert not [p.name for p in result.parent.iterdir() if ".tmp-" in p.name or ".old-" in p.name], where
         evaluate(root, other)
         rec = json.loads(result.read_text())
         assert rec["counts"]["correct"] == 0
         assert hashlib.sha256(samples.read_bytes()).hexdigest() == rec["samples"]["sha256"]
         shutil.rmtree(root)
+    assert kept == {True, False}, "the kills landed both before and after the commit point"
 
 
 @pytest.mark.parametrize("stage", ["score", "update-agent"])

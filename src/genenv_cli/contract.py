@@ -48,25 +48,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from genenv_cli import __version__, writers
+from genenv_cli import __version__
 from genenv_cli.config import Config
 from genenv_cli.errors import DiskError, InputError, disk_full
 from genenv_cli.metrics import after_stage
 from genenv_cli.rundir import (
     EpochLock,
     RunDir,
+    commit,
     fingerprint,
-    json_bytes,
-    manifest_digest,
     read_pruned,
     recover_commit,
     shard_of,
-    swap_in,
     tmp_name,
     unchanged,
     write_bytes_atomic,
     write_new,
-    writer_id,
 )
 from genenv_cli.safefiles import link_refusal, read_regular, refuse_links_below, remove_entry
 from genenv_cli.staleness import Change, config_changes, value_changes
@@ -426,7 +423,6 @@ def _execute(run: RunDir, cfg: Config, plan: StagePlan, body: Callable[[Staging]
                  for name, p in plan.inputs.items()}
     started = time.time()
     staging = Staging(plan, is_main=is_main)
-    intent = tmp_name(manifest_path)
     extra: list[Path] = []
     try:
         body(staging)
@@ -439,15 +435,13 @@ def _execute(run: RunDir, cfg: Config, plan: StagePlan, body: Callable[[Staging]
         manifest = _manifest(run, cfg, plan, staging, inputs_fp, started, finished,
                              {name: fingerprint(tmp) for name, (tmp, _) in written.items()})
         manifest_path.parent.mkdir(parents=True, exist_ok=True)
-        extra.append(intent)
-        write_new(intent, json_bytes(manifest))
         pairs = [pair for pair in written.values()]
         for path, content in (derived_files(run, cfg, plan, manifest) if derived else {}).items():
             tmp = tmp_name(path)
             extra.append(tmp)
             write_new(tmp, content)
             pairs.append((tmp, path))
-        swap_in(pairs, intent, manifest_path)
+        commit(pairs, manifest_path, manifest)
     except BaseException as exc:
         staging.discard()
         for p in extra:
@@ -499,11 +493,7 @@ def _manifest(run: RunDir, cfg: Config, plan: StagePlan, staging: Staging, input
         "outputs": {name: {"path": run.rel(plan.outputs[name]), "fingerprint": fp} for name, fp in outputs_fp.items()},
         "counts": staging.counts,
         "metrics": staging.metrics,
-        # recovery is ordered by commit (rundir.recover_commit): an intent left by a killed writer is undone only
-        # while the manifest it was written to replace is still the committed one, and only once its writer,
-        # told apart from a later process with the same PID by its start time, is gone
-        "supersedes": manifest_digest(run.manifest_path(plan.epoch, plan.stage)),
-        "writer": writers.identity(writer_id()),
+        # `commit` adds what recovery orders commits by: the manifest this one supersedes, and its writer
     }
 
 

@@ -34,7 +34,6 @@ before every step and played together, one generate call per turn (evals/episode
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import time
 from pathlib import Path
@@ -54,14 +53,17 @@ from genenv_cli.rundir import (
     EVALS,
     RunDir,
     clean_stale_tmp,
+    commit,
+    fingerprint,
+    leftover_finals,
+    recover_commit,
     replace_into_place,
     sha256_file,
     tmp_name,
-    write_json_atomic,
 )
 from genenv_cli.rundir.datafiles import write_jsonl
 from genenv_cli.rundir.evalfiles import model_tag, result_paths, result_suffix
-from genenv_cli.safefiles import refuse_links_below
+from genenv_cli.safefiles import refuse_links_below, remove_entry
 from genenv_cli.settings import ITEM_TIMEOUT_S
 from genenv_cli.ui import UI
 
@@ -222,20 +224,37 @@ def score_predictions(bench: Benchmark, bench_name: str, samples: list[EvalSampl
 
 def write_result(folder: Path, name: str, result: dict[str, Any], rows: list[dict[str, Any]]) -> None:
     """Commit an evaluation: its samples (`rows`) as `<name>.samples.jsonl` and `result` as `<name>.json` in
-    `folder`. The result is the samples' manifest: it goes first and comes back last, so a kill at any point leaves
-    either no result or a result that agrees with the samples beside it (its sha256 says so), never the previous
-    result beside the new samples. `result` gains `samples` and `path`."""
+    `folder`, by the stages' own commit (`rundir.commit`): the result is the samples' manifest, renamed in last.
+    A kill leaves the previous result and samples, or the new ones, once the next evaluation in the folder has
+    run its recovery first (`recover_results`). `result` gains `samples`, what the commit records, and `path`."""
     result_path, samples_path = result_paths(folder, name)
     folder.mkdir(parents=True, exist_ok=True)
-    clean_stale_tmp(folder)
+    recover_results(folder)
     tmp = tmp_name(samples_path)
-    write_jsonl(tmp, rows)
-    result["samples"] = {"path": samples_path.name, "sha256": sha256_file(tmp), "n": len(rows)}
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(result_path)
-    replace_into_place(tmp, samples_path)
-    write_json_atomic(result_path, result)
+    try:
+        write_jsonl(tmp, rows)
+        result["samples"] = {"path": samples_path.name, "sha256": sha256_file(tmp), "n": len(rows)}
+        result["outputs"] = {"samples": {"path": samples_path.name, "fingerprint": fingerprint(tmp)}}
+        commit([(tmp, samples_path)], result_path, result)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            remove_entry(tmp)
+        raise
     result["path"] = str(result_path)
+
+
+def recover_results(folder: Path) -> list[str]:
+    """What an evaluation does first in a benchmark's result folder: finish or undo every killed evaluation's
+    half-done commit there (`rundir.recover_commit`, as a stage does before it runs), then remove what dead
+    writers left. Returns what it did, one line each."""
+    done: list[str] = []
+    names = {n.removesuffix(".samples.jsonl") if n.endswith(".samples.jsonl") else n.removesuffix(".json")
+             for n in leftover_finals(folder) if n.endswith(".json") or n.endswith(".samples.jsonl")}
+    for name in sorted(names):
+        result_path, samples_path = result_paths(folder, name)
+        done += recover_commit({samples_path.name: samples_path}, result_path, folder)
+    clean_stale_tmp(folder)
+    return done
 
 
 LABEL = re.compile(r"[A-Za-z0-9._-]{1,40}")

@@ -91,6 +91,36 @@ def write_new(path: Path, data: bytes) -> None:
         os.fsync(fh.fileno())
 
 
+def commit(pairs: list[tuple[Path, Path]], manifest_path: Path, manifest: dict[str, Any]) -> None:
+    """The one commit of the run directory, for an epoch stage (its manifest) and for an evaluation (its result,
+    which is its samples' manifest). `pairs` are (temporary, final) names of the outputs, all written.
+    `manifest` gains what recovery orders commits by (the digest of the manifest it `supersedes`, and its
+    `writer`) and, when it is to be undone, which outputs it wrote (its `outputs`: {name: {"path": relative to
+    the root recovery is given, "fingerprint"}}); it is written as the intent, then `swap_in` renames the outputs
+    and, last, the manifest into place. A failure removes the intent (the outputs' temporaries are the
+    caller's); a kill leaves it for `recover_commit`."""
+    manifest["supersedes"] = manifest_digest(manifest_path)
+    manifest["writer"] = writers.identity(writer_id())
+    intent = tmp_name(manifest_path)
+    try:
+        write_new(intent, json_bytes(manifest))
+        swap_in(pairs, intent, manifest_path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            remove_entry(intent)
+        raise
+
+
+def leftover_finals(directory: Path) -> set[str]:
+    """The names in `directory` that a writer's temporary or old copy (`.NAME.tmp-ID`, `.NAME.old-ID`) was left
+    beside, whoever wrote it."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return set()
+    return {m.group(1) for m in map(_LEFTOVER.match, names) if m}
+
+
 def swap_in(pairs: list[tuple[Path, Path]], intent: Path, manifest: Path) -> None:
     """The commit of a stage (docs/design.md, "Commit order"). `pairs` are (temporary, final) names of its
     outputs and derived files, all written; `intent` is its new manifest under its temporary name, written and
