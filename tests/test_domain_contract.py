@@ -133,11 +133,11 @@ def test_a_broken_domain_fails_the_clause_it_breaks_naming_the_item():
     """The contract can fail: a scorer that accepts anything, a parser that accepts prose, a seed of an unknown
     shape, and a method a plugin forgot are each one failed line, the rest still checked."""
     from genenv_cli.domains.arith import ArithDomain
-    from genenv_cli.domains.base import Domain, Score
+    from genenv_cli.domains.base import Domain, TaskVerdict
 
     class Lenient(ArithDomain):
         def score(self, payload, completion):
-            return Score(1.0, 1.0, True, None)
+            return TaskVerdict(1.0, 1.0, True, None)
 
     results = {r.name: r for r in run_contract(Lenient())}
     assert results["answers"].status == "fail" and "the wrong answer 'Answer: " in results["answers"].detail

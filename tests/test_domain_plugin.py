@@ -173,3 +173,14 @@ def test_the_guide_shows_the_example_as_it_is():
     assert methods <= named, f"methods of the example the guide's table does not name: {methods - named}"
     assert os.path.exists(EXAMPLE / "genenv_unitconv" / "data" / "unitconv_seeds.jsonl")
 
+
+
+def test_the_verdicts_earlier_name_still_imports_with_a_warning():
+    """A plugin written against `Score` (TaskVerdict's earlier name) keeps working, told the new name."""
+    import genenv_cli.domains.base as base
+
+    with pytest.warns(FutureWarning, match="TaskVerdict"):
+        old = base.Score
+    assert old is base.TaskVerdict
+    with pytest.raises(AttributeError):
+        base.Scores  # noqa: B018 - the attribute access is the test

@@ -22,8 +22,8 @@ def test_parallel_grading_matches_serial(monkeypatch):
             tids.append(s.id)
             comps.append(text)
     serial = grading.grade_pairs("tool_call", payloads, tids, comps, workers=1)
-    assert [r[0] for r in serial[3::4]] == [1.0] * len(seeds)      # every gold completion scores 1
-    assert not any(r[2] for r in serial[2::4])                     # broken JSON is never valid
+    assert [r.reward for r in serial[3::4]] == [1.0] * len(seeds)  # every gold completion scores 1
+    assert not any(r.valid for r in serial[2::4])                  # broken JSON is never valid
     monkeypatch.setattr(grading, "PARALLEL_MIN", 10)
     monkeypatch.setattr(grading, "CHUNK", 7)
     done = []

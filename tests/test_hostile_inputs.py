@@ -400,11 +400,11 @@ def test_a_non_finite_training_step_is_refused_with_its_number():
 
 
 def test_score_never_writes_a_non_finite_reward(run, monkeypatch):
-    from genenv_cli.domains.base import Score
+    from genenv_cli.domains.base import TaskVerdict
     from genenv_cli.domains.tool_call import ToolCallDomain
 
     monkeypatch.setattr(ToolCallDomain, "score_many",
-                        lambda self, payloads, comps: [Score(float("nan"), 0.0, True, None) for _ in comps])
+                        lambda self, payloads, comps: [TaskVerdict(float("nan"), 0.0, True, None) for _ in comps])
     before = files_of(run)
     r = cli("score", "--epoch", 1, "--run", run, "--force")
     assert "reward" in r.stderr and "tool_call" in r.stderr and "not a finite number" in r.stderr, r.stderr

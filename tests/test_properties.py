@@ -25,7 +25,7 @@ from genenv_cli.config import (
     parse_override,
 )
 from genenv_cli.domains.arith import ArithDomain, ArithError, evaluate_expression
-from genenv_cli.domains.base import EnvContext, Reject, Score
+from genenv_cli.domains.base import EnvContext, Reject, TaskVerdict
 from genenv_cli.domains.tool_call import ToolCallDomain
 from genenv_cli.errors import InputError
 from genenv_cli.evals.api_bank import parsing as api_bank_parsing
@@ -154,7 +154,7 @@ CTX = EnvContext(parent={"expression": "1 + 2", "answer": 3}, parent_id="p", par
 @given(MODEL_TEXT)
 def test_tool_call_scorer_gives_a_score_for_any_completion(text):
     s = timed(TOOL_CALL.score, TOOL_TASK, text)
-    assert isinstance(s, Score) and 0.0 <= s.reward <= 1.0 and not (s.reward == 1.0 and s.error)
+    assert isinstance(s, TaskVerdict) and 0.0 <= s.reward <= 1.0 and not (s.reward == 1.0 and s.error)
 
 
 @FAST

@@ -81,12 +81,12 @@ def test_grading_records_a_stuck_pair_as_wrong_and_goes_on(monkeypatch):
     t = time.perf_counter()
     got = grading.grade_pairs("tool_call", {"t": payload}, ["t"] * len(comps), comps, workers=1, limit=0.3)
     assert time.perf_counter() - t < 20
-    assert [g[0] for g in got] == [1.0, 0.0, 1.0, 1.0, 0.0, 1.0]
+    assert [g.reward for g in got] == [1.0, 0.0, 1.0, 1.0, 0.0, 1.0]
     for g, c in zip(got, comps, strict=True):
         if c == BAD:
-            assert g[2] is False and g[3].startswith("timed out") and "score.item_timeout_s" in g[3]
+            assert g.valid is False and g.error.startswith("timed out") and "score.item_timeout_s" in g.error
         else:
-            assert g[2] is True and g[3] is None
+            assert g.valid is True and g.error is None
 
 
 @pytest.mark.timeout(60)
@@ -109,8 +109,8 @@ def test_grading_times_each_pair_when_score_many_reads_them_all_first(monkeypatc
     payload = {"expression": "1 + 2", "answer": 3}
     got = grading.grade_pairs("arith", {"t": payload}, ["t"] * 3, ["Answer: 3", "hang", "Answer: 4"], workers=1,
                               limit=0.3)
-    assert [g[0] for g in got] == [1.0, 0.0, 0.0]
-    assert got[1][3].startswith("timed out") and got[2][3] == "answered 4, expected 3"
+    assert [g.reward for g in got] == [1.0, 0.0, 0.0]
+    assert got[1].error.startswith("timed out") and got[2].error == "answered 4, expected 3"
 
 
 def _set(dom, payloads, limit):

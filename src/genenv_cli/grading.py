@@ -20,6 +20,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from genenv_cli.domains.base import TaskVerdict
 from genenv_cli.errors import GenenvError
 from genenv_cli.settings import ITEM_TIMEOUT_S
 from genenv_cli.watchdog import ItemTimeout, Watchdog, reason
@@ -27,8 +28,6 @@ from genenv_cli.watchdog import ItemTimeout, Watchdog, reason
 PARALLEL_MIN = 20_000
 CHUNK = 5_000
 DEFAULT_LIMIT_S = ITEM_TIMEOUT_S
-
-Grade = tuple[float, float, bool, str | None]
 
 _DOMAIN: Any = None
 _PAYLOADS: dict[str, Any] = {}
@@ -42,10 +41,10 @@ def _init(domain_name: str, payloads: dict[str, Any], limit: float = DEFAULT_LIM
     _DOMAIN, _PAYLOADS, _LIMIT = get_domain(domain_name), payloads, limit
 
 
-def _grade(chunk: tuple[list[str], list[str]]) -> list[Grade]:
+def _grade(chunk: tuple[list[str], list[str]]) -> list[TaskVerdict]:
     tids, comps = chunk
     payloads = [_PAYLOADS[t] for t in tids]
-    out: list[Grade | None] = [None] * len(comps)
+    out: list[TaskVerdict | None] = [None] * len(comps)
     with Watchdog(_LIMIT) as dog:
         spans = [(0, len(comps))]  # what is left to grade
         while spans:
@@ -56,7 +55,7 @@ def _grade(chunk: tuple[list[str], list[str]]) -> list[Grade]:
             try:
                 scores = _DOMAIN.score_many(dog.watch(payloads[lo:hi], taken), comps[lo:hi])
                 dog.disarm()
-                out[lo:hi] = [(float(s.reward), float(s.partial), bool(s.valid), s.error) for s in scores]
+                out[lo:hi] = [_plain(s) for s in scores]
             except GenenvError:  # damaged task data (a database file a payload names): an input error, never a score
                 dog.disarm()
                 raise
@@ -64,7 +63,7 @@ def _grade(chunk: tuple[list[str], list[str]]) -> list[Grade]:
                 one_by_one = range(lo, hi)
                 if taken[0] < hi - lo:  # it was still taking pairs in order: the last one taken is the slow one
                     stuck = lo + max(taken[0], 1) - 1
-                    out[stuck] = (0.0, 0.0, False, reason(_LIMIT))
+                    out[stuck] = TaskVerdict(0.0, 0.0, False, reason(_LIMIT))
                     spans.append((stuck + 1, hi))
                     one_by_one = range(lo, stuck)
                 # else every pair was taken (the last one is slow, or a plugin's score_many read them all first):
@@ -76,7 +75,17 @@ def _grade(chunk: tuple[list[str], list[str]]) -> list[Grade]:
     return out  # type: ignore[return-value]
 
 
-def _grade_one(payload: Any, completion: str, dog: Watchdog) -> Grade:
+def _grade_as_tuples(chunk: tuple[list[str], list[str]]) -> list[tuple[float, float, bool, str | None]]:
+    """A worker's chunk, sent back as plain tuples of the verdicts' fields: they pickle several times faster."""
+    return [tuple(v) for v in _grade(chunk)]  # type: ignore[misc]
+
+
+def _plain(s: TaskVerdict) -> TaskVerdict:
+    """A plugin's verdict as plain Python values (a numpy float, a truthy int), as the score stage stores them."""
+    return TaskVerdict(float(s.reward), float(s.partial), bool(s.valid), s.error)
+
+
+def _grade_one(payload: Any, completion: str, dog: Watchdog) -> TaskVerdict:
     """One pair; a scorer that raises on it (a built-in one should not; a plugin's might) makes the rollout a
     failed, invalid one whose `error` says why, as a parse error would; one that runs past the limit, too. A
     GenenvError is not the completion's fault but the data's (a damaged database or task file) and stops the stage
@@ -85,21 +94,22 @@ def _grade_one(payload: Any, completion: str, dog: Watchdog) -> Grade:
         dog.arm()
         s = _DOMAIN.score(payload, completion)
         dog.disarm()
-        return float(s.reward), float(s.partial), bool(s.valid), s.error
+        return _plain(s)
     except ItemTimeout:
-        return 0.0, 0.0, False, reason(_LIMIT)
+        return TaskVerdict(0.0, 0.0, False, reason(_LIMIT))
     except GenenvError:
         dog.disarm()
         raise
     except Exception as exc:  # noqa: BLE001 - model output is data: whatever it holds, it is a wrong answer
         dog.disarm()
-        return 0.0, 0.0, False, f"unscorable: the scorer raised {type(exc).__name__}: {str(exc)[:200]}"
+        return TaskVerdict(0.0, 0.0, False,
+                           f"unscorable: the scorer raised {type(exc).__name__}: {str(exc)[:200]}")
 
 
 def grade_pairs(domain_name: str, payloads: dict[str, Any], task_ids: list[str], completions: list[str],
                 advance: Callable[[int], None] | None = None,
-                workers: int | None = None, limit: float = DEFAULT_LIMIT_S) -> list[Grade]:
-    """(reward, partial, valid, error) for each pair, in order; a pair graded longer than `limit` seconds is
+                workers: int | None = None, limit: float = DEFAULT_LIMIT_S) -> list[TaskVerdict]:
+    """The TaskVerdict of each pair, in order; a pair graded longer than `limit` seconds is
     wrong, its error says it timed out."""
     try:
         return _grade_all(domain_name, payloads, task_ids, completions, advance, workers or os.cpu_count() or 1,
@@ -116,9 +126,9 @@ def _init_clear() -> None:
 
 
 def _grade_all(domain_name: str, payloads: dict[str, Any], task_ids: list[str], completions: list[str],
-               advance: Callable[[int], None] | None, workers: int, limit: float) -> list[Grade]:
+               advance: Callable[[int], None] | None, workers: int, limit: float) -> list[TaskVerdict]:
     chunks = [(task_ids[i:i + CHUNK], completions[i:i + CHUNK]) for i in range(0, len(task_ids), CHUNK)]
-    out: list[Grade] = []
+    out: list[TaskVerdict] = []
     if workers < 2 or len(task_ids) < PARALLEL_MIN:
         _init(domain_name, payloads, limit)
         for chunk in chunks:
@@ -144,8 +154,8 @@ def _grade_all(domain_name: str, payloads: dict[str, Any], task_ids: list[str], 
     else:
         pool = mp.get_context("spawn").Pool(workers, initializer=_init, initargs=(domain_name, payloads, limit))
     with pool:
-        for part in pool.imap(_grade, chunks):
-            out.extend(part)
+        for part in pool.imap(_grade_as_tuples, chunks):
+            out.extend(map(TaskVerdict._make, part))
             if advance:
                 advance(len(part))
     return out

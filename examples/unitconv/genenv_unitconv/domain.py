@@ -16,7 +16,7 @@ import re
 from fractions import Fraction
 from typing import Any
 
-from genenv_cli.domains.base import Domain, EnvContext, Reject, Score, stats_lines
+from genenv_cli.domains.base import Domain, EnvContext, Reject, TaskVerdict, stats_lines
 
 # unit -> (dimension, its size in the dimension's base unit)
 UNITS: dict[str, tuple[str, Fraction]] = {
@@ -105,21 +105,21 @@ class UnitConvDomain(Domain):
 
     # ------------------------------------------------------------ grading the agent
 
-    def score(self, payload: dict[str, Any], completion: str) -> Score:
+    def score(self, payload: dict[str, Any], completion: str) -> TaskVerdict:
         # the first number after the last "Answer", else the last number in the text (model text is data: read,
         # never evaluated, in linear time)
         at = completion.lower().rfind("answer")
         numbers = _NUMBER.findall(completion, max(at, 0))
         if not numbers:
-            return Score(0.0, 0.0, False, "no number in the answer")
+            return TaskVerdict(0.0, 0.0, False, "no number in the answer")
         raw = numbers[0] if at >= 0 else numbers[-1]
         if len(raw.lstrip("-")) > MAX_DIGITS:
-            return Score(0.0, 0.0, True, f"answered a number of more than {MAX_DIGITS} digits")
+            return TaskVerdict(0.0, 0.0, True, f"answered a number of more than {MAX_DIGITS} digits")
         pred, gold = int(raw), payload["answer"]
         if pred == gold:
-            return Score(1.0, 1.0, True, None)
+            return TaskVerdict(1.0, 1.0, True, None)
         partial = max(0.0, 1.0 - abs(pred - gold) / max(1, abs(gold)))
-        return Score(0.0, partial, True, f"answered {pred}, expected {gold}")
+        return TaskVerdict(0.0, partial, True, f"answered {pred}, expected {gold}")
 
     def dedup_text(self, payload: dict[str, Any]) -> str:
         return f"{payload['value']} {payload['unit']} to {payload['to']}"

@@ -26,7 +26,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.domains.base import Domain, EnvContext, Reject, Score, SeedTask
+from genenv_cli.domains.base import Domain, EnvContext, Reject, SeedTask, TaskVerdict
 
 MAX_OPS = 4
 MAX_DIGITS = 4
@@ -286,16 +286,16 @@ class ArithDomain(Domain):
             return f"answer {payload['answer']} is wrong; the expression gives {value}"
         return None
 
-    def score(self, payload: dict[str, Any], completion: str) -> Score:
+    def score(self, payload: dict[str, Any], completion: str) -> TaskVerdict:
         pred = read_answer(completion)
         gold = payload["answer"]
         if pred is None:
-            return Score(0.0, 0.0, False, "no integer in the answer")
+            return TaskVerdict(0.0, 0.0, False, "no integer in the answer")
         if pred == gold:
-            return Score(1.0, 1.0, True, None)
+            return TaskVerdict(1.0, 1.0, True, None)
         err, scale = abs(pred - gold), max(1, abs(gold))
         partial = 0.0 if err >= scale else 1.0 - err / scale  # err < scale: the quotient fits a float
-        return Score(0.0, partial, True, f"answered {pred}, expected {gold}")
+        return TaskVerdict(0.0, partial, True, f"answered {pred}, expected {gold}")
 
     def gold_answer(self, payload: dict[str, Any]) -> str | None:
         return f"Answer: {payload['answer']}"

@@ -22,7 +22,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 
 class Reject(Exception):
@@ -37,8 +37,13 @@ class SeedTask:
     payload: dict[str, Any]
 
 
-@dataclass(frozen=True)
-class Score:
+class TaskVerdict(NamedTuple):
+    """The verdict on one completion of a training task: what a domain's `score` returns and the score stage
+    records. A benchmark's verdict on one of its samples is `evals.base.Verdict`; a family domain makes its
+    TaskVerdict from that one, so the two agree item by item. A named tuple, not a dataclass: the score stage
+    grades hundreds of thousands of them a second, and a tuple is several times cheaper to make and to send
+    between its worker processes."""
+
     reward: float               # R_agent in [0, 1]
     partial: float              # partial credit, recorded only
     valid: bool                 # parsed and followed the output schema
@@ -185,7 +190,7 @@ class Domain(ABC):
         """(payload, shape) of the task in the environment's output, or raise Reject(reason)."""
 
     @abstractmethod
-    def score(self, payload: dict[str, Any], completion: str) -> Score:
+    def score(self, payload: dict[str, Any], completion: str) -> TaskVerdict:
         """Grade one agent completion."""
 
     @abstractmethod
@@ -205,7 +210,7 @@ class Domain(ABC):
         validation)."""
         return None if isinstance(payload, dict) else "payload must be a JSON object"
 
-    def score_many(self, payloads: list[dict[str, Any]], completions: list[str]) -> list[Score]:
+    def score_many(self, payloads: list[dict[str, Any]], completions: list[str]) -> list[TaskVerdict]:
         return [self.score(p, c) for p, c in zip(payloads, completions, strict=True)]
 
     # ------------------------------------------------------------ the domain's own answers, for its contract
@@ -243,3 +248,14 @@ class Domain(ABC):
         """(file, name) of the files the seed sources share (API-Bank's apis/*.py), copied once per import into
         the copy's `shared/` folder; only those the imported `tasks` need."""
         return []
+
+
+def __getattr__(name: str) -> Any:
+    """`Score`, TaskVerdict's earlier name, still imports for plugins written against it, with a warning."""
+    if name == "Score":
+        import warnings
+
+        warnings.warn("genenv_cli.domains.base.Score is now TaskVerdict; import that name", FutureWarning,
+                      stacklevel=2)
+        return TaskVerdict
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

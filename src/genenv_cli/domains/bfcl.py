@@ -33,7 +33,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.domains.base import EnvContext, Reject, Score, SeedTask
+from genenv_cli.domains.base import EnvContext, Reject, SeedTask, TaskVerdict
 from genenv_cli.domains.family import FamilyDomain
 from genenv_cli.evals.base import EvalSample
 from genenv_cli.evals.bfcl.calls import BCall
@@ -208,14 +208,14 @@ class BFCLDomain(FamilyDomain):
     def valid(self, verdict: Any) -> bool:
         return verdict.correct or verdict.parsed is not None
 
-    def score(self, payload: dict[str, Any], completion: str) -> Score:
+    def score(self, payload: dict[str, Any], completion: str) -> TaskVerdict:
         """The suite's verdict, except that on an irrelevance item "no call decoded" earns the reward only as a
         plain-text answer: BFCL's rule passes any undecodable text (an empty or degenerate completion too),
         which `evaluate` keeps, but training must not reward it."""
         if not payload["ground_truth"]:
             problem = plain_answer_problem(completion)
             if problem:
-                return Score(0.0, 0.0, False, problem)
+                return TaskVerdict(0.0, 0.0, False, problem)
         return super().score(payload, completion)
 
     def seed_from_sample(self, sample: EvalSample) -> SeedTask:

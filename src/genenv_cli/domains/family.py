@@ -29,7 +29,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.domains.base import Domain, EnvContext, Reject, Score, SeedTask, stats_lines
+from genenv_cli.domains.base import Domain, EnvContext, Reject, SeedTask, TaskVerdict, stats_lines
 from genenv_cli.errors import ConfigError, InputError
 
 MAX_ITEM_CHARS = 20_000   # an environment item longer than this is a runaway generation, not a task
@@ -98,10 +98,10 @@ class FamilyDomain(Domain):
         """The suite's verdict on one completion (what `genenv evaluate` would record)."""
         return self.suite.score(self.sample(payload), completion, self.protocol)
 
-    def score(self, payload: dict[str, Any], completion: str) -> Score:
+    def score(self, payload: dict[str, Any], completion: str) -> TaskVerdict:
         v = self.verdict(payload, completion)
         partial = float(v.scores.get("f1", v.correct)) if isinstance(v.scores, dict) else float(v.correct)
-        return Score(1.0 if v.correct else 0.0, partial, self.valid(v), None if v.correct else (v.reason or "wrong"))
+        return TaskVerdict(1.0 if v.correct else 0.0, partial, self.valid(v), None if v.correct else (v.reason or "wrong"))
 
     def valid(self, verdict: Any) -> bool:
         """Whether the completion parsed in the benchmark's answer format (default: the suite parsed something)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from genenv_cli.domains.base import Domain, EnvContext, Score, SeedTask
+from genenv_cli.domains.base import Domain, EnvContext, SeedTask, TaskVerdict
 
 
 class SeededDomain(Domain):
@@ -37,10 +37,10 @@ class SeededDomain(Domain):
     def parse_env_output(self, text: str, ctx: EnvContext) -> tuple[dict[str, Any], str]:
         return self.inner.parse_env_output(text, ctx)
 
-    def score(self, payload: dict[str, Any], completion: str) -> Score:
+    def score(self, payload: dict[str, Any], completion: str) -> TaskVerdict:
         return self.inner.score(payload, completion)
 
-    def score_many(self, payloads: list[dict[str, Any]], completions: list[str]) -> list[Score]:
+    def score_many(self, payloads: list[dict[str, Any]], completions: list[str]) -> list[TaskVerdict]:
         return self.inner.score_many(payloads, completions)
 
     def dedup_text(self, payload: dict[str, Any]) -> str:

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from genenv_cli.callparse import CallParseError, parse_tool_calls, standardize_string
-from genenv_cli.domains.base import Domain, EnvContext, Reject, Score, SeedTask, stats_lines
+from genenv_cli.domains.base import Domain, EnvContext, Reject, SeedTask, TaskVerdict, stats_lines
 from genenv_cli.plaintext import plain_answer_problem
 
 SHAPES = ("single", "conversion", "multiple", "parallel", "no_tool")
@@ -316,7 +316,7 @@ class ToolCallDomain(Domain):
         return ([(g["name"], self._canonical(g["name"], g.get("arguments", {}))) for g in payload["calls"]],
                 frozenset(payload["tools"]))
 
-    def score(self, payload: dict[str, Any], completion: str) -> Score:
+    def score(self, payload: dict[str, Any], completion: str) -> TaskVerdict:
         return self._score(completion, self._gold(payload))
 
     def gold_answer(self, payload: dict[str, Any]) -> str | None:
@@ -328,7 +328,7 @@ class ToolCallDomain(Domain):
         call = {"name": "send_fax", "arguments": {"to": "nobody"}}  # a tool never offered
         return f"<tool_call>\n{json.dumps(call)}\n</tool_call>"
 
-    def score_many(self, payloads: list[dict[str, Any]], completions: list[str]) -> list[Score]:
+    def score_many(self, payloads: list[dict[str, Any]], completions: list[str]) -> list[TaskVerdict]:
         """As score(), with each task's canonical gold computed once for all its completions."""
         cache: dict[int, tuple[list[tuple[str, dict[str, Any]]], frozenset[str]]] = {}
         out = []
@@ -339,31 +339,31 @@ class ToolCallDomain(Domain):
             out.append(self._score(c, gold))
         return out
 
-    def _score(self, completion: str, gold: tuple[list[tuple[str, dict[str, Any]]], frozenset[str]]) -> Score:
+    def _score(self, completion: str, gold: tuple[list[tuple[str, dict[str, Any]]], frozenset[str]]) -> TaskVerdict:
         gold_c, offered = gold
         try:
             calls = parse_tool_calls(completion)
         except CallParseError as exc:
-            return Score(0.0, 0.0, False, f"unparseable: {exc}")
+            return TaskVerdict(0.0, 0.0, False, f"unparseable: {exc}")
         if not calls:
             if not gold_c:
                 problem = plain_answer_problem(completion)  # "no call" is right only as a plain-text answer
-                return Score(0.0, 0.0, False, problem) if problem else Score(1.0, 1.0, True, None)
-            return Score(0.0, 0.0, True, f"no call, expected {len(gold_c)}")
+                return TaskVerdict(0.0, 0.0, False, problem) if problem else TaskVerdict(1.0, 1.0, True, None)
+            return TaskVerdict(0.0, 0.0, True, f"no call, expected {len(gold_c)}")
         if not gold_c:
-            return Score(0.0, 0.0, True, f"called {calls[0].name} but no offered tool fits")
+            return TaskVerdict(0.0, 0.0, True, f"called {calls[0].name} but no offered tool fits")
         pred = []
         for c in calls:
             if c.name not in offered or c.name not in self.library:
-                return Score(0.0, 0.0, False, f"called {c.name!r}, which is not offered")
+                return TaskVerdict(0.0, 0.0, False, f"called {c.name!r}, which is not offered")
             err = self._check_args(c.name, c.arguments)
             if err and ("unknown argument" in err or "must be" in err):
                 raw = [(x.name, dict(x.arguments)) for x in calls]  # not canonicalisable: compare as given
-                return Score(0.0, self._partial(raw, gold_c), False, err)
+                return TaskVerdict(0.0, self._partial(raw, gold_c), False, err)
             pred.append((c.name, self._canonical(c.name, c.arguments), err))
         canon = [(name, args) for name, args, _ in pred]
         if len(pred) != len(gold_c):
-            return Score(0.0, self._partial(canon, gold_c), True, f"{len(pred)} calls, expected {len(gold_c)}")
+            return TaskVerdict(0.0, self._partial(canon, gold_c), True, f"{len(pred)} calls, expected {len(gold_c)}")
         unmatched = list(range(len(gold_c)))
         for name, args, err in pred:
             hit = None
@@ -372,9 +372,9 @@ class ToolCallDomain(Domain):
                     hit = j
                     break
             if hit is None:
-                return Score(0.0, self._partial(canon, gold_c), True, err or f"{name} call does not match a gold call")
+                return TaskVerdict(0.0, self._partial(canon, gold_c), True, err or f"{name} call does not match a gold call")
             unmatched.remove(hit)
-        return Score(1.0, 1.0, True, None)
+        return TaskVerdict(1.0, 1.0, True, None)
 
     def _partial(self, pred: list[tuple[str, dict[str, Any]]], gold_c: list[tuple[str, dict[str, Any]]]) -> float:
         """Greedy one-to-one pairing of predicted and gold calls (same name) by argument agreement, over

@@ -38,6 +38,7 @@ from genenv_cli.curriculum import (
     success,
 )
 from genenv_cli.domains import domain_data, run_domains
+from genenv_cli.domains.base import TaskVerdict
 from genenv_cli.domains.fingerprints import score_values
 from genenv_cli.errors import InputError
 from genenv_cli.grading import grade_pairs
@@ -207,10 +208,12 @@ def grade(roll: Any, tasks: list[dict[str, Any]], domains: dict[str, Any], thres
         graded = _grade_by_domain(domains, tasks, pairs["task_id"].to_list(), pairs["completion"].to_list(),
                                   bar.advance, limit)
     _refuse_non_finite_grades(graded, pairs["task_id"].to_list(), {t["task_id"]: t["domain"] for t in tasks})
+    # TaskVerdicts are named tuples: their fields transposed into columns
     reward, partial, valid, error = (list(col) for col in zip(*graded, strict=True)) if graded else ([], [], [], [])
     grades = pl.DataFrame({"_pair": pairs["_pair"], "reward": reward, "partial": partial, "valid": valid,
-                           "error": error}, schema={"_pair": pl.UInt64, "reward": pl.Float64, "partial": pl.Float64,
-                                                   "valid": pl.Boolean, "error": pl.String})
+                           "error": error},
+                          schema={"_pair": pl.UInt64, "reward": pl.Float64, "partial": pl.Float64,
+                                  "valid": pl.Boolean, "error": pl.String})
     scored = (meta.drop("completion").join(grades, on="_pair", how="left", maintain_order="left")
               .join(_task_info(tasks), on="task_id", how="left", maintain_order="left")
               .with_columns(success(threshold)))
@@ -370,13 +373,13 @@ def epoch_metrics(stats: Any, scores: Any, c: Any, domains: list[str] | None = N
 _SUSPECTS = {"r_env": "curriculum.beta", "weight": "curriculum.lam", "p_batch": "curriculum.alpha"}
 
 
-def _refuse_non_finite_grades(graded: list[tuple[float, float, bool, str | None]], task_ids: list[str],
+def _refuse_non_finite_grades(graded: list[TaskVerdict], task_ids: list[str],
                               domain_of: dict[str, str]) -> None:
     """A reward or partial credit that is NaN, infinite or outside [0, 1] is the domain scorer's fault (a
     plugin's, since the built-in ones return 0 or 1): refused with the domain and the task, before anything is
     written."""
-    for (reward, partial, _, _), tid in zip(graded, task_ids, strict=True):
-        for what, value in (("reward", reward), ("partial credit", partial)):
+    for g, tid in zip(graded, task_ids, strict=True):
+        for what, value in (("reward", g.reward), ("partial credit", g.partial)):
             if not (math.isfinite(value) and 0.0 <= value <= 1.0):
                 raise InputError(f"the scorer of domain {domain_of.get(tid)!r} gave task {tid} the {what} {value!r}, "
                                  f"which is not a finite number in [0, 1]; nothing was written. Fix the domain's "
@@ -402,7 +405,7 @@ def _refuse_non_finite(df: Any, name: str, epoch: int) -> None:
 
 def _grade_by_domain(domains: dict[str, Any], tasks: list[dict[str, Any]], task_ids: list[str],
                      completions: list[str], advance: Any,
-                     limit: float = ITEM_TIMEOUT_S) -> list[tuple[float, float, bool, str | None]]:
+                     limit: float = ITEM_TIMEOUT_S) -> list[TaskVerdict]:
     """grade_pairs with each task's own domain's scorer, in the pairs' order (`limit`: score.item_timeout_s)."""
     payloads = {t["task_id"]: t["payload"] for t in tasks}
     if len(domains) == 1:
