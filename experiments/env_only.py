@@ -78,6 +78,7 @@ ALPHA = 0.5
 COMMIT_FILE = "env-only-commit"  # in each run folder: the commit it was started on
 TIMINGS = "env-only-timings.json"  # in each run folder: the seconds of each epoch
 MOVEMENT = ["kept_logp_change", "rest_logp_change", "kept_minus_rest"]
+SIGNAL = ["validity_share", "adv_valid_in_band", "adv_valid_off_band", "adv_invalid", "in_band_of_valid"]
 FRONTIER = cur.FRONTIER
 KEYS = ["env_batch_band_share", "env_batch_gap", "env_batches", "env_batches_kept", "env_kl", "env_loss",
         "env_samples_used", "env_weight_total", "env_frontier_share", "valid_generation_rate", "batch_p_mean",
@@ -112,6 +113,56 @@ def env_update_numbers(run: RunDir, epoch: int) -> dict[str, Any]:
     return {"env_samples_used": used.height, "env_weight_total": round(total, 3)}
 
 
+def validity_share(rewards: list[float], valid: list[bool], groups: list[str]) -> float | None:
+    """The share of the within-group sum of squares of `rewards` that lies between each group's valid and invalid
+    members (None when no group has any spread): 1 when every valid generation of a group earns the same, 0 when
+    the valid and invalid ones earn the same on average."""
+    members: dict[str, list[int]] = {}
+    for i, g in enumerate(groups):
+        members.setdefault(g, []).append(i)
+    between = total = 0.0
+    for idx in members.values():
+        mean = sum(rewards[i] for i in idx) / len(idx)
+        total += sum((rewards[i] - mean) ** 2 for i in idx)
+        for cls in (True, False):
+            part = [rewards[i] for i in idx if valid[i] == cls]
+            if part:
+                between += len(part) * (sum(part) / len(part) - mean) ** 2
+    return between / total if total else None
+
+
+def advantage_sources(run: RunDir, epoch: int) -> dict[str, Any] | None:
+    """Where a group-relative update's signal comes from, from the epoch's per-generation rewards (pools/env_gen;
+    None for epochs without it). Within each task batch (a group), the spread of rewards splits into the part
+    between valid and invalid generations and the part among the valid ones (which alone says how near α a task
+    is): `validity_share` is the first over the whole, pooled over the epoch's groups. Then the mean group-relative
+    advantage (`grpo.group_advantages`, as the update computes it) of valid generations whose task is in the band,
+    of valid ones outside it, and of invalid ones."""
+    import polars as pl
+
+    from genenv_cli.training.grpo import group_advantages
+
+    path = run.pool_partition("env_gen", epoch)
+    if not path.exists():
+        return None
+    gen = read_parquet(path, "env_gen")
+    cfg = run.load_config().curriculum
+    rewards, groups = gen["reward"].to_list(), gen["batch_id"].to_list()
+    adv, _ = group_advantages(rewards, groups)
+    gen = gen.with_columns(pl.Series("adv", adv, dtype=pl.Float64))
+    band = pl.col("valid") & pl.col("p_task").is_between(cfg.band_low, cfg.band_high)
+
+    def mean_adv(expr: Any) -> float | None:
+        v = gen.filter(expr & pl.col("adv").is_not_null())["adv"]
+        return round(float(v.mean()), 4) if len(v) else None
+
+    share = validity_share(rewards, gen["valid"].to_list(), groups)
+    return {"validity_share": round(share, 4) if share is not None else None,
+            "adv_valid_in_band": mean_adv(band), "adv_valid_off_band": mean_adv(pl.col("valid") & ~band),
+            "adv_invalid": mean_adv(~pl.col("valid")),
+            "in_band_of_valid": round(gen.filter(band).height / max(1, gen.filter(pl.col("valid")).height), 4)}
+
+
 def row(run: RunDir, epoch: int, frontier: dict[str, float], timings: dict[str, Any]) -> dict[str, Any]:
     metrics = run.read_metrics_file(epoch) or {}
     batch_p = cur.env_batch_p(run, epoch)
@@ -120,7 +171,8 @@ def row(run: RunDir, epoch: int, frontier: dict[str, float], timings: dict[str, 
     return {"epoch": epoch, **{k: metrics.get(k) for k in KEYS if k in metrics},
             "env_batch_gap": round(sum(abs(p - ALPHA) for p in batch_p) / len(batch_p), 4) if batch_p else None,
             "env_frontier_share": round(sum(v for s, v in mix.items() if s in near), 4) if mix else None,
-            **env_update_numbers(run, epoch), "env_shape_mix": mix, "env_batch_p": batch_p,
+            **env_update_numbers(run, epoch), "signal": advantage_sources(run, epoch),
+            "env_shape_mix": mix, "env_batch_p": batch_p,
             "shape_p": {k: v.get("p") for k, v in (metrics.get("shape_success") or {}).items()},
             "seconds": timings.get(str(epoch))}
 
@@ -257,6 +309,8 @@ def aggregate(per_run: dict[str, dict[int, dict[str, Any]]], epochs: int) -> dic
                 agg[k] = cur.interval([v.get(k) for v in vals])
             for k in MOVEMENT:
                 agg[k] = cur.interval([(v.get("movement") or {}).get(k) for v in vals])
+            for k in SIGNAL:
+                agg[k] = cur.interval([(v.get("signal") or {}).get(k) for v in vals])
             shapes = sorted({s for v in vals for s in v["env_shape_mix"]})
             agg["env_shape_mix"] = {s: round(sum(v["env_shape_mix"].get(s, 0.0) for v in vals) / len(vals), 4)
                                     for s in shapes}
@@ -289,12 +343,15 @@ def claims(per_run: dict[str, dict[int, dict[str, Any]]]) -> dict[str, Any]:
         band_last = cur.paired(a, base, cur.last("env_batch_band_share"))
         gap_last = cur.paired(a, base, cur.last("env_batch_gap"))
         frontier = cur.paired(a, base, mean_over("env_frontier_share"))
+        valid = cur.paired(a, base, mean_over("valid_generation_rate"))
         out[arm] = {"baseline": baseline,
                     "in_band_epochs_2_on": {**band, "holds": cur.excludes_zero(band)},
                     "gap_epochs_2_on": {**gap, "holds": cur.excludes_zero(gap, -1)},
                     "in_band_last_epoch": {**band_last, "holds": cur.excludes_zero(band_last)},
                     "gap_last_epoch": {**gap_last, "holds": cur.excludes_zero(gap_last, -1)},
-                    "frontier_share_epochs_2_on": {**frontier, "holds": cur.excludes_zero(frontier)}}
+                    "frontier_share_epochs_2_on": {**frontier, "holds": cur.excludes_zero(frontier)},
+                    # not part of the claim: what the update taught instead, where it taught anything
+                    "valid_rate_epochs_2_on": {**valid, "holds": cur.excludes_zero(valid)}}
         out[arm]["claim_holds"] = bool(out[arm]["in_band_epochs_2_on"]["holds"]
                                        and out[arm]["gap_epochs_2_on"]["holds"])
     return out
@@ -345,13 +402,29 @@ def markdown(record: dict[str, Any]) -> str:
                          f"{_f(r['env_weight_total'], False)} | {_f(r['env_frontier_share'])} | "
                          f"{_f(r['kept_minus_rest'], False)} | {_f(r['seconds'], False)} |")
         lines.append("")
+        if any(r["valid_generation_rate"] and r["valid_generation_rate"].get("mean") is not None
+               for r in data["epochs"]):
+            lines += ["What its generations were: valid share, informative groups, mean reward of valid and of "
+                      "invalid ones, the share of the reward spread within groups that is valid against invalid, and "
+                      "the mean advantage of valid in-band, valid off-band and invalid generations.", "",
+                      "| epoch | valid | informative | reward valid | reward invalid | validity share | "
+                      "adv in band | adv off band | adv invalid |", "|---|---|---|---|---|---|---|---|---|"]
+            for r in data["epochs"]:
+                lines.append(f"| {r['epoch']} | {_f(r['valid_generation_rate'])} | "
+                             f"{_f(r['env_groups_informative_share'])} | {_f(r['env_reward_valid'], False)} | "
+                             f"{_f(r['env_reward_invalid'], False)} | {_f(r['validity_share'])} | "
+                             f"{_f(r['adv_valid_in_band'], False)} | {_f(r['adv_valid_off_band'], False)} | "
+                             f"{_f(r['adv_invalid'], False)} |")
+            lines.append("")
     lines += ["## The claim", "", "Paired by seed against the untrained arm with the same batches (env-only-frozen, "
               "or the one named; difference of the per-run means over epochs 2..N, and at the last epoch); it holds "
               "when the 95% interval excludes zero in the good direction.", ""]
     for arm, c in record["claims"].items():
         lines.append(f"- **{arm}** against {c.get('baseline', 'env-only-frozen')}: holds = {c['claim_holds']}")
         for key in ("in_band_epochs_2_on", "gap_epochs_2_on", "in_band_last_epoch", "gap_last_epoch",
-                    "frontier_share_epochs_2_on"):
+                    "frontier_share_epochs_2_on", "valid_rate_epochs_2_on"):
+            if key not in c:  # a record made before the key was reported
+                continue
             m = c[key]
             pct = "gap" not in key
             lines.append(f"  - {key}: {_f(m, pct)} (per seed {m.get('per_seed')}; holds {m.get('holds')})")

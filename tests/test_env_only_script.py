@@ -39,6 +39,10 @@ def test_env_only_experiment_runs_and_resumes(tmp_path, tiny_model):
              for arm in mod.HEADLINE}
     assert len(set(tasks.values())) == 1
     assert "env-only" in record["claims"] and "in_band_epochs_2_on" in record["claims"]["env-only"]
+    for arm in mod.HEADLINE:  # every generation's reward is in pools/env_gen: the signal's sources are read from it
+        rows = json.loads((tmp_path / "results" / "env_only-arith" / "runs" / f"{arm}-s1.json").read_text())["rows"]
+        share = rows[0]["signal"]["validity_share"]
+        assert share is None or 0.0 <= share <= 1.0
     again = mod.main([*argv, "--report-only"])  # everything is done: nothing runs, the same numbers
     assert again["arms"] == record["arms"]
 
@@ -75,3 +79,14 @@ def test_a_trained_arm_is_paired_with_the_baseline_of_its_own_batches():
     assert c["env-only-var2"]["claim_holds"] is False
     effect = mod.batch_size_effect({"env-only-frozen": frozen4, "env-only-frozen-var2": frozen2})
     assert effect["env-only-frozen-var2_minus_env-only-frozen"]["in_band_epochs_2_on"]["mean"] == pytest.approx(0.2)
+
+
+def test_the_validity_share_splits_the_reward_spread_within_groups():
+    mod = _load()
+    # group a: rewards 0 | 0.6, 1 (mean 8/15): 0.4267 of its 0.5067 lies between the classes; group b: 0 | 0.6, 0.6
+    # (mean 0.4): all 0.24 of it
+    share = mod.validity_share([0.0, 0.6, 1.0, 0.0, 0.6, 0.6], [False, True, True, False, True, True], list("aaabbb"))
+    assert share == pytest.approx((0.42667 + 0.24) / (0.50667 + 0.24), abs=1e-4)
+    assert mod.validity_share([0.0, 1.0], [True, True], ["a", "a"]) == 0.0  # only the valid spread
+    assert mod.validity_share([0.0, 0.6], [False, True], ["a", "a"]) == 1.0  # only validity
+    assert mod.validity_share([0.5, 0.5], [True, True], ["a", "a"]) is None  # no spread at all
