@@ -1,6 +1,6 @@
 """What the tests know about each built-in domain, in one table: how to write its right answer and wrong ones, how
 the environment writes one of its items, and (for a benchmark-family domain) the hand-written files in the
-benchmark's official format that its suite loads. tests/test_domain_contract.py checks every domain against the
+benchmark's official format that its suite loads. tests/domains/test_domain_contract.py checks every domain against the
 contract (`genenv_cli.domains.checks`, the code `genenv domains check` runs) with its row here; a domain without a
 row is checked with the answers it declares itself (`gold_answer`, `wrong_answer`, `render_task`), as a plugin
 is."""
@@ -10,12 +10,12 @@ from __future__ import annotations
 import csv
 import functools
 import json
-from pathlib import Path
 from typing import Any
 
 from genenv_cli.domains.checks import DomainCase, Payload, SuiteData, seed_context  # noqa: F401 - the tests' names
+from paths import FIXTURES
 
-FIX = Path(__file__).parent / "fixtures"
+FIX = FIXTURES
 
 
 # ---------------------------------------------------------------- answers, by domain

@@ -7,7 +7,7 @@ from genenv_cli.registry import Registry, Row
 
 # A row's facts, read without importing the domain:
 # - `family`: a benchmark-family domain (its tasks are a suite's items; docs/domains.md), whose promise (training
-#   reward = the suite's verdict, item by item) tests/test_domain_promise.py checks;
+#   reward = the suite's verdict, item by item) tests/domains/test_domain_promise.py checks;
 # - `lengths`: defaults for the output lengths its items and answers need, in tokens, replacing the generic default
 #   of a setting the user did not set (neither in genenv.toml nor with --set; a preset's value counts as set); a
 #   mixed run takes the largest over its domains. A benchmark's real items are much longer than the toy domains'
