@@ -22,7 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from test_hostile import BAMBOOGLE, E1, cli
+
+from hostile import BAMBOOGLE, E1, cli
 
 # the commands, in the order they run on each damaged copy; RUN, OUT and PREDS are filled in per case
 COMMANDS: list[list[str]] = [
