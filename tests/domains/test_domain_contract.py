@@ -1,7 +1,7 @@
 """The contract every registered domain keeps, one parametrised test per clause over `DOMAINS`. The clauses are
 `genenv_cli.domains.checks`, the code `genenv domains check NAME` runs; here each built-in domain is checked
-with its row of tests/domain_cases.py (more answers, and the benchmarks' hand-written files), a domain without a
-row (a plugin) with the answers it declares itself:
+with the test answers its registry row names (more answers, and the benchmarks' hand-written files; read by
+tests/domain_cases.py), a domain whose row names none (a plugin) with the answers it declares itself:
 
 - its built-in seeds are self-consistent: both splits present, unique ids, known shapes, each passing the
   domain's own check;
@@ -51,15 +51,16 @@ FAMILY = [n for n in NAMES if isinstance(get_domain(n), FamilyDomain)]
 
 
 def case(name: str) -> DomainCase:
-    """The domain's row, else the answers it declares (a plugin's: `genenv domains check` uses the same)."""
+    """The test answers the domain's registry row names, else the ones it declares (a plugin's: `genenv domains
+    check` uses the same)."""
     return CASES.get(name) or declared_case(get_domain(name))
 
 
 def test_every_built_in_domain_has_a_row_and_the_family_ones_their_files():
-    assert set(CASES) <= set(NAMES), "tests/domain_cases.py has rows for domains that are not registered"
+    assert set(CASES) <= set(NAMES), "test answers for domains that are not registered"
     built_in = set(DOMAINS.builtins)
     missing = sorted(built_in - set(CASES))
-    assert not missing, f"add a row to tests/domain_cases.py for the built-in domain(s) {missing}"
+    assert not missing, f"the registry rows of the built-in domain(s) {missing} name no test answers (`test_answers`)"
     for name in FAMILY:
         if name in built_in:
             assert CASES[name].suite_data and CASES[name].pair, f"{name}: its benchmark's files are the contract's data"

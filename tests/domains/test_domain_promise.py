@@ -31,7 +31,7 @@ runner = CliRunner()
 
 @dataclass
 class Case:
-    """The right and wrong answers are the domain's row in tests/domain_cases.py."""
+    """The right and wrong answers are the test answers the domain's registry row names (tests/domain_cases.py)."""
     seeds: list[Path]                    # the files `init --seeds` takes
     data: Path                           # what `evaluate --data` takes
     protocol: str

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from domain_cases import tool_call_block as block
 from genenv_cli.domains import get_domain
+from genenv_cli.domains.answers.tool_call import tool_call_block as block
 from genenv_cli.domains.base import EnvContext, Reject
 
 D = get_domain("tool_call")

@@ -1,8 +1,9 @@
 """A new domain or suite is its own files plus one registry row. A throwaway domain and a throwaway suite are written
 to a temporary folder, registered with one `register` call each, and then go through what every built-in goes
-through: the domain passes the domain contract (the code `genenv domains check` runs) and its row's output lengths
-reach the run's config; the suite is listed by `evaluate --list`, exports its samples and scores predictions with
-its own metric. Nothing else is edited."""
+through: the domain passes the domain contract (the code `genenv domains check` runs), with the answers it declares
+and with the test answers its row names (read by tests/domain_cases.py, as the built-ins' are), and its row's
+output lengths reach the run's config; the suite is listed by `evaluate --list`, exports its samples and scores
+predictions with its own metric. Nothing else is edited."""
 
 from __future__ import annotations
 
@@ -12,12 +13,24 @@ import textwrap
 
 import pytest
 
+from domain_cases import answers_for
 from genenv_cli.config import Config, config_from_dict
 from genenv_cli.domains import DOMAINS, get_domain
 from genenv_cli.domains.checks import run_contract
 from genenv_cli.evals import BENCHMARKS
 from genenv_cli.evals.run import evaluate, list_benchmarks
 from paths import ROOT
+
+# the throwaway domain's test answers, in a module of its own as a built-in domain's are (genenv_cli/domains/answers/)
+ANSWERS = '''
+from genenv_cli.domains.checks import DomainCase
+
+
+def contract_answers(data):
+    return DomainCase(gold=lambda p: f"{p['value']} {p['unit']} is {p['answer']} {p['to']}. Answer: {p['answer']}",
+                      wrong=lambda p: f"Answer: {2 * p['answer'] + 1}",
+                      env_text=lambda d, p: "Here is one. " + d.render_task(p))
+'''
 
 EXAMPLE = ROOT / "examples" / "unitconv" / "genenv_unitconv"
 
@@ -62,10 +75,19 @@ def test_a_throwaway_domain_registered_from_a_folder_passes_the_contract(on_path
     shutil.copytree(EXAMPLE, package, ignore=shutil.ignore_patterns("__pycache__"))
     init = package / "__init__.py"
     init.write_text(init.read_text().replace("genenv_unitconv", "throwaway_domain"))
-    DOMAINS.register("throwaway", "throwaway_domain.domain:UnitConvDomain", lengths={"generate.max_new_tokens": 768})
+    (package / "answers.py").write_text(textwrap.dedent(ANSWERS))
+    DOMAINS.register("throwaway", "throwaway_domain.domain:UnitConvDomain", lengths={"generate.max_new_tokens": 768},
+                     test_answers="throwaway_domain.answers:contract_answers")
     try:
         assert "throwaway" in DOMAINS.names()
         results = run_contract(get_domain("throwaway"))
+        assert [(r.name, r.status) for r in results] == [
+            ("seeds", "ok"), ("answers", "ok"), ("environment output", "ok"), ("prompts", "ok"),
+            ("fingerprints", "ok")], results
+        case = answers_for("throwaway")  # found through the row, as a built-in domain's test answers are
+        item = {"value": 3, "unit": "km", "to": "m", "answer": 3000}
+        assert case is not None and case.gold(item) == "3 km is 3000 m. Answer: 3000"
+        results = run_contract(get_domain("throwaway"), case)
         assert [(r.name, r.status) for r in results] == [
             ("seeds", "ok"), ("answers", "ok"), ("environment output", "ok"), ("prompts", "ok"),
             ("fingerprints", "ok")], results
