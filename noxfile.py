@@ -46,11 +46,13 @@ def tests(session: nox.Session) -> None:
 @nox.session
 def kills(session: nox.Session) -> None:
     """The fault harness without its bound: a whole two-epoch `genenv run` (keep_checkpoints = 1) killed at every one
-    of its file-system operations, then rerun and compared with a clean run (tests/test_run_kills.py; the slow
-    tier kills at 16 of them), and every stage and pruning killed at each of theirs (tests/test_faults.py). The
-    whole-run test alone: 340 kill points, 39 minutes on 2 cores shared with other jobs (load about 12)."""
+    of its file-system operations, then rerun and compared with a clean run (tests/robustness/test_run_kills.py;
+    the slow tier kills at 16 of them), and every stage and pruning killed at each of theirs
+    (tests/robustness/test_faults.py). The whole-run test alone: 340 kill points, 39 minutes on 2 cores shared with
+    other jobs (load about 12)."""
     install(session, "test")
-    session.run("pytest", "-q", "-s", "-p", "no:cacheprovider", "tests/test_run_kills.py", "tests/test_faults.py",
+    session.run("pytest", "-q", "-s", "-p", "no:cacheprovider", "tests/robustness/test_run_kills.py",
+                "tests/robustness/test_faults.py",
                 *session.posargs, env={"GENENV_KILL_EVERY": "1"})
 
 
@@ -68,7 +70,7 @@ def tests_transformers4(session: nox.Session) -> None:
 
 
 # vLLM's floor (pyproject) and its newest release; the requirements of both are recorded in
-# tests/fixtures/vllm_requires.json for the offline check in tests/test_versions.py
+# tests/fixtures/vllm_requires.json for the offline check in tests/engines/test_versions.py
 VLLM_PINS = ["vllm==0.10.2", "vllm"]
 
 

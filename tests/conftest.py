@@ -4,6 +4,7 @@ directories."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,14 +15,18 @@ import pytest
 # tiny model's rollout took 35 s with two threads and 1.2 s with one. A value the caller set is kept.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-# pytest's default import mode (prepend) puts the folder of a conftest or test file on sys.path: the helper
-# modules here (tiny, stagekit, domain_cases) import by name
-from tiny import build_tiny_model
+# The shared modules here (paths, tiny, stagekit, replay, hostile, domain_cases, ...) are imported by name from tests
+# in every folder below: put this folder on sys.path, as the prepend import mode only adds a test file's own folder
+TESTS = str(Path(__file__).resolve().parent)
+if TESTS not in sys.path:
+    sys.path.insert(0, TESTS)
+
+from tiny import SMALL, TWO_EPOCHS, build_tiny_model  # noqa: E402 - after the path above
 
 # A test that uses the tiny model (directly, or through make_run) or a whole finished run on it is slow, whatever
 # its own body costs: the fast tier (`-m "not slow"`) then never imports transformers' models, builds the model
 # or runs a stage on it, which was most of its time.
-SLOW_FIXTURES = {"tiny_model", "hostile_finished_run", "two_full_epochs"}
+SLOW_FIXTURES = {"tiny_model", "hostile_finished_run", "two_full_epochs"}  # hostile_finished_run: robustness/conftest.py
 
 
 def pytest_collection_modifyitems(config, items):
@@ -42,7 +47,7 @@ def _private_cache(tmp_path_factory, monkeypatch):
 
 @pytest.fixture(scope="module")
 def dom(request):
-    """The domain a test module is about: the one its module-level DOMAIN names (tests/test_<domain>_domain.py)."""
+    """The domain a test module is about: the one its module-level DOMAIN names (domains/test_<domain>_domain.py)."""
     from genenv_cli.domains import get_domain
 
     return get_domain(request.module.DOMAIN)
@@ -70,12 +75,6 @@ def arith_model(tmp_path_factory) -> Path:
     return teach_arith_format(build_tiny_model(tmp_path_factory.mktemp("tiny-arith")))
 
 
-SMALL = [
-    "generate.tasks_per_epoch=6", "generate.variations=2", "generate.seed_share=0.5", "generate.max_new_tokens=24",
-    "generate.max_rounds=1", "rollout.group_size=3", "rollout.max_new_tokens=12", "rollout.batch_size=16",
-]
-
-
 @pytest.fixture
 def make_run(tmp_path, tiny_model):
     """make_run(*overrides) -> a run directory using the tiny model for agent and environment."""
@@ -90,43 +89,6 @@ def make_run(tmp_path, tiny_model):
         return root
 
     return make
-
-
-@pytest.fixture(scope="session")
-def hostile_finished_run(tmp_path_factory, tiny_model) -> Path:
-    """One finished tool_call epoch (all five stages) on the tiny model, plus an evaluation of predictions: what
-    tests/test_hostile.py, tests/test_hostile_corpus.py and tests/test_hostile_inputs.py damage copies of. Built
-    once (about 40 s on 2 cores): every test that uses it is slow (SLOW_FIXTURES)."""
-    import json
-
-    from typer.testing import CliRunner
-
-    from genenv_cli.cli import app
-
-    def cli(*args):
-        r = CliRunner().invoke(app, [str(a) for a in args])
-        assert r.exit_code == 0, r.output + str(r.exception)
-
-    root = tmp_path_factory.mktemp("finished") / "run"
-    sets = ["generate.tasks_per_epoch=6", "generate.variations=2", "generate.seed_share=0.5",
-            "generate.max_new_tokens=24", "generate.max_rounds=1", "rollout.group_size=3", "rollout.max_new_tokens=12",
-            "env_update.kl_max=100", "env_update.learning_rate=0.001", "evaluate.max_new_tokens=4"]
-    cli("init", root, "--agent-model", tiny_model, "--env-model", tiny_model, *[a for s in sets for a in ("--set", s)])
-    cli("run", "--epochs", "1", "--run", root, "-q")
-    preds = root.parent / "preds.jsonl"
-    preds.write_text("".join(json.dumps({"id": str(i), "output": "<answer>x</answer>"}) + "\n" for i in range(6)))
-    cli("evaluate", "--bench", "bamboogle", "--data", Path(__file__).parent / "fixtures" / "bamboogle" / "bamboogle.csv",
-        "--predictions", preds, "--run", root, "-q")
-    return root
-
-
-TWO_EPOCHS = [
-    "generate.tasks_per_epoch=4", "generate.variations=2", "generate.seed_share=0.5", "generate.max_new_tokens=12",
-    "generate.max_rounds=1", "rollout.group_size=4", "rollout.max_new_tokens=6", "curriculum.k_min=1.0",
-    "agent_update.lora=false", "env_update.lora=false", "agent_update.learning_rate=0.005",
-    "env_update.learning_rate=0.005", "env_update.kl_max=100", "agent_update.batch_size=8", "env_update.batch_size=8",
-    "run.keep_checkpoints=0",
-]
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ Parts, in this order, each in its own processes, each skipped (and said so) when
 
 1. models: randomly initialised models of real shapes around the carried tokenizer (models.py): SmolLM2-135M's,
    taught the arith formats for a few hundred steps, and Qwen2.5-0.5B's;
-2. gpu_tests: the test suite's GPU tests (`pytest -m gpu tests/test_on_gpu.py`);
+2. gpu_tests: the test suite's GPU tests (`pytest -m gpu tests/engines/test_on_gpu.py`);
 3. updates: update-agent and update-env, LoRA and full fine-tuning, on the 0.5B shape with synthetic pools of
    realistic lengths, each a `genenv` process under benchmarks/gpu/probe.py: its peak GPU memory against
    memory_plan's prediction for the same shape and workload, and its host memory against memory_plan's per-process
@@ -280,7 +280,7 @@ class Check:
 
     def gpu_tests(self) -> dict[str, Any]:
         done = self.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "gpu",
-                         "tests/test_on_gpu.py"], timeout=self.budget())
+                         "tests/engines/test_on_gpu.py"], timeout=self.budget())
         summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
         counts = {k: int(v) for v, k in re.findall(r"(\d+) (passed|failed|skipped|error|errors)", summary)}
         result = {"summary": summary, **counts}

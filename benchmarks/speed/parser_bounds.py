@@ -1,7 +1,7 @@
 """Parsing model text: the slow inputs found by a hostile probe, timed with the patterns the parsers used before
 (each stopped at --before-limit seconds) and with today's parsers; then the slowest of today's parsers on a
-megabyte of each adversarial text. Goal: linear time, a megabyte well within 1 s (tests/test_parser_bounds.py
-asserts 1 s per call).
+megabyte of each adversarial text. Goal: linear time, a megabyte well within 1 s
+(tests/robustness/test_parser_bounds.py asserts 1 s per call).
 
     python -m benchmarks.speed.parser_bounds [--before-limit 40] [--repeat 3]
 
@@ -131,7 +131,8 @@ def main() -> None:
     figures["parsers_timed"] = len(parsers)
     write_result("parser_bounds", "parser_bounds", figures, settings={"before_limit_s": args.before_limit, "repeat": args.repeat,
                                                       "megabyte": "each piece repeated to 1,000,000 characters, "
-                                                                  "every parser of tests/test_parser_bounds.py"})
+                                                                  "every parser of "
+                                                                  "tests/robustness/test_parser_bounds.py"})
 
 
 if __name__ == "__main__":

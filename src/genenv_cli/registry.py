@@ -2,9 +2,9 @@
 
 Each built-in is one row: its "module:attribute" string, imported only when asked for (so listing them costs
 nothing), and the facts the rest of genenv reads without importing it (a domain's output lengths, whether it is a
-benchmark family). A new component is its own files plus one row; `register` adds a row at run time (a test's
-throwaway domain, a script's own suite). An unknown name gets the nearest known one as a suggestion
-(lm-evaluation-harness does this).
+benchmark family; where the project's tests find its test answers). A new component is its own files plus one
+row; `register` adds a row at run time (a test's throwaway domain, a script's own suite). An unknown name gets the
+nearest known one as a suggestion (lm-evaluation-harness does this).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """A time limit per item of model-text handling, so that one completion can never stall a stage.
 
 Every built-in parser of model text reads in linear time and bounded size (a megabyte of adversarial text parses
-well under a second; tests/test_parser_bounds.py asserts it). The watchdog is the net under them, for what no test
-foresaw and for plugin domains and benchmarks: `score` grades each (task, completion) pair, `evaluate` scores each
-sample and `generate-tasks` parses each environment generation under a limit of `score.item_timeout_s` seconds
+well under a second; tests/robustness/test_parser_bounds.py asserts it). The watchdog is the net under them, for
+what no test foresaw and for plugin domains and benchmarks: `score` grades each (task, completion) pair, `evaluate`
+scores each sample and `generate-tasks` parses each environment generation under a limit of `score.item_timeout_s` seconds
 (wall clock). An item over the limit is stopped and counted as wrong: score records reward 0, invalid, with
 `error` = "timed out: ..." in scores.parquet; evaluate records the sample as incorrect with that reason; generate-tasks
 rejects the generation as a parse failure with that reason. The stage goes on with the next item.

@@ -18,8 +18,9 @@ import pytest
 from genenv_cli.errors import InputError
 from genenv_cli.evals.alfworld.benchmark import ALFWorld, normalize, parse_action, parse_action_list
 from genenv_cli.evals.alfworld.games import NOTHING_HAPPENS, ScriptedGame
+from paths import FIXTURES
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures" / "alfworld"
+FIX = FIXTURES / "alfworld"
 SPLIT = FIX / "json_2.1.1" / "valid_unseen"
 
 MUG = "pick_and_place_simple-Mug-None-Desk-901/trial_T20250101_090101_000001/game.scripted.json"

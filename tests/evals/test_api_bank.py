@@ -15,8 +15,9 @@ from genenv_cli.evals.api_bank import APIBank
 from genenv_cli.evals.api_bank import data as ab_data
 from genenv_cli.evals.api_bank.prompts import OFFICIAL_PROMPT, PAPER_FINAL_USER
 from genenv_cli.evals.api_bank.scoring import check_official
+from paths import FIXTURES
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures" / "api_bank"
+FIX = FIXTURES / "api_bank"
 L1 = FIX / "lv1-lv2-samples" / "level-1-given-desc"
 L2 = FIX / "lv1-lv2-samples" / "level-2-toolsearcher"
 

@@ -19,8 +19,9 @@ from genenv_cli.evals.bamboogle.benchmark import (
     normalize_answer,
     token_f1,
 )
+from paths import FIXTURES
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures" / "bamboogle"
+FIX = FIXTURES / "bamboogle"
 GOLD = ["Benjamin Harrison", "Brasília", "Grover Cleveland", "1979", "The Eiffel Tower", "Jane Austen"]
 
 

@@ -11,7 +11,6 @@ import importlib.util
 import json
 import shutil
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -25,8 +24,9 @@ from genenv_cli.evals.bfcl.calls import BCall, DecodeError
 from genenv_cli.evals.bfcl.decode import decode_answer
 from genenv_cli.evals.bfcl.multi_turn import render_calls
 from genenv_cli.evals.bfcl.values import java_value, js_value
+from paths import FIXTURES
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures" / "bfcl"
+FIX = FIXTURES / "bfcl"
 BENCH = BFCL()
 
 

@@ -12,8 +12,9 @@ import pytest
 from genenv_cli.evals import BENCHMARKS
 from genenv_cli.evals.base import Benchmark
 from genenv_cli.paper_table import columns
+from paths import SRC
 
-EVALS = Path(__file__).resolve().parents[2] / "src" / "genenv_cli" / "evals"  # the READMEs are not installed
+EVALS = SRC / "genenv_cli" / "evals"  # the READMEs are not installed
 SECTIONS = ["## Data", "## Protocol", "## Official source followed", "## Modules and tests"]
 
 

@@ -19,8 +19,9 @@ from genenv_cli.evals.travelplanner.benchmark import TravelPlanner
 from genenv_cli.evals.travelplanner.checks import name_city
 from genenv_cli.evals.travelplanner.database import Database
 from genenv_cli.evals.travelplanner.plans import extract_plan
+from paths import FIXTURES
 
-FIX = Path(__file__).resolve().parent.parent / "fixtures" / "travelplanner"
+FIX = FIXTURES / "travelplanner"
 GOLD = json.loads((FIX / "gold_plans.json").read_text())
 
 

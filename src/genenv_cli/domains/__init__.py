@@ -7,25 +7,35 @@ from genenv_cli.registry import Registry, Row
 
 # A row's facts, read without importing the domain:
 # - `family`: a benchmark-family domain (its tasks are a suite's items; docs/domains.md), whose promise (training
-#   reward = the suite's verdict, item by item) tests/test_domain_promise.py checks;
+#   reward = the suite's verdict, item by item) tests/domains/test_domain_promise.py checks;
 # - `lengths`: defaults for the output lengths its items and answers need, in tokens, replacing the generic default
 #   of a setting the user did not set (neither in genenv.toml nor with --set; a preset's value counts as set); a
 #   mixed run takes the largest over its domains. A benchmark's real items are much longer than the toy domains'
 #   (a BFCL live_multiple item, written as the environment must write it, has a median of ~950 SmolLM2 tokens), so
 #   the generic 256 would cut the environment off before its JSON closes. They are the 99th percentile over the
 #   release files, rounded up to the next multiple of 256, measured with `benchmarks/speed/output_lengths.py`
-#   (docs/domains.md has the figures and the command).
+#   (docs/domains.md has the figures and the command);
+# - `test_answers`: "module:function" of the answers the project's contract and promise tests check the domain with
+#   (`domains/answers/`, which says what they are; never imported by genenv itself).
 DOMAINS = Registry("domain", "genenv.domains", {
-    "tool_call": "genenv_cli.domains.tool_call:ToolCallDomain",
-    "arith": "genenv_cli.domains.arith:ArithDomain",
+    "tool_call": Row("genenv_cli.domains.tool_call:ToolCallDomain",
+                     {"test_answers": "genenv_cli.domains.answers.tool_call:contract_answers"}),
+    "arith": Row("genenv_cli.domains.arith:ArithDomain",
+                 {"test_answers": "genenv_cli.domains.answers.arith:contract_answers"}),
     # 99th percentile over BFCL's 12 AST/irrelevance files (bfcl-eval 2026.3.23): items 2,415 tokens, answers 156
-    "bfcl": Row("genenv_cli.domains.bfcl:BFCLDomain", {"family": True, "lengths": {"generate.max_new_tokens": 2560}}),
+    "bfcl": Row("genenv_cli.domains.bfcl:BFCLDomain",
+                {"family": True, "lengths": {"generate.max_new_tokens": 2560},
+                 "test_answers": "genenv_cli.domains.answers.bfcl:contract_answers"}),
     # 99th percentile over API-Bank's level-1/2 dialogues: items 1,474 tokens, answers 110
     "api-bank": Row("genenv_cli.domains.api_bank:APIBankDomain",
-                    {"family": True, "lengths": {"generate.max_new_tokens": 1536}}),
-    "bamboogle": Row("genenv_cli.domains.bamboogle:BamboogleDomain", {"family": True}),
-    "travelplanner": Row("genenv_cli.domains.travelplanner:TravelPlannerDomain", {"family": True}),
-    "alfworld": Row("genenv_cli.domains.alfworld:ALFWorldDomain", {"family": True}),
+                    {"family": True, "lengths": {"generate.max_new_tokens": 1536},
+                     "test_answers": "genenv_cli.domains.answers.api_bank:contract_answers"}),
+    "bamboogle": Row("genenv_cli.domains.bamboogle:BamboogleDomain",
+                     {"family": True, "test_answers": "genenv_cli.domains.answers.bamboogle:contract_answers"}),
+    "travelplanner": Row("genenv_cli.domains.travelplanner:TravelPlannerDomain",
+                         {"family": True, "test_answers": "genenv_cli.domains.answers.travelplanner:contract_answers"}),
+    "alfworld": Row("genenv_cli.domains.alfworld:ALFWorldDomain",
+                    {"family": True, "test_answers": "genenv_cli.domains.answers.alfworld:contract_answers"}),
 })
 
 

@@ -1,7 +1,8 @@
 """The domain contract: what every domain, built in or a plugin, must keep. `genenv domains check NAME` runs it on
 any registered domain with the answers the domain declares (`gold_answer`, `wrong_answer`, `render_task`), and
-the project's own test (tests/test_domain_contract.py) runs the same functions on every built-in domain, with
-more answers and the benchmarks' hand-written files from tests/domain_cases.py.
+the project's own test (tests/domains/test_domain_contract.py) runs the same functions on every built-in domain,
+with the test answers its registry row names (`domains/answers/`: more answers, and the benchmarks' hand-written
+files).
 
 The clauses, one function each (a failure raises `ContractFailure`, an AssertionError, with what is wrong):
 

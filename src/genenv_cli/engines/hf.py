@@ -7,7 +7,7 @@ that has finished leaves the batch at once instead of being computed to the long
 log-probability of each sampled token is read off the distribution it was drawn from (after the temperature and
 top-p warpers), one (batch x vocab) log-softmax per step, where `output_scores=True` would keep every step's
 scores. Models the shared-prefix forward does not support are decoded the same way with a plain prefill.
-`tests/test_shared_prefix.py` checks the tokens and logprobs against `generate()` and a full forward.
+`tests/engines/test_shared_prefix.py` checks the tokens and logprobs against `generate()` and a full forward.
 
 The model's own `generation_config` (repetition_penalty, top_k, min_p, no_repeat_ngram_size ... as a Hub model
 ships them) is replaced by one that keeps only the special token ids, and none of it is applied: the samples and

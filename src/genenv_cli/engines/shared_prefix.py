@@ -10,8 +10,8 @@ tokens against them.
 
 Layout: `[shared prefix][left padding][the row's own tokens]`. The attention mask is 0 on the padding and the
 position ids count real tokens only, so every row attends to exactly the sequence it would see alone and the
-logits equal a plain forward's up to float rounding (`tests/test_shared_prefix.py` checks logits, gradients and
-generated tokens against transformers' own forward and `generate()`). Gradients flow into the prefix through its
+logits equal a plain forward's up to float rounding (`tests/engines/test_shared_prefix.py` checks logits, gradients
+and generated tokens against transformers' own forward and `generate()`). Gradients flow into the prefix through its
 copied keys and values, so a trained adapter is trained on the prefix too.
 
 Used only where it is known to hold: transformers' own decoder-only models (PEFT around them included), not

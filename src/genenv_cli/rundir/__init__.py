@@ -10,8 +10,8 @@ Layout (docs/pools.md describes every file and column):
     RUN/evals/<bench>/<model-tag>.json         RUN/logs/<stage>.log
     RUN/report/report.html                     RUN/static/[<domain>/]tasks.jsonl
 
-This package owns these files: no other module builds a path into a run or opens one (tests/test_run_files.py);
-they ask `RunDir` for the path, or for the content. One module per job:
+This package owns these files: no other module builds a path into a run or opens one
+(tests/house/test_run_files.py); they ask `RunDir` for the path, or for the content. One module per job:
 
 - `layout`: `RunDir` (the paths, from `schemas.SCHEMAS` for the data files; `evals`, `report`, `static` named
   there only), the reader of manifests, evaluation results, metrics.json and shards; finding and opening a run;

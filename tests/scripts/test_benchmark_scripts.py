@@ -1,0 +1,40 @@
+"""The speed benchmarks still run as modules from the repository root (at toy sizes, results written to a temp dir,
+not benchmarks/speed/results/)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from paths import ROOT
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script,args", [
+    ("score_throughput", ["--rollouts", "4000"]),
+    ("pool_scaling", ["--tasks", "8", "--k", "2", "--repeat", "1"]),
+    ("cli_startup", ["--repeat", "1"]),
+])
+def test_benchmark_script_runs(tmp_path, script, args):
+    env = dict(os.environ, GENENV_BENCH_RESULTS=str(tmp_path))
+    out = subprocess.run([sys.executable, "-m", f"benchmarks.speed.{script}", *args], capture_output=True, text=True,
+                         env=env, timeout=600, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    (path,) = (tmp_path / script).glob("*.json")  # grouped by benchmark: results/<script>/<name>.json
+    result = json.loads(path.read_text())
+    assert result["figures"] and result["machine"]["cpus"] and result["versions"]["genenv-cli"]
+
+
+@pytest.mark.slow
+def test_multiturn_batching_script_runs(tmp_path, tiny_model):
+    env = dict(os.environ, GENENV_BENCH_RESULTS=str(tmp_path))
+    out = subprocess.run([sys.executable, "-m", "benchmarks.speed.multiturn_batching", "--model", str(tiny_model),
+                          "--copies", "1", "--max-steps", "2", "--max-new-tokens", "4", "--repeat", "1"],
+                         capture_output=True, text=True, env=env, timeout=600, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    figures = json.loads((tmp_path / "multiturn_batching" / "multiturn_batching.json").read_text())["figures"]
+    # 7 games x 2 steps: 14 single-prompt calls one by one, 2 calls (one per turn) together, the same episodes
+    assert figures["generate_calls"] == {"one_by_one": 14, "together": 2}
+    assert figures["steps_played"] == 14 and figures["episodes_that_differ"] == 0

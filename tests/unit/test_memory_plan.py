@@ -1,0 +1,94 @@
+"""docs/gpus.md's memory table is computed by memory_plan, and memory_plan follows the formulas it states."""
+
+
+import pytest
+
+from genenv_cli.memory_plan import (
+    ENV_WORKLOAD,
+    GB,
+    LOSS_CHUNK_ELEMENTS,
+    LOSS_TEMPORARIES,
+    PROCESS_HOST_BYTES,
+    QWEN25,
+    Workload,
+    host_bytes,
+    host_table,
+    loss_bytes,
+    table,
+    training_bytes,
+    vllm_bytes,
+)
+from paths import ROOT
+
+DOC = ROOT / "docs" / "gpus.md"
+
+
+def test_parameter_counts_match_the_published_sizes():
+    assert QWEN25["0.5B"].params() == pytest.approx(0.494e9, rel=0.01)
+    assert QWEN25["1.5B"].params() == pytest.approx(1.544e9, rel=0.01)
+    assert QWEN25["7B"].params() == pytest.approx(7.616e9, rel=0.01)
+
+
+def test_training_memory_follows_the_formulas():
+    s, w = QWEN25["7B"], Workload()
+    P = s.params()
+    full = training_bytes(s, "full", 1, w)
+    assert full["weights"] == full["grads"] == 4 * P and full["adam"] == 8 * P and full["master"] == 0
+    assert full["reference"] == 2 * P
+    fsdp = training_bytes(s, "fsdp", 8, w)
+    assert fsdp["weights"] + fsdp["grads"] + fsdp["adam"] == pytest.approx(16 * P / 8)
+    assert fsdp["gathered"] == 2 * 4 * s.layer_params()
+    z3 = training_bytes(s, "zero3", 8, w)
+    assert (z3["weights"], z3["grads"], z3["master"], z3["adam"]) == pytest.approx((2 * P / 8, 2 * P / 8, 4 * P / 8,
+                                                                                     8 * P / 8))
+    lora = training_bytes(s, "lora", 8, w)
+    A = s.lora_params(16)
+    assert A == 28 * 16 * (2 * (3584 + 3584) + 2 * (3584 + 512))
+    assert lora["weights"] == 2 * P + 4 * A and lora["adam"] == 8 * A and lora["reference"] == 0
+    tokens = w.batch_size * w.seq_len
+    assert full["activations"] == (2 * s.hidden * tokens * s.layers + 34 * s.hidden * tokens
+                                   + loss_bytes(s, w))
+    # the state of an unsharded 7B full fine-tune: about 122 GB before activations and the reference
+    assert (full["weights"] + full["grads"] + full["adam"]) / GB == pytest.approx(121.8, abs=0.5)
+    for part in (full, fsdp, z3, lora):
+        assert part["total"] == pytest.approx(sum(v for k, v in part.items() if k != "total"))
+
+
+def test_vllm_memory_is_weights_plus_kv_cache():
+    s, w = QWEN25["7B"], Workload()
+    v = vllm_bytes(s, w)
+    assert v["weights"] == 2 * s.params()
+    assert v["kv_cache"] == 2 * 28 * 4 * 128 * 2 * w.vllm_seqs * w.seq_len
+
+
+def test_update_env_keeps_three_compute_dtype_vocabulary_tensors_and_one_chunk():
+    """RWR's exact KL in chunks: logits, the reference's logits and the logits' gradient in bf16, plus one chunk of
+    float32 temporaries; over the whole vocabulary at once it was about 24 bytes per entry, 44 GB at 8 x 1,500 target
+    tokens of the 7B vocabulary."""
+    s = QWEN25["7B"]
+    w = Workload(batch_size=8, completion_len=1500, loss="rwr")
+    entries = 8 * 1500 * s.vocab
+    temporaries = LOSS_TEMPORARIES * 4 * LOSS_CHUNK_ELEMENTS
+    # float32 logits (accelerate's output conversion) and the reference's, a float32 gradient and its bf16 cast
+    assert loss_bytes(s, w) == (4 + 4 + 4 + 2) * entries + temporaries
+    assert 24 * entries / GB == pytest.approx(43.8, abs=0.1)
+    assert loss_bytes(s, w) / GB == pytest.approx(26.4, abs=0.1)
+    assert loss_bytes(s, Workload(batch_size=8, completion_len=1500)) == (4 + 4 + 2) * entries + temporaries
+    assert ENV_WORKLOAD.loss == "rwr" and ENV_WORKLOAD.reference
+    env = training_bytes(s, "fsdp", 8, ENV_WORKLOAD)
+    assert env["activations"] == pytest.approx(2 * s.hidden * 8 * 4608 * s.layers + 34 * s.hidden * 8 * 4608
+                                               + loss_bytes(s, ENV_WORKLOAD))
+
+
+def test_host_memory_is_the_processes_own_and_the_page_cache():
+    s = QWEN25["7B"]
+    h = host_bytes(s, 8, 4 * s.params())
+    assert h["processes"] == 8 * (PROCESS_HOST_BYTES + 4 * s.vocab * s.hidden)
+    assert h["page_cache"] == 4 * s.params() and h["total"] == h["processes"] + h["page_cache"]
+    assert h["total"] / GB == pytest.approx(71.9, abs=0.1)   # against 8 x (4 + 2) P = 365 GB loaded on the CPU
+
+
+def test_the_tables_in_the_docs_are_the_computed_ones():
+    text = DOC.read_text()
+    assert table() in text and host_table() in text
+    assert "| 7B | LoRA (r 16), no gradient checkpointing | 274.3 |" in table()   # the defaults at 7B: warned
