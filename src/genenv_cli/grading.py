@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from genenv_cli.domains.base import TaskVerdict
 from genenv_cli.errors import GenenvError
@@ -75,9 +75,9 @@ def _grade(chunk: tuple[list[str], list[str]]) -> list[TaskVerdict]:
     return out  # type: ignore[return-value]
 
 
-def _grade_as_tuples(chunk: tuple[list[str], list[str]]) -> list[tuple[float, float, bool, str | None]]:
-    """A worker's chunk, sent back as plain tuples of the verdicts' fields: they pickle several times faster."""
-    return [tuple(v) for v in _grade(chunk)]  # type: ignore[misc]
+def _grade_columns(chunk: tuple[list[str], list[str]]) -> Graded:
+    verdicts = _grade(chunk)
+    return Graded(*(list(col) for col in zip(*verdicts, strict=True))) if verdicts else Graded([], [], [], [])
 
 
 def _plain(s: TaskVerdict) -> TaskVerdict:
@@ -106,11 +106,28 @@ def _grade_one(payload: Any, completion: str, dog: Watchdog) -> TaskVerdict:
                            f"unscorable: the scorer raised {type(exc).__name__}: {str(exc)[:200]}")
 
 
+class Graded(NamedTuple):
+    """The TaskVerdicts of many pairs, in order, held as columns: the score stage writes them as columns, and a
+    chunk of columns is sent back from a worker process far faster than as many objects."""
+
+    reward: list[float]
+    partial: list[float]
+    valid: list[bool]
+    error: list[str | None]
+
+    def verdicts(self) -> list[TaskVerdict]:
+        return list(map(TaskVerdict._make, zip(self.reward, self.partial, self.valid, self.error, strict=True)))
+
+    def extend(self, other: Graded) -> None:
+        for mine, theirs in zip(self, other, strict=True):
+            mine.extend(theirs)
+
+
 def grade_pairs(domain_name: str, payloads: dict[str, Any], task_ids: list[str], completions: list[str],
                 advance: Callable[[int], None] | None = None,
-                workers: int | None = None, limit: float = DEFAULT_LIMIT_S) -> list[TaskVerdict]:
-    """The TaskVerdict of each pair, in order; a pair graded longer than `limit` seconds is
-    wrong, its error says it timed out."""
+                workers: int | None = None, limit: float = DEFAULT_LIMIT_S) -> Graded:
+    """The verdict on each pair, in order; a pair graded longer than `limit` seconds is wrong, its error says it
+    timed out."""
     try:
         return _grade_all(domain_name, payloads, task_ids, completions, advance, workers or os.cpu_count() or 1,
                           limit)
@@ -126,13 +143,13 @@ def _init_clear() -> None:
 
 
 def _grade_all(domain_name: str, payloads: dict[str, Any], task_ids: list[str], completions: list[str],
-               advance: Callable[[int], None] | None, workers: int, limit: float) -> list[TaskVerdict]:
+               advance: Callable[[int], None] | None, workers: int, limit: float) -> Graded:
     chunks = [(task_ids[i:i + CHUNK], completions[i:i + CHUNK]) for i in range(0, len(task_ids), CHUNK)]
-    out: list[TaskVerdict] = []
+    out = Graded([], [], [], [])
     if workers < 2 or len(task_ids) < PARALLEL_MIN:
         _init(domain_name, payloads, limit)
         for chunk in chunks:
-            out.extend(_grade(chunk))
+            out.extend(_grade_columns(chunk))
             if advance:
                 advance(len(chunk[0]))
         return out
@@ -154,8 +171,8 @@ def _grade_all(domain_name: str, payloads: dict[str, Any], task_ids: list[str], 
     else:
         pool = mp.get_context("spawn").Pool(workers, initializer=_init, initargs=(domain_name, payloads, limit))
     with pool:
-        for part in pool.imap(_grade_as_tuples, chunks):
-            out.extend(map(TaskVerdict._make, part))
+        for part in pool.imap(_grade_columns, chunks):
+            out.extend(part)
             if advance:
-                advance(len(part))
+                advance(len(part.reward))
     return out

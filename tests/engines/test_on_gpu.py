@@ -83,9 +83,8 @@ def test_hf_engine_samples_draw_the_same_alone_or_batched_on_the_gpu(tiny_model)
 def test_update_env_loss_in_chunks_holds_a_fraction_of_the_whole_vocabulary_one_on_the_gpu():
     """bf16 logits as autocast gives them, 4 x 512 positions of Qwen's vocabulary: the same values, and the peak GPU
     memory of the forward and backward pass a fraction of the whole-vocabulary loss's."""
-    from test_rwr_chunks import whole_vocabulary
-
     from genenv_cli.training.rwr import rwr_loss
+    from reference_losses import whole_vocabulary
 
     g = torch.Generator(device="cuda").manual_seed(0)
     shape = (4, 512, 151936)

@@ -6,12 +6,12 @@ import itertools
 import json
 
 import pytest
-from test_travelplanner_domain import ITEM as TP_ITEM
 
 from genenv_cli.rundir import RunDir
 from genenv_cli.rundir.datafiles import read_jsonl
 from genenv_cli.stages import generate_tasks
 from replay import ReplayEngine, patch_engine
+from travel_item import ITEM as TP_ITEM
 
 N = itertools.count()
 

@@ -22,8 +22,9 @@ def test_parallel_grading_matches_serial(monkeypatch):
             tids.append(s.id)
             comps.append(text)
     serial = grading.grade_pairs("tool_call", payloads, tids, comps, workers=1)
-    assert [r.reward for r in serial[3::4]] == [1.0] * len(seeds)  # every gold completion scores 1
-    assert not any(r.valid for r in serial[2::4])                  # broken JSON is never valid
+    assert serial.reward[3::4] == [1.0] * len(seeds)  # every gold completion scores 1
+    assert not any(serial.valid[2::4])                # broken JSON is never valid
+    assert all(isinstance(v, grading.TaskVerdict) for v in serial.verdicts()) and len(serial.verdicts()) == len(tids)
     monkeypatch.setattr(grading, "PARALLEL_MIN", 10)
     monkeypatch.setattr(grading, "CHUNK", 7)
     done = []

@@ -8,7 +8,6 @@ import signal
 import time
 
 import pytest
-from test_score import BAD, GOOD, epoch1  # noqa: F401 - the hand-made epoch
 
 from genenv_cli import grading
 from genenv_cli.config import Config, ConfigError, config_from_dict
@@ -22,6 +21,7 @@ from genenv_cli.rundir.datafiles import read_parquet
 from genenv_cli.stages import score
 from genenv_cli.watchdog import ItemTimeout, Watchdog
 from paths import FIXTURES
+from score_epoch import BAD, GOOD
 
 # the call parser's fence regex before it was rewritten: cubic backtracking on a fence and a run of blanks
 OLD_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
@@ -80,7 +80,7 @@ def test_grading_records_a_stuck_pair_as_wrong_and_goes_on(monkeypatch):
                "calls": [{"name": "get_weather", "arguments": {"city": "Lima"}}]}
     comps = [GOOD, BAD, GOOD, GOOD, BAD, GOOD]
     t = time.perf_counter()
-    got = grading.grade_pairs("tool_call", {"t": payload}, ["t"] * len(comps), comps, workers=1, limit=0.3)
+    got = grading.grade_pairs("tool_call", {"t": payload}, ["t"] * len(comps), comps, workers=1, limit=0.3).verdicts()
     assert time.perf_counter() - t < 20
     assert [g.reward for g in got] == [1.0, 0.0, 1.0, 1.0, 0.0, 1.0]
     for g, c in zip(got, comps, strict=True):
@@ -109,7 +109,7 @@ def test_grading_times_each_pair_when_score_many_reads_them_all_first(monkeypatc
     monkeypatch.setattr(grading, "_init", lambda name, payloads, limit: _set(dom, payloads, limit))
     payload = {"expression": "1 + 2", "answer": 3}
     got = grading.grade_pairs("arith", {"t": payload}, ["t"] * 3, ["Answer: 3", "hang", "Answer: 4"], workers=1,
-                              limit=0.3)
+                              limit=0.3).verdicts()
     assert [g.reward for g in got] == [1.0, 0.0, 0.0]
     assert got[1].error.startswith("timed out") and got[2].error == "answered 4, expected 3"
 
@@ -120,7 +120,7 @@ def _set(dom, payloads, limit):
 
 @pytest.mark.timeout(120)
 @pytest.mark.slow
-def test_score_finishes_with_the_stuck_rollouts_wrong_and_their_reason_recorded(epoch1, monkeypatch):  # noqa: F811
+def test_score_finishes_with_the_stuck_rollouts_wrong_and_their_reason_recorded(epoch1, monkeypatch):
     real = tool_call.parse_tool_calls
 
     def slow_on_bad(text):

@@ -38,10 +38,9 @@ from genenv_cli.curriculum import (
     success,
 )
 from genenv_cli.domains import domain_data, run_domains
-from genenv_cli.domains.base import TaskVerdict
 from genenv_cli.domains.fingerprints import score_values
 from genenv_cli.errors import InputError
-from genenv_cli.grading import grade_pairs
+from genenv_cli.grading import Graded, grade_pairs
 from genenv_cli.rundir import RunDir, shard_of, shard_stage
 from genenv_cli.rundir.datafiles import polars_schema, read_parquet, write_parquet
 from genenv_cli.rundir.schemas import SCHEMAS
@@ -208,10 +207,8 @@ def grade(roll: Any, tasks: list[dict[str, Any]], domains: dict[str, Any], thres
         graded = _grade_by_domain(domains, tasks, pairs["task_id"].to_list(), pairs["completion"].to_list(),
                                   bar.advance, limit)
     _refuse_non_finite_grades(graded, pairs["task_id"].to_list(), {t["task_id"]: t["domain"] for t in tasks})
-    # TaskVerdicts are named tuples: their fields transposed into columns
-    reward, partial, valid, error = (list(col) for col in zip(*graded, strict=True)) if graded else ([], [], [], [])
-    grades = pl.DataFrame({"_pair": pairs["_pair"], "reward": reward, "partial": partial, "valid": valid,
-                           "error": error},
+    grades = pl.DataFrame({"_pair": pairs["_pair"], "reward": graded.reward, "partial": graded.partial,
+                           "valid": graded.valid, "error": graded.error},
                           schema={"_pair": pl.UInt64, "reward": pl.Float64, "partial": pl.Float64,
                                   "valid": pl.Boolean, "error": pl.String})
     scored = (meta.drop("completion").join(grades, on="_pair", how="left", maintain_order="left")
@@ -373,13 +370,13 @@ def epoch_metrics(stats: Any, scores: Any, c: Any, domains: list[str] | None = N
 _SUSPECTS = {"r_env": "curriculum.beta", "weight": "curriculum.lam", "p_batch": "curriculum.alpha"}
 
 
-def _refuse_non_finite_grades(graded: list[TaskVerdict], task_ids: list[str],
+def _refuse_non_finite_grades(graded: Graded, task_ids: list[str],
                               domain_of: dict[str, str]) -> None:
     """A reward or partial credit that is NaN, infinite or outside [0, 1] is the domain scorer's fault (a
     plugin's, since the built-in ones return 0 or 1): refused with the domain and the task, before anything is
     written."""
-    for g, tid in zip(graded, task_ids, strict=True):
-        for what, value in (("reward", g.reward), ("partial credit", g.partial)):
+    for reward, partial, tid in zip(graded.reward, graded.partial, task_ids, strict=True):
+        for what, value in (("reward", reward), ("partial credit", partial)):
             if not (math.isfinite(value) and 0.0 <= value <= 1.0):
                 raise InputError(f"the scorer of domain {domain_of.get(tid)!r} gave task {tid} the {what} {value!r}, "
                                  f"which is not a finite number in [0, 1]; nothing was written. Fix the domain's "
@@ -404,21 +401,22 @@ def _refuse_non_finite(df: Any, name: str, epoch: int) -> None:
 
 
 def _grade_by_domain(domains: dict[str, Any], tasks: list[dict[str, Any]], task_ids: list[str],
-                     completions: list[str], advance: Any,
-                     limit: float = ITEM_TIMEOUT_S) -> list[TaskVerdict]:
+                     completions: list[str], advance: Any, limit: float = ITEM_TIMEOUT_S) -> Graded:
     """grade_pairs with each task's own domain's scorer, in the pairs' order (`limit`: score.item_timeout_s)."""
     payloads = {t["task_id"]: t["payload"] for t in tasks}
     if len(domains) == 1:
         return grade_pairs(next(iter(domains)), payloads, task_ids, completions, advance=advance, limit=limit)
     domain_of = {t["task_id"]: t["domain"] for t in tasks}
-    graded: list[Any] = [None] * len(task_ids)
+    n = len(task_ids)
+    graded = Graded([0.0] * n, [0.0] * n, [False] * n, [None] * n)
     for name in domains:
         idx = [i for i, tid in enumerate(task_ids) if domain_of[tid] == name]
         if idx:
             got = grade_pairs(name, payloads, [task_ids[i] for i in idx], [completions[i] for i in idx],
                               advance=advance, limit=limit)
-            for i, g in zip(idx, got, strict=True):
-                graded[i] = g
+            for column, values in zip(graded, got, strict=True):
+                for i, v in zip(idx, values, strict=True):
+                    column[i] = v
     return graded
 
 
