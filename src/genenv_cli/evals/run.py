@@ -58,7 +58,6 @@ from genenv_cli.rundir import (
     leftover_finals,
     recover_commit,
     replace_into_place,
-    sha256_file,
     tmp_name,
 )
 from genenv_cli.rundir.datafiles import write_jsonl
@@ -233,8 +232,9 @@ def write_result(folder: Path, name: str, result: dict[str, Any], rows: list[dic
     tmp = tmp_name(samples_path)
     try:
         write_jsonl(tmp, rows)
-        result["samples"] = {"path": samples_path.name, "sha256": sha256_file(tmp), "n": len(rows)}
-        result["outputs"] = {"samples": {"path": samples_path.name, "fingerprint": fingerprint(tmp)}}
+        fp = fingerprint(tmp)  # hashes the samples once, for the readers' sha256 and for recovery
+        result["samples"] = {"path": samples_path.name, "sha256": fp["sha256"], "n": len(rows)}
+        result["outputs"] = {"samples": {"path": samples_path.name, "fingerprint": fp}}
         commit([(tmp, samples_path)], result_path, result)
     except BaseException:
         with contextlib.suppress(OSError):
