@@ -74,17 +74,6 @@ def trainer_sharding(cfg: Config) -> str:
     return "none" if launcher_sharding() or sharding_dropped(cfg) else cfg.run.sharding
 
 
-def rank0_loads(cfg: Config) -> bool:
-    """Whether only rank 0 reads the trained weights (training/common.py, `load_policy`): FSDP over several
-    processes with accelerate's `cpu_ram_efficient_loading`, which broadcasts rank 0's weights into every rank's
-    shards when it wraps the model. `run.sharding = "fsdp"` sets it (training/common.py, `sharding_arguments`),
-    stages/accelerate/fsdp-full-shard.yaml turns it on (fsdp_cpu_ram_efficient_loading); an FSDP launch without it
-    has every rank read the weights, straight onto its GPU."""
-    if effective_sharding(cfg) != "fsdp" or world_size() < 2:
-        return False
-    return trainer_sharding(cfg) == "fsdp" or _true("FSDP_CPU_RAM_EFFICIENT_LOADING")
-
-
 def sharding_line(cfg: Config) -> str:
     """The stage log's account of how this launch trains: the sharding, over how many processes, chosen by what."""
     n = world_size()

@@ -327,24 +327,3 @@ def load_model(ref: ModelRef, *, device: str = "auto", dtype: str = "auto", trus
             model = model.merge_and_unload()
     model.to(dev)
     return model
-
-
-def empty_model(ref: ModelRef, *, dtype: str = "float32", trust_remote_code: bool = False) -> Any:
-    """The model of `ref` built from its config.json on the meta device: parameters without storage, no weight file
-    read (buffers such as rotary frequencies are real, on the CPU). For ranks other than 0 under FSDP with
-    `cpu_ram_efficient_loading`, where accelerate broadcasts rank 0's weights into each rank's shards when it wraps
-    the model (training/common.py, `load_policy`)."""
-    import torch
-    from accelerate import init_empty_weights
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    try:
-        with _quiet_transformers():
-            config = AutoConfig.from_pretrained(ref.path, trust_remote_code=trust_remote_code)
-            with init_empty_weights():
-                model = AutoModelForCausalLM.from_config(config, trust_remote_code=trust_remote_code)
-            model.to(getattr(torch, dtype))  # on the meta device a cast allocates nothing
-    except Exception as exc:  # noqa: BLE001
-        raise ModelError(f"cannot build model {ref.tag} ({ref.path}) from its config: {exc}. Expected a transformers "
-                         f"model folder, a reachable Hugging Face id, or `{EMBEDDED}`.") from None
-    return model

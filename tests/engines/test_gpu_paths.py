@@ -574,56 +574,28 @@ def test_models_are_read_straight_onto_the_ranks_gpu(four_gpus, recorded_loads, 
     assert "device_map" not in recorded_loads[-1]                    # CPU: as before
 
 
-def test_under_fsdp_only_rank_0_reads_the_trained_weights(four_gpus, recorded_loads, monkeypatch, tiny_model):
-    """Full fine-tuning sharded by FSDP over several GPUs with cpu_ram_efficient_loading: rank 1 builds the trained
-    model on the meta device (no weight file read, no memory) and loads only its frozen reference, onto its own
-    GPU; rank 0 reads the trained weights, which accelerate broadcasts into every rank's shards."""
+def test_under_fsdp_every_rank_reads_the_trained_weights(four_gpus, recorded_loads, monkeypatch, tiny_model):
+    """Full fine-tuning sharded by FSDP over several GPUs: rank 1 reads the trained weights (float32) and its frozen
+    reference (compute dtype) onto its own GPU exactly as rank 0 does. No rank builds the model on the meta device:
+    accelerate's FSDP2 preparation finds each optimizer slot's shard by the old parameter's address, and every meta
+    parameter's address is 0 (all of rank 1's slots landed on one parameter)."""
     from genenv_cli.settings import AgentUpdateConfig
     from genenv_cli.training.common import load_policy
 
     train = AgentUpdateConfig(lora=False)
     monkeypatch.setenv("WORLD_SIZE", "2")
-    monkeypatch.setenv("RANK", "1")
-    monkeypatch.setenv("LOCAL_RANK", "1")
-    policy = load_policy(str(tiny_model), "t", base_name=str(tiny_model), train=train, need_reference=True,
-                         device="auto", dtype="auto", trust_remote_code=False, rank0_loads=True)
-    assert {p.device.type for p in policy.model.parameters()} == {"meta"}
-    assert {p.dtype for p in policy.model.parameters()} == {torch.float32}
-    assert all(b.device.type != "meta" for b in policy.model.buffers())     # rotary frequencies are real
-    assert [c["device_map"] for c in recorded_loads] == [{"": "cuda:1"}]     # the reference alone was read
-    assert recorded_loads[0]["dtype"] == torch.bfloat16
-    recorded_loads.clear()
-    monkeypatch.setenv("RANK", "0")
-    monkeypatch.setenv("LOCAL_RANK", "0")
-    policy = load_policy(str(tiny_model), "t", base_name=str(tiny_model), train=train, need_reference=True,
-                         device="auto", dtype="auto", trust_remote_code=False, rank0_loads=True)
-    assert {p.device.type for p in policy.model.parameters()} == {"cpu"}     # read (onto cuda:0 on a real GPU)
-    assert [(c["dtype"], c["device_map"]) for c in recorded_loads] == [(torch.float32, {"": "cuda:0"}),
-                                                                      (torch.bfloat16, {"": "cuda:0"})]
-
-
-def test_which_launches_let_rank_0_load_alone(monkeypatch):
-    from genenv_cli.launch import rank0_loads
-    from genenv_cli.training.common import sharding_arguments
-
-    for k in ("ACCELERATE_USE_FSDP", "ACCELERATE_USE_DEEPSPEED", "FSDP_CPU_RAM_EFFICIENT_LOADING", "RANK",
-              "LOCAL_RANK", "WORLD_SIZE"):
-        monkeypatch.delenv(k, raising=False)
-    fsdp = config_from_dict({"run": {"sharding": "fsdp"}}, "t")
-    assert not rank0_loads(fsdp)                                         # one process: nothing is sharded
-    monkeypatch.setenv("WORLD_SIZE", "8")
-    monkeypatch.setenv("LOCAL_RANK", "3")
-    assert rank0_loads(fsdp)                                             # torchrun + run.sharding: genenv sets it
-    assert sharding_arguments("fsdp", False)["fsdp_config"]["cpu_ram_efficient_loading"] is True
-    assert not rank0_loads(Config())                                     # DDP: every rank holds a copy
-    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")                    # an accelerate FSDP launch ...
-    assert not rank0_loads(Config())
-    monkeypatch.setenv("FSDP_CPU_RAM_EFFICIENT_LOADING", "true")         # ... that broadcasts (the shipped file)
-    assert rank0_loads(Config())
-    import yaml
-
-    shipped = yaml.safe_load((ROOT / "stages/accelerate/fsdp-full-shard.yaml").read_text())
-    assert shipped["fsdp_config"]["fsdp_cpu_ram_efficient_loading"] is True
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
+    monkeypatch.setenv("FSDP_CPU_RAM_EFFICIENT_LOADING", "true")
+    for rank in (1, 0):
+        recorded_loads.clear()
+        monkeypatch.setenv("RANK", str(rank))
+        monkeypatch.setenv("LOCAL_RANK", str(rank))
+        policy = load_policy(str(tiny_model), "t", base_name=str(tiny_model), train=train, need_reference=True,
+                             device="auto", dtype="auto", trust_remote_code=False)
+        assert all(p.device.type != "meta" for p in policy.model.parameters())
+        assert len({p.data_ptr() for p in policy.model.parameters()}) == len(list(policy.model.parameters()))
+        assert [(c["dtype"], c["device_map"]) for c in recorded_loads] == [(torch.float32, {"": f"cuda:{rank}"}),
+                                                                          (torch.bfloat16, {"": f"cuda:{rank}"})]
 
 
 # ---------------------------------------------------------------- memory: a warning when the plan exceeds the GPU

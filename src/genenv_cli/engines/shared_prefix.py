@@ -31,6 +31,17 @@ def _inner(model: Any) -> Any:
     return model.get_base_model() if hasattr(model, "get_base_model") else model
 
 
+def _fully_sharded(model: Any) -> bool:
+    """Whether FSDP2 shards `model`: its `fully_shard` changes the module's class in place instead of wrapping it (no
+    `.module`), and two forwards of its root in one step (prefix, then the rest) would reshard weights the backward
+    pass still needs, or make the ranks' collectives differ when only some ranks' rows share a prefix."""
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:  # a torch without FSDP2 shards nothing this way
+        return False
+    return isinstance(model, FSDPModule) or isinstance(_inner(model), FSDPModule)
+
+
 def forward_params(model: Any) -> set[str]:
     """The keyword arguments the forward of `model` (or of the model PEFT wraps) takes."""
     try:
@@ -77,7 +88,7 @@ def _checkpointing(model: Any) -> bool:
 
 def supports(model: Any) -> bool:
     """Whether `model` can take the shared-prefix forward (see the module's docstring)."""
-    if hasattr(model, "module"):  # DDP, DeepSpeed, FSDP: one plain forward per step
+    if hasattr(model, "module") or _fully_sharded(model):  # DDP, DeepSpeed, FSDP: one plain forward per step
         return False
     inner = _inner(model)
     config = getattr(inner, "config", None)

@@ -128,7 +128,7 @@ def select_samples(pool: Path, replay: list[Path], temperature: float | None = N
 
 
 def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
-    from genenv_cli.launch import rank0_loads, trainer_sharding
+    from genenv_cli.launch import trainer_sharding
     from genenv_cli.training.common import load_policy, publish_update, train_policy
     from genenv_cli.training.distributed import all_mean, world
     from genenv_cli.training.grpo import make_trainer, mismatch_records
@@ -154,7 +154,7 @@ def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
             + (f" (rank {rank} of {size})" if size > 1 else ""))
     policy = load_policy(name, tag, base_name=cfg.agent.model, train=u, need_reference=u.kl_coef > 0,
                          device=cfg.run.device, dtype=cfg.run.dtype, trust_remote_code=cfg.run.trust_remote_code,
-                         seed=cfg.run.seed + epoch, rank0_loads=rank0_loads(cfg))
+                         seed=cfg.run.seed + epoch)
     steps: list[dict[str, Any]] = []
     trainer = None
     if rows:

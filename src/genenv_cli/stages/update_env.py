@@ -224,7 +224,6 @@ def select_group_samples(paths: list[Path]) -> tuple[list[dict[str, Any]], Any, 
 
 
 def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
-    from genenv_cli.launch import rank0_loads
     from genenv_cli.training.common import load_policy
     from genenv_cli.training.distributed import world
     from genenv_cli.training.grpo import mismatch_records
@@ -246,8 +245,7 @@ def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
     ui.info(f"update-env epoch {epoch}: {records.filter(records['used']).height} of {records.height} generations "
             f"from epochs {sorted(set(records['epoch'].to_list()))} are trained on ({u.algo}); training {tag}")
     policy = load_policy(name, tag, base_name=cfg.env.model, train=u, need_reference=True, device=cfg.run.device,
-                         dtype=cfg.run.dtype, trust_remote_code=cfg.run.trust_remote_code, seed=policy_seed,
-                         rank0_loads=rank0_loads(cfg))
+                         dtype=cfg.run.dtype, trust_remote_code=cfg.run.trust_remote_code, seed=policy_seed)
     if u.algo == "rwr":
         rows = _tokenize_pairs(policy.tokenizer, pairs)
     if u.algo == "grpo":

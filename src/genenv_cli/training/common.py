@@ -31,7 +31,6 @@ from typing import Any
 from genenv_cli.models import (
     ModelRef,
     dtype_name,
-    empty_model,
     load_model,
     load_tokenizer,
     pick_device,
@@ -61,7 +60,7 @@ class Policy:
 
 
 def load_policy(name: str, tag: str, *, base_name: str, train: TrainingConfig, need_reference: bool, device: str,
-                dtype: str, trust_remote_code: bool, seed: int = 0, rank0_loads: bool = False) -> Policy:
+                dtype: str, trust_remote_code: bool, seed: int = 0) -> Policy:
     """The model of the previous epoch, ready to train.
 
     LoRA: an adapter checkpoint keeps training the same adapter; a base model gets a fresh adapter. The
@@ -70,9 +69,10 @@ def load_policy(name: str, tag: str, *, base_name: str, train: TrainingConfig, n
 
     Every model lands on this process's device (`pick_device`: cuda:LOCAL_RANK under a launcher), read straight
     onto a GPU (`load_model`). The weights being trained are float32 (see the module docstring); frozen ones use
-    the compute dtype `dtype`. `rank0_loads` (launch.rank0_loads: full fine-tuning sharded by FSDP on GPUs, with
-    accelerate's `cpu_ram_efficient_loading`): only rank 0 reads the trained weights; every other rank builds the
-    model on the meta device and receives its shard of rank 0's weights when accelerate wraps it."""
+    the compute dtype `dtype`. Every rank reads the same weights the same way, sharded or not: no rank builds an
+    empty (meta-device) model to be filled later. Such a model's parameters all share the address 0, and accelerate's
+    FSDP2 preparation finds each optimizer slot's new shard by the old parameter's address, so every slot of those
+    ranks ended up on one parameter; reading straight onto the GPU costs no host memory anyway."""
     lora = train.lora
     ref = resolve(name, tag=tag)
     tokenizer = load_tokenizer(ref, trust_remote_code)
@@ -97,10 +97,7 @@ def load_policy(name: str, tag: str, *, base_name: str, train: TrainingConfig, n
         if need_reference and not starts_from_base:
             reference = _frozen(base_ref, device, dtype, trust_remote_code)
     else:
-        if rank0_loads and ref.adapter is None and world()[0] != 0 and pick_device(device).startswith("cuda"):
-            model = empty_model(ref, dtype="float32", trust_remote_code=trust_remote_code)
-        else:
-            model = load_model(ref, device=device, dtype="float32", trust_remote_code=trust_remote_code, merge=True)
+        model = load_model(ref, device=device, dtype="float32", trust_remote_code=trust_remote_code, merge=True)
         reference = _frozen(base_ref, device, dtype, trust_remote_code) if need_reference else None
     model.train()
     if hasattr(model, "config"):
@@ -125,7 +122,7 @@ def sharding_arguments(sharding: str, gradient_checkpointing: bool) -> dict[str,
     gathered on save. Every other option is left to transformers' defaults ("auto" values)."""
     if sharding == "fsdp":
         # cpu_ram_efficient_loading: accelerate broadcasts rank 0's weights into every rank's shards when it wraps
-        # the model, so the other ranks need not read them (load_policy's rank0_loads)
+        # the model (every rank has read the same weights: load_policy), so all ranks start from rank 0's
         return {"fsdp": "full_shard auto_wrap",
                 "fsdp_config": {"version": 2, "state_dict_type": "FULL_STATE_DICT", "reshard_after_forward": True,
                                 "activation_checkpointing": gradient_checkpointing,
