@@ -1,0 +1,173 @@
+"""Sharded training equals unsharded training: update-agent and update-env launched with each shipped accelerate config
+file (stages/accelerate/) on 2 gloo processes end with the weights one process reaches on the same pool, and every
+trainable tensor moved.
+
+The runs are the real CLI stages. Two processes take micro-batches of `batch_size` rows each per optimizer step, so
+the one-process run takes the same rows in `grad_accum = 2` micro-batches of the same size: each micro-batch's loss is
+the same mean over the same rows, the ranks' gradients are averaged as the accumulated ones are, and the data order,
+the learning-rate schedule and the number of steps are the same. What differs is float32 summation order (gloo's
+reductions, FSDP's reduce-scatter, the one process's shared-prefix forward). AdamW divides each step by the gradient's
+own running size, so a relative gradient difference of about 1e-7 moves a weight by about 1e-7 of a step, more only
+where a gradient is near zero; measured: at most 0.2% of the tensor's largest move. A wrong shard, a slot updating
+another parameter or a shard that never updates differs by a whole move. The tolerance is 2% of each tensor's largest
+move in the one-process run.
+
+FSDP on CPU: accelerate trains CPU processes unsharded (MULTI_CPU) whatever the config file says, so the FSDP launches
+here start `fsdp_on_cpu.py`, which keeps accelerate's FSDP plugin on a gloo process group: `Accelerator.prepare` then
+takes the route it takes on GPUs (Trainer's optimizer created before `fully_shard`, its slots swapped for the shards,
+rank 0's weights broadcast, the full state dict gathered on rank 0). zero3.yaml is not run: accelerate never enables
+DeepSpeed for CPU processes (its state takes DeepSpeed only `not cpu`), and DeepSpeed is not installed for the tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from genenv_cli.rundir import RunDir
+from paths import ROOT
+from stagekit import agent_pool, env_pool
+from tiny import SMALL
+
+CONFIGS = ROOT / "stages" / "accelerate"
+DRIVER = Path(__file__).with_name("fsdp_on_cpu.py")
+TOLERANCE = 0.02        # of each tensor's largest move in the one-process run (module docstring)
+FULL_LR = 2e-6          # full fine-tuning: a step far below bf16's resolution at the tiny model's weights (~0.02)
+LORA_LR = 1e-3
+
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
+
+
+def _settings(role: str, lora: bool) -> list[str]:
+    section = f"{role}_update"
+    sets = [f"{section}.lora={str(lora).lower()}", f"{section}.learning_rate={LORA_LR if lora else FULL_LR}",
+            f"{section}.batch_size=2", f"{section}.passes=1", f"{section}.warmup_ratio=0"]
+    if role == "env":
+        sets.append("env_update.kl_max=100")   # the leash never stops these few steps
+    return sets
+
+
+@pytest.fixture(scope="module")
+def pools(tmp_path_factory, tiny_model) -> dict[str, Path]:
+    """Run folders whose epoch 1 is scored: `mixed` (4 agent groups of 4 with mixed rewards: 8 micro-batches of 2; 8
+    environment pairs: 4 micro-batches) and `equal` (every agent group all-equal: nothing to train)."""
+    from genenv_cli.config import apply_overrides, config_from_dict, render_config
+
+    out = {}
+    for name, rewards in (("mixed", [1.0, 0.0, 1.0, 0.0]), ("equal", [1.0, 1.0, 1.0, 1.0])):
+        root = tmp_path_factory.mktemp("equivalence") / name
+        root.mkdir()
+        data = apply_overrides({"run": {"domain": "tool_call"}, "agent": {"model": str(tiny_model)},
+                                "env": {"model": str(tiny_model)}}, SMALL + ["run.device=cpu"])
+        (root / "genenv.toml").write_text(render_config(config_from_dict(data, "test")))
+        run = RunDir(root)
+        agent_pool(run, tiny_model, 1, {f"t{i}": rewards for i in range(4)})
+        env_pool(run, 1, [0.1 * i for i in range(8)], [True] * 8)
+        out[name] = root
+    return out
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("RANK", "WORLD_SIZE", "LOCAL_RANK", "ACCELERATE_", "FSDP_", "MASTER_"))}
+    env["CUDA_VISIBLE_DEVICES"] = ""
+    env["OMP_NUM_THREADS"] = "1"
+    return env
+
+
+def _stage(pool: Path, folder: Path, role: str, sets: list[str], launch: list[str]) -> RunDir:
+    """Run update-<role> of epoch 1 on a copy of `pool` (one process when `launch` is empty)."""
+    shutil.copytree(pool, folder)
+    args = [f"update-{role}", "--epoch", "1", "--run", str(folder)] + [x for s in sets for x in ("--set", s)]
+    cmd = [sys.executable, *(launch or ["-m", "genenv_cli"]), *args]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=600)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    return RunDir(folder)
+
+
+def _two_processes(config: str, port: int) -> list[str]:
+    entry = [str(DRIVER)] if config.startswith("fsdp") else ["-m", "genenv_cli"]
+    return ["-m", "accelerate.commands.launch", "--config_file", str(CONFIGS / config), "--num_processes", "2",
+            "--main_process_port", str(port), *entry]
+
+
+def _trainable(folder: Path | str, role: str, lora: bool, tiny_model: Path, sets: list[str]) -> dict[str, torch.Tensor]:
+    """The trainable tensors of a model as genenv loads it to train (for a checkpoint: the way the next epoch reads
+    it back), by plain name, float32 as trained."""
+    from genenv_cli.config import apply_overrides, config_from_dict
+    from genenv_cli.training.common import load_policy, plain_name
+
+    train = getattr(config_from_dict(apply_overrides({}, sets), "t"), f"{role}_update")
+    policy = load_policy(str(folder), "x", base_name=str(tiny_model), train=train, need_reference=False,
+                         device="cpu", dtype="float32", trust_remote_code=False, seed=0 + 1)  # run.seed 0, epoch 1
+    return {plain_name(n): p.detach().clone() for n, p in policy.model.named_parameters() if p.requires_grad}
+
+
+_ONE: dict[tuple[str, bool], dict[str, torch.Tensor]] = {}   # one-process results, shared by the configs
+
+
+def _one_process(pools, tmp_path_factory, role: str, lora: bool, tiny_model) -> dict[str, torch.Tensor]:
+    if (role, lora) not in _ONE:
+        sets = _settings(role, lora) + [f"{role}_update.grad_accum=2"]
+        run = _stage(pools["mixed"], tmp_path_factory.mktemp("one") / "run", role, sets, [])
+        _ONE[(role, lora)] = _trainable(run.epoch_dir(1) / role, role, lora, tiny_model, sets)
+    return _ONE[(role, lora)]
+
+
+def _bf16_spacing(w: torch.Tensor) -> torch.Tensor:
+    """bf16's distance between neighbouring values at each weight (8 bits of mantissa)."""
+    return torch.exp2(torch.floor(torch.log2(w.abs().clamp(min=1e-30))) - 7)
+
+
+@pytest.mark.parametrize(("config", "role", "lora", "port"), [
+    ("fsdp-full-shard.yaml", "agent", False, 29611),
+    ("fsdp-full-shard.yaml", "env", False, 29612),
+    ("ddp.yaml", "agent", True, 29613),
+    ("ddp.yaml", "env", True, 29614),
+])
+def test_two_processes_train_what_one_process_trains(pools, tmp_path_factory, tiny_model, config, role, lora, port):
+    sets = _settings(role, lora) + [f"{role}_update.grad_accum=1"]
+    run = _stage(pools["mixed"], tmp_path_factory.mktemp("two") / "run", role, sets, _two_processes(config, port))
+    log = (run.logs_dir() / f"update-{role}.log").read_text()
+    if config.startswith("fsdp"):
+        assert "(accelerate: FSDP," in log and "parameters sharded, this rank holds" in log   # really sharded
+    manifest = json.loads(run.manifest_path(1, f"update-{role}").read_text())
+    assert manifest["counts"]["world_size"] == 2
+    start = _trainable(tiny_model, role, lora, tiny_model, sets)
+    two = _trainable(run.epoch_dir(1) / role, role, lora, tiny_model, sets)
+    one = _one_process(pools, tmp_path_factory, role, lora, tiny_model)
+    assert set(two) == set(one) == set(start) and len(start) >= 8
+    lr = LORA_LR if lora else FULL_LR
+    for name, w0 in start.items():
+        moved = (one[name] - w0).abs().max().item()
+        assert (two[name] - w0).abs().max().item() > 0.1 * lr, f"{name} did not move"
+        diff = (two[name] - one[name]).abs().max().item()
+        assert diff <= TOLERANCE * moved, f"{name}: differs by {diff:.3g} from one process, which moved it {moved:.3g}"
+    if not lora:
+        # full fine-tuning keeps its float32 master weights through the checkpoint: most of these updates are below
+        # half of bf16's spacing at their weight (a bf16 checkpoint would read back the old weight) and survive
+        allw = torch.cat([w.flatten() for w in start.values()])
+        step = torch.cat([(two[n] - start[n]).flatten() for n in start])
+        below = step.abs() < _bf16_spacing(allw) / 2
+        assert below.float().mean() > 0.5 and (step[below] != 0).float().mean() > 0.5
+        assert all(t.dtype == torch.float32 for t in two.values())
+
+
+def test_fsdp_with_nothing_to_train_publishes_the_starting_weights(pools, tmp_path_factory, tiny_model):
+    """Every group all-equal: no rank has a row. The FSDP launch completes (no rank reads an empty model's weights
+    to check them) and the checkpoint holds the starting weights."""
+    sets = _settings("agent", False)
+    run = _stage(pools["equal"], tmp_path_factory.mktemp("empty") / "run", "agent", sets,
+                 _two_processes("fsdp-full-shard.yaml", 29615))
+    manifest = json.loads(run.manifest_path(1, "update-agent").read_text())
+    assert manifest["counts"]["steps"] == 0 and manifest["counts"]["world_size"] == 2
+    start = _trainable(tiny_model, "agent", False, tiny_model, sets)
+    saved = _trainable(run.epoch_dir(1) / "agent", "agent", False, tiny_model, sets)
+    assert set(saved) == set(start) and all(torch.equal(saved[n], start[n]) for n in start)
