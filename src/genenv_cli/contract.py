@@ -50,7 +50,7 @@ from typing import Any
 
 from genenv_cli import __version__
 from genenv_cli.config import Config
-from genenv_cli.errors import DiskError, InputError, disk_full
+from genenv_cli.errors import DiskError, GenenvError, InputError, disk_full
 from genenv_cli.metrics import after_stage
 from genenv_cli.rundir import (
     EpochLock,
@@ -65,6 +65,7 @@ from genenv_cli.rundir import (
     write_bytes_atomic,
     write_new,
 )
+from genenv_cli.rundir.ranks import launch_store, rank0_decides
 from genenv_cli.safefiles import link_refusal, read_regular, refuse_links_below, remove_entry
 from genenv_cli.staleness import Change, config_changes, value_changes
 from genenv_cli.ui import open_log
@@ -385,39 +386,72 @@ def execute(run: RunDir, cfg: Config, stage: str, epoch: int, build_plan: Callab
     from genenv_cli import trackers
 
     trackers.check_installed(cfg, f"`{stage} --epoch {epoch}`")
-    if process_rank() != 0:  # other ranks of a distributed update: no lock, nothing written but by rank 0
-        return _execute(run, cfg, build_plan(), body, force=force, is_main=False, derived=False)
+    # under a launcher rank 0 decides, after its recovery, and the other ranks follow (rundir/ranks.py)
+    store = launch_store(cfg.run.dist_timeout) if int(os.environ.get("WORLD_SIZE", "1") or 1) > 1 else None
+    rank = process_rank()
+    if rank != 0:  # other ranks of a distributed update: no lock, nothing written but by rank 0
+        decided = None
+        if store is not None:
+            decided = rank0_decides(rank, f"{stage}/{epoch}", None, store=store, timeout=cfg.run.dist_timeout)
+            if decided["action"] == "error":
+                raise GenenvError(f"`{stage} --epoch {epoch}`: rank 0 stopped it before any work: "
+                                  f"{decided['message']}")
+            if decided["action"] == "done":
+                return StageResult(stage, epoch, True, {}, decided["message"])
+        return _execute(run, cfg, build_plan(), body, force=force, is_main=False, derived=False,
+                        decided=decided is not None)
+
+    said: list[str] = []
+
+    def announce(action: str, message: str = "") -> None:
+        said.append(action)
+        if store is not None:
+            rank0_decides(0, f"{stage}/{epoch}", {"action": action, "message": message}, store=store,
+                          timeout=cfg.run.dist_timeout)
+
     shared = shard_of(stage) is not None
-    with EpochLock(run.epoch_dir(epoch), stage, root=run.root, shared=shared) as lock:
-        if lock.crashed:
-            _report_crashed(run, lock.crashed)
-        # rollout shards run side by side and add no numbers: they leave the derived files to the other stages
-        result = _execute(run, cfg, build_plan(), body, force=force, is_main=True, derived=not shared)
-        if not shared:
-            trackers.publish(run, cfg)
-        return result
+    try:
+        with EpochLock(run.epoch_dir(epoch), stage, root=run.root, shared=shared) as lock:
+            if lock.crashed:
+                _report_crashed(run, lock.crashed)
+            # rollout shards run side by side and add no numbers: they leave the derived files to the other stages
+            result = _execute(run, cfg, build_plan(), body, force=force, is_main=True, derived=not shared,
+                              announce=announce)
+            if not shared:
+                trackers.publish(run, cfg)
+    except BaseException as exc:
+        if not said:  # an error after the decision is the body's: every rank is in it
+            announce("error", str(exc) or type(exc).__name__)
+        raise
+    return result
 
 
 def _execute(run: RunDir, cfg: Config, plan: StagePlan, body: Callable[[Staging], None], *, force: bool,
-             is_main: bool, derived: bool) -> StageResult:
+             is_main: bool, derived: bool, announce: Callable[..., None] | None = None,
+             decided: bool = False) -> StageResult:
+    """`announce(action, message)`: rank 0's decision (done, or run) told to the other ranks once it is taken;
+    `decided`: another rank's, told that rank 0 decided to run (its own checks are skipped)."""
     manifest_path = run.manifest_path(plan.epoch, plan.stage)
-    if is_main:
-        # a killed writer's half-done commit, even when this run turns out to have nothing to do
-        recover_stage(run, cfg, plan, derived)
-    for up_epoch, up_stage in plan.requires:
-        require_done(run, up_epoch, up_stage, plan.stage)
-    for name, p in plan.inputs.items():
-        if not p.exists():
-            raise InputError(f"`{plan.stage} --epoch {plan.epoch}`: input {name} ({p}) does not exist.")
-    state = check_state(run, cfg, plan)
-    if state.state == "done" and not force:
-        if is_main and derived:
-            _refresh_derived(run, cfg, plan)
-        finished = state.manifest.get("finished", "?") if state.manifest else "?"
-        return StageResult(plan.stage, plan.epoch, True, state.manifest or {},
-                           f"{plan.stage} epoch {plan.epoch}: up to date (completed {finished}, inputs "
-                           f"unchanged); nothing to do. Use --force to redo it.")
-    require_models(run, cfg, plan)
+    if not decided:
+        if is_main:
+            # a killed writer's half-done commit, even when this run turns out to have nothing to do
+            recover_stage(run, cfg, plan, derived)
+        for up_epoch, up_stage in plan.requires:
+            require_done(run, up_epoch, up_stage, plan.stage)
+        for name, p in plan.inputs.items():
+            if not p.exists():
+                raise InputError(f"`{plan.stage} --epoch {plan.epoch}`: input {name} ({p}) does not exist.")
+        state = check_state(run, cfg, plan)
+        if state.state == "done" and not force:
+            if is_main and derived:
+                _refresh_derived(run, cfg, plan)
+            finished = state.manifest.get("finished", "?") if state.manifest else "?"
+            message = (f"{plan.stage} epoch {plan.epoch}: up to date (completed {finished}, inputs unchanged); "
+                       f"nothing to do. Use --force to redo it.")
+            _say(announce, "done", message)
+            return StageResult(plan.stage, plan.epoch, True, state.manifest or {}, message)
+        require_models(run, cfg, plan)
+        _say(announce, "run")
     known = _recorded_outputs(run, plan.epoch)
     inputs_fp = {name: {"path": run.rel(p), "fingerprint": _fingerprint_reusing(p, known.get(run.rel(p)))}
                  for name, p in plan.inputs.items()}
@@ -455,6 +489,11 @@ def _execute(run: RunDir, cfg: Config, plan: StagePlan, body: Callable[[Staging]
                             f"move the run to a bigger disk) and rerun the command.") from exc
         raise
     return StageResult(plan.stage, plan.epoch, False, manifest, f"{plan.stage} epoch {plan.epoch}: done")
+
+
+def _say(announce: Callable[..., None] | None, action: str, message: str = "") -> None:
+    if announce is not None:
+        announce(action, message)
 
 
 def recover_stage(run: RunDir, cfg: Config, plan: StagePlan, derived: bool = True) -> list[str]:
