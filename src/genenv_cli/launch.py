@@ -105,6 +105,26 @@ def _zero3_gathers_on_save() -> bool:
     return _true("ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL")
 
 
+def _zero3_weight_bits(cfg: Config) -> int:
+    """16 or 32: the width of the weights DeepSpeed ZeRO-3 trains and gathers for the checkpoint. The accelerate
+    launch's mixed precision (`mixed_precision: bf16` in zero3.yaml), else a DeepSpeed JSON's bf16/fp16 switch, else
+    (`"auto"`, or run.sharding under torchrun) the run's compute dtype on a GPU."""
+    if os.environ.get("ACCELERATE_MIXED_PRECISION", "").lower() in ("bf16", "fp16"):
+        return 16
+    path = os.environ.get("ACCELERATE_DEEPSPEED_CONFIG_FILE", "")
+    if path and path != "none":
+        try:
+            data = json.loads(Path(path).read_text())
+        except (OSError, ValueError):
+            data = {}
+        switches = [(data.get(k) or {}).get("enabled") for k in ("bf16", "fp16")] if isinstance(data, dict) else []
+        if any(v is True or str(v).lower() == "true" for v in switches):
+            return 16
+        if not any(str(v).lower() == "auto" for v in switches):
+            return 32
+    return 16 if cfg.run.dtype in ("auto", "bfloat16", "float16") else 32  # auto: bf16 or fp16 on every GPU
+
+
 def visible_gpus(device: str) -> int:
     if device == "cpu":
         return 0
@@ -159,6 +179,14 @@ def check_update_launch(cfg: Config, section: str, model_name: str) -> str:
             f"DeepSpeed ZeRO-3 is launched without gathering 16-bit weights on save (zero3_save_16bit_model: false, "
             f"or stage3_gather_16bit_weights_on_model_save missing): the checkpoint could not be written after the "
             f"whole update. Launch with {ZERO3_FILE}, or set zero3_save_16bit_model: true.")
+    if sharding == "zero3" and not train.lora and (bits := _zero3_weight_bits(cfg)) < 32:
+        raise ConfigError(
+            f"`{section}.lora` = false under DeepSpeed ZeRO-3 with {bits}-bit weights: its checkpoint is gathered from "
+            f"DeepSpeed's {bits}-bit working weights, not the float32 master weights AdamW updates, so the next epoch "
+            f"would start from the update rounded to {bits} bits. A step of about {section}.learning_rate = "
+            f"{train.learning_rate:g} moves a weight of 0.02 far less than bf16's resolution there (about 1e-4): "
+            f"the update is lost. Full fine-tuning: launch with {FSDP_FILE} (its checkpoint is float32), or set "
+            f"run.dtype = \"float32\" with mixed_precision: 'no'; or train a LoRA adapter ({section}.lora = true).")
     if cfg.run.sharding == "zero3" and _true("ACCELERATE_USE_FSDP"):
         raise ConfigError(f"run.sharding = \"zero3\" but the launch uses FSDP ({FSDP_FILE}); launch with "
                           f"{ZERO3_FILE} or set run.sharding = \"fsdp\".")

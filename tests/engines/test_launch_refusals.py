@@ -17,7 +17,7 @@ from genenv_cli.memory_plan import QWEN25
 runner = CliRunner()
 LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "ACCELERATE_USE_FSDP", "ACCELERATE_USE_DEEPSPEED",
                "ACCELERATE_DEEPSPEED_ZERO_STAGE", "ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL",
-               "ACCELERATE_DEEPSPEED_CONFIG_FILE", "FSDP_ACTIVATION_CHECKPOINTING")
+               "ACCELERATE_DEEPSPEED_CONFIG_FILE", "FSDP_ACTIVATION_CHECKPOINTING", "ACCELERATE_MIXED_PRECISION")
 
 
 @pytest.fixture
@@ -226,3 +226,37 @@ def test_the_preset_one_gpu_lora_route_trains_in_one_process(gpus, tiny_model, t
         assert json.loads(r.stdout.strip().splitlines()[-1])["steps"] >= 1
         log = (run.logs_dir() / f"{stage}.log").read_text()
         assert "run.sharding = \"fsdp\" is dropped" in log and "(accelerate: NO," in log
+
+
+def test_zero3_full_finetune_with_16_bit_weights_is_refused(gpus, monkeypatch, tmp_path):
+    """ZeRO-3 gathers its checkpoint from DeepSpeed's 16-bit working weights: a full fine-tune's update below bf16's
+    resolution would be lost between epochs, so the launch is refused before any work, naming FSDP. LoRA, and a
+    float32 ZeRO-3, go ahead."""
+    gpus(0)
+    for k, v in {"ACCELERATE_USE_DEEPSPEED": "true", "ACCELERATE_DEEPSPEED_ZERO_STAGE": "3",
+                 "ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL": "true", "ACCELERATE_MIXED_PRECISION": "bf16",
+                 "WORLD_SIZE": "2", "LOCAL_RANK": "0"}.items():
+        monkeypatch.setenv(k, v)
+    full = config_from_dict({"agent_update": {"lora": False, "learning_rate": 1e-6}}, "t")
+    with pytest.raises(ConfigError, match=r"`agent_update.lora` = false under DeepSpeed ZeRO-3 with 16-bit weights.*"
+                                          r"learning_rate = 1e-06.*the update is lost.*stages/accelerate/"
+                                          r"fsdp-full-shard.yaml"):
+        check_update_launch(full, "agent_update", "embedded")
+    assert check_update_launch(Config(), "agent_update", "embedded") == "zero3"          # LoRA
+    monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "no")
+    with pytest.raises(ConfigError, match="16-bit weights"):       # run.dtype auto: bf16 autocast, bf16 in DeepSpeed
+        check_update_launch(full, "agent_update", "embedded")
+    fp32 = config_from_dict({"agent_update": {"lora": False}, "run": {"dtype": "float32"}}, "t")
+    assert check_update_launch(fp32, "agent_update", "embedded") == "zero3"
+    ds = tmp_path / "ds.json"                                      # a DeepSpeed JSON decides for itself
+    ds.write_text(json.dumps({"zero_optimization": {"stage": 3, "stage3_gather_16bit_weights_on_model_save": True},
+                              "bf16": {"enabled": True}}))
+    monkeypatch.setenv("ACCELERATE_DEEPSPEED_CONFIG_FILE", str(ds))
+    with pytest.raises(ConfigError, match="16-bit weights"):
+        check_update_launch(fp32, "agent_update", "embedded")
+    monkeypatch.delenv("ACCELERATE_DEEPSPEED_CONFIG_FILE")         # torchrun with run.sharding = "zero3"
+    for k in ("ACCELERATE_USE_DEEPSPEED", "ACCELERATE_DEEPSPEED_ZERO_STAGE", "ACCELERATE_MIXED_PRECISION"):
+        monkeypatch.delenv(k)
+    torchrun = config_from_dict({"agent_update": {"lora": False}, "run": {"sharding": "zero3"}}, "t")
+    with pytest.raises(ConfigError, match="16-bit weights"):
+        check_update_launch(torchrun, "agent_update", "embedded")

@@ -383,14 +383,22 @@ def _first_non_finite_step(steps: list[dict[str, Any]]) -> tuple[int, str, float
     return None
 
 
+def local_part(p: Any) -> Any:
+    """This rank's values of a parameter: an FSDP2 DTensor's local shard, a DeepSpeed ZeRO-3 parameter's partition
+    (`ds_tensor`: the parameter itself is an empty placeholder between forwards), else the parameter."""
+    if hasattr(p, "to_local"):
+        return p.to_local()
+    return p.ds_tensor if hasattr(p, "ds_tensor") else p
+
+
 def _first_non_finite_parameter(model: Any) -> str | None:
+    """The first trainable parameter whose local part holds NaN or infinity: under sharding each rank sees its own
+    shard or partition, and `check_finite` reduces over the ranks, so every value is seen by some rank."""
     import torch
 
     for name, p in model.named_parameters():
-        if p.requires_grad:
-            local = p.to_local() if hasattr(p, "to_local") else p
-            if not bool(torch.isfinite(local.detach()).all()):
-                return name
+        if p.requires_grad and not bool(torch.isfinite(local_part(p).detach()).all()):
+            return name
     return None
 
 
@@ -411,6 +419,8 @@ def check_finite(policy: Policy, steps: list[dict[str, Any]], *, role: str, epoc
         what.append(f"the {step[1]} of step {step[0]} is {step[2]}")
     if param is not None:
         what.append(f"the trained weights hold NaN or infinity (first: {param})")
+    if not what:  # only another rank's shard or partition of the weights holds it
+        what.append("the trained weights hold NaN or infinity (in another rank's shard)")
     lr = f" = {train.learning_rate:g}" if train is not None else ""
     default = type(train)().learning_rate if train is not None else None
     hint = f" (the default is {default:g})" if default is not None else ""
@@ -468,11 +478,11 @@ def parameter_digest(model: Any, state_dict: dict[str, Any] | None = None) -> st
     for name, p in named:
         value = state_dict.get(name) if state_dict is not None else None
         if value is None:
-            if state_dict is not None and hasattr(p, "to_local"):
+            if state_dict is not None and (hasattr(p, "to_local") or hasattr(p, "ds_tensor")):
                 raise RuntimeError(f"the gathered state dict has no value for the sharded parameter {name}: the "
                                    f"checkpoint's digest would be of one rank's shard")
             value = p
-        local = value.to_local() if hasattr(value, "to_local") else value
+        local = local_part(value)
         h.update(name.encode())
         h.update(local.detach().float().cpu().numpy().tobytes())
     return h.hexdigest()[:16]
