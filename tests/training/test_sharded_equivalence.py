@@ -55,7 +55,22 @@ def _settings(role: str, lora: bool) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def pools(tmp_path_factory, tiny_model) -> dict[str, Path]:
+def models(tmp_path_factory, tiny_model) -> dict[str, Path]:
+    """The model each role trains: the agent an untied copy of the tiny model (its own LM head, as the paper's 7B
+    model has), the environment the tiny model itself (head tied to the embedding, as small Qwen models have)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = tmp_path_factory.mktemp("untied")
+    model = AutoModelForCausalLM.from_pretrained(tiny_model)
+    model.config.tie_word_embeddings = False
+    model.lm_head.weight = torch.nn.Parameter(model.lm_head.weight.detach().clone())
+    model.save_pretrained(folder)
+    AutoTokenizer.from_pretrained(tiny_model).save_pretrained(folder)
+    return {"agent": folder, "env": tiny_model}
+
+
+@pytest.fixture(scope="module")
+def pools(tmp_path_factory, models) -> dict[str, Path]:
     """Run folders whose epoch 1 is scored: `mixed` (4 agent groups of 4 with mixed rewards: 8 micro-batches of 2; 8
     environment pairs: 4 micro-batches) and `equal` (every agent group all-equal: nothing to train)."""
     from genenv_cli.config import apply_overrides, config_from_dict, render_config
@@ -64,11 +79,11 @@ def pools(tmp_path_factory, tiny_model) -> dict[str, Path]:
     for name, rewards in (("mixed", [1.0, 0.0, 1.0, 0.0]), ("equal", [1.0, 1.0, 1.0, 1.0])):
         root = tmp_path_factory.mktemp("equivalence") / name
         root.mkdir()
-        data = apply_overrides({"run": {"domain": "tool_call"}, "agent": {"model": str(tiny_model)},
-                                "env": {"model": str(tiny_model)}}, SMALL + ["run.device=cpu"])
+        data = apply_overrides({"run": {"domain": "tool_call"}, "agent": {"model": str(models["agent"])},
+                                "env": {"model": str(models["env"])}}, SMALL + ["run.device=cpu"])
         (root / "genenv.toml").write_text(render_config(config_from_dict(data, "test")))
         run = RunDir(root)
-        agent_pool(run, tiny_model, 1, {f"t{i}": rewards for i in range(4)})
+        agent_pool(run, models["agent"], 1, {f"t{i}": rewards for i in range(4)})
         env_pool(run, 1, [0.1 * i for i in range(8)], [True] * 8)
         out[name] = root
     return out
@@ -98,14 +113,14 @@ def _two_processes(config: str, port: int) -> list[str]:
             "--main_process_port", str(port), *entry]
 
 
-def _trainable(folder: Path | str, role: str, lora: bool, tiny_model: Path, sets: list[str]) -> dict[str, torch.Tensor]:
+def _trainable(folder: Path | str, role: str, base: Path, sets: list[str]) -> dict[str, torch.Tensor]:
     """The trainable tensors of a model as genenv loads it to train (for a checkpoint: the way the next epoch reads
     it back), by plain name, float32 as trained."""
     from genenv_cli.config import apply_overrides, config_from_dict
     from genenv_cli.training.common import load_policy, plain_name
 
     train = getattr(config_from_dict(apply_overrides({}, sets), "t"), f"{role}_update")
-    policy = load_policy(str(folder), "x", base_name=str(tiny_model), train=train, need_reference=False,
+    policy = load_policy(str(folder), "x", base_name=str(base), train=train, need_reference=False,
                          device="cpu", dtype="float32", trust_remote_code=False, seed=0 + 1)  # run.seed 0, epoch 1
     return {plain_name(n): p.detach().clone() for n, p in policy.model.named_parameters() if p.requires_grad}
 
@@ -113,11 +128,11 @@ def _trainable(folder: Path | str, role: str, lora: bool, tiny_model: Path, sets
 _ONE: dict[tuple[str, bool], dict[str, torch.Tensor]] = {}   # one-process results, shared by the configs
 
 
-def _one_process(pools, tmp_path_factory, role: str, lora: bool, tiny_model) -> dict[str, torch.Tensor]:
+def _one_process(pools, tmp_path_factory, role: str, lora: bool, base: Path) -> dict[str, torch.Tensor]:
     if (role, lora) not in _ONE:
         sets = _settings(role, lora) + [f"{role}_update.grad_accum=2"]
         run = _stage(pools["mixed"], tmp_path_factory.mktemp("one") / "run", role, sets, [])
-        _ONE[(role, lora)] = _trainable(run.epoch_dir(1) / role, role, lora, tiny_model, sets)
+        _ONE[(role, lora)] = _trainable(run.epoch_dir(1) / role, role, base, sets)
     return _ONE[(role, lora)]
 
 
@@ -132,7 +147,7 @@ def _bf16_spacing(w: torch.Tensor) -> torch.Tensor:
     ("ddp.yaml", "agent", True, 29613),
     ("ddp.yaml", "env", True, 29614),
 ])
-def test_two_processes_train_what_one_process_trains(pools, tmp_path_factory, tiny_model, config, role, lora, port):
+def test_two_processes_train_what_one_process_trains(pools, models, tmp_path_factory, config, role, lora, port):
     sets = _settings(role, lora) + [f"{role}_update.grad_accum=1"]
     run = _stage(pools["mixed"], tmp_path_factory.mktemp("two") / "run", role, sets, _two_processes(config, port))
     log = (run.logs_dir() / f"update-{role}.log").read_text()
@@ -140,9 +155,9 @@ def test_two_processes_train_what_one_process_trains(pools, tmp_path_factory, ti
         assert "(accelerate: FSDP," in log and "parameters sharded, this rank holds" in log   # really sharded
     manifest = json.loads(run.manifest_path(1, f"update-{role}").read_text())
     assert manifest["counts"]["world_size"] == 2
-    start = _trainable(tiny_model, role, lora, tiny_model, sets)
-    two = _trainable(run.epoch_dir(1) / role, role, lora, tiny_model, sets)
-    one = _one_process(pools, tmp_path_factory, role, lora, tiny_model)
+    start = _trainable(models[role], role, models[role], sets)
+    two = _trainable(run.epoch_dir(1) / role, role, models[role], sets)
+    one = _one_process(pools, tmp_path_factory, role, lora, models[role])
     assert set(two) == set(one) == set(start) and len(start) >= 8
     lr = LORA_LR if lora else FULL_LR
     for name, w0 in start.items():
@@ -160,7 +175,7 @@ def test_two_processes_train_what_one_process_trains(pools, tmp_path_factory, ti
         assert all(t.dtype == torch.float32 for t in two.values())
 
 
-def test_fsdp_with_nothing_to_train_publishes_the_starting_weights(pools, tmp_path_factory, tiny_model):
+def test_fsdp_with_nothing_to_train_publishes_the_starting_weights(pools, models, tmp_path_factory):
     """Every group all-equal: no rank has a row. The FSDP launch completes (no rank reads an empty model's weights
     to check them) and the checkpoint holds the starting weights."""
     sets = _settings("agent", False)
@@ -168,6 +183,6 @@ def test_fsdp_with_nothing_to_train_publishes_the_starting_weights(pools, tmp_pa
                  _two_processes("fsdp-full-shard.yaml", 29615))
     manifest = json.loads(run.manifest_path(1, "update-agent").read_text())
     assert manifest["counts"]["steps"] == 0 and manifest["counts"]["world_size"] == 2
-    start = _trainable(tiny_model, "agent", False, tiny_model, sets)
-    saved = _trainable(run.epoch_dir(1) / "agent", "agent", False, tiny_model, sets)
+    start = _trainable(models["agent"], "agent", models["agent"], sets)
+    saved = _trainable(run.epoch_dir(1) / "agent", "agent", models["agent"], sets)
     assert set(saved) == set(start) and all(torch.equal(saved[n], start[n]) for n in start)
