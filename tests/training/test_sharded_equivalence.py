@@ -7,10 +7,13 @@ the one-process run takes the same rows in `grad_accum = 2` micro-batches of the
 the same mean over the same rows, the ranks' gradients are averaged as the accumulated ones are, and the data order,
 the learning-rate schedule and the number of steps are the same. What differs is float32 summation order (gloo's
 reductions, FSDP's reduce-scatter, the one process's shared-prefix forward). AdamW divides each step by the gradient's
-own running size, so a relative gradient difference of about 1e-7 moves a weight by about 1e-7 of a step, more only
-where a gradient is near zero; measured: at most 0.2% of the tensor's largest move. A wrong shard, a slot updating
-another parameter or a shard that never updates differs by a whole move. The tolerance is 2% of each tensor's largest
-move in the one-process run.
+own running size, so a relative gradient difference of about 1e-7 moves a weight by about 1e-7 of a step; more only
+where a gradient is near zero (it cancels out over the rows, and its rounding is then large relative to it), and never
+more than a step there. So each tensor must be within 10% of its largest move in the one-process run everywhere, and
+within 1% of its mean move on average (measured: at most 3.6% and 0.001% after one step, 0.16% and under 0.001% after
+four). A wrong shard, a slot updating another parameter or a shard that never updates differs by a whole move on a
+share of the tensor (with the meta-device route ranks >= 1 once took: half of every tensor unmoved, 96-100% of its
+largest move, the LM head moved 26 times too far).
 
 FSDP on CPU: accelerate trains CPU processes unsharded (MULTI_CPU) whatever the config file says, so the FSDP launches
 here start `fsdp_on_cpu.py`, which keeps accelerate's FSDP plugin on a gloo process group: `Accelerator.prepare` then
@@ -38,7 +41,7 @@ from tiny import SMALL
 
 CONFIGS = ROOT / "stages" / "accelerate"
 DRIVER = Path(__file__).with_name("fsdp_on_cpu.py")
-TOLERANCE = 0.02        # of each tensor's largest move in the one-process run (module docstring)
+WORST, MEAN = 0.10, 0.01   # of each tensor's largest and mean move in the one-process run (module docstring)
 FULL_LR = 2e-6          # full fine-tuning: a step far below bf16's resolution at the tiny model's weights (~0.02)
 LORA_LR = 1e-3
 
@@ -72,18 +75,20 @@ def models(tmp_path_factory, tiny_model) -> dict[str, Path]:
 @pytest.fixture(scope="module")
 def pools(tmp_path_factory, models) -> dict[str, Path]:
     """Run folders whose epoch 1 is scored: `mixed` (4 agent groups of 4 with mixed rewards: 8 micro-batches of 2; 8
-    environment pairs: 4 micro-batches) and `equal` (every agent group all-equal: nothing to train)."""
+    environment pairs: 4 micro-batches), `single` (one agent group of 2: one micro-batch, so rank 1's share is empty)
+    and `equal` (every agent group all-equal: nothing to train)."""
     from genenv_cli.config import apply_overrides, config_from_dict, render_config
 
     out = {}
-    for name, rewards in (("mixed", [1.0, 0.0, 1.0, 0.0]), ("equal", [1.0, 1.0, 1.0, 1.0])):
+    for name, groups in (("mixed", {f"t{i}": [1.0, 0.0, 1.0, 0.0] for i in range(4)}), ("single", {"t0": [1.0, 0.0]}),
+                         ("equal", {f"t{i}": [1.0, 1.0, 1.0, 1.0] for i in range(4)})):
         root = tmp_path_factory.mktemp("equivalence") / name
         root.mkdir()
         data = apply_overrides({"run": {"domain": "tool_call"}, "agent": {"model": str(models["agent"])},
                                 "env": {"model": str(models["env"])}}, SMALL + ["run.device=cpu"])
         (root / "genenv.toml").write_text(render_config(config_from_dict(data, "test")))
         run = RunDir(root)
-        agent_pool(run, models["agent"], 1, {f"t{i}": rewards for i in range(4)})
+        agent_pool(run, models["agent"], 1, groups)
         env_pool(run, 1, [0.1 * i for i in range(8)], [True] * 8)
         out[name] = root
     return out
@@ -125,15 +130,15 @@ def _trainable(folder: Path | str, role: str, base: Path, sets: list[str]) -> di
     return {plain_name(n): p.detach().clone() for n, p in policy.model.named_parameters() if p.requires_grad}
 
 
-_ONE: dict[tuple[str, bool], dict[str, torch.Tensor]] = {}   # one-process results, shared by the configs
+_ONE: dict[tuple[str, str, bool], dict[str, torch.Tensor]] = {}   # one-process results, shared by the configs
 
 
-def _one_process(pools, tmp_path_factory, role: str, lora: bool, base: Path) -> dict[str, torch.Tensor]:
-    if (role, lora) not in _ONE:
+def _one_process(pool: Path, tmp_path_factory, role: str, lora: bool, base: Path) -> dict[str, torch.Tensor]:
+    if (pool.name, role, lora) not in _ONE:
         sets = _settings(role, lora) + [f"{role}_update.grad_accum=2"]
-        run = _stage(pools["mixed"], tmp_path_factory.mktemp("one") / "run", role, sets, [])
-        _ONE[(role, lora)] = _trainable(run.epoch_dir(1) / role, role, base, sets)
-    return _ONE[(role, lora)]
+        run = _stage(pool, tmp_path_factory.mktemp("one") / "run", role, sets, [])
+        _ONE[(pool.name, role, lora)] = _trainable(run.epoch_dir(1) / role, role, base, sets)
+    return _ONE[(pool.name, role, lora)]
 
 
 def _bf16_spacing(w: torch.Tensor) -> torch.Tensor:
@@ -141,15 +146,18 @@ def _bf16_spacing(w: torch.Tensor) -> torch.Tensor:
     return torch.exp2(torch.floor(torch.log2(w.abs().clamp(min=1e-30))) - 7)
 
 
-@pytest.mark.parametrize(("config", "role", "lora", "port"), [
-    ("fsdp-full-shard.yaml", "agent", False, 29611),
-    ("fsdp-full-shard.yaml", "env", False, 29612),
-    ("ddp.yaml", "agent", True, 29613),
-    ("ddp.yaml", "env", True, 29614),
+@pytest.mark.parametrize(("config", "role", "lora", "pool", "port"), [
+    ("fsdp-full-shard.yaml", "agent", False, "mixed", 29611),
+    ("fsdp-full-shard.yaml", "env", False, "mixed", 29612),
+    ("ddp.yaml", "agent", True, "mixed", 29613),
+    ("ddp.yaml", "env", True, "mixed", 29614),
+    # one micro-batch for two ranks: rank 1 has no rows of its own (accelerate hands it a copy of rank 0's, whose
+    # gradient is the same, and its old-policy forwards are thrown away), so the mean is rank 0's batch's
+    ("fsdp-full-shard.yaml", "agent", False, "single", 29616),
 ])
-def test_two_processes_train_what_one_process_trains(pools, models, tmp_path_factory, config, role, lora, port):
+def test_two_processes_train_what_one_process_trains(pools, models, tmp_path_factory, config, role, lora, pool, port):
     sets = _settings(role, lora) + [f"{role}_update.grad_accum=1"]
-    run = _stage(pools["mixed"], tmp_path_factory.mktemp("two") / "run", role, sets, _two_processes(config, port))
+    run = _stage(pools[pool], tmp_path_factory.mktemp("two") / "run", role, sets, _two_processes(config, port))
     log = (run.logs_dir() / f"update-{role}.log").read_text()
     if config.startswith("fsdp"):
         assert "(accelerate: FSDP," in log and "parameters sharded, this rank holds" in log   # really sharded
@@ -157,14 +165,16 @@ def test_two_processes_train_what_one_process_trains(pools, models, tmp_path_fac
     assert manifest["counts"]["world_size"] == 2
     start = _trainable(models[role], role, models[role], sets)
     two = _trainable(run.epoch_dir(1) / role, role, models[role], sets)
-    one = _one_process(pools, tmp_path_factory, role, lora, models[role])
+    one = _one_process(pools[pool], tmp_path_factory, role, lora, models[role])
     assert set(two) == set(one) == set(start) and len(start) >= 8
     lr = LORA_LR if lora else FULL_LR
     for name, w0 in start.items():
-        moved = (one[name] - w0).abs().max().item()
+        move, diff = (one[name] - w0).abs(), (two[name] - one[name]).abs()
         assert (two[name] - w0).abs().max().item() > 0.1 * lr, f"{name} did not move"
-        diff = (two[name] - one[name]).abs().max().item()
-        assert diff <= TOLERANCE * moved, f"{name}: differs by {diff:.3g} from one process, which moved it {moved:.3g}"
+        assert diff.max() <= WORST * move.max(), f"{name}: differs by {diff.max():.3g} from one process, which " \
+                                                 f"moved it by up to {move.max():.3g}"
+        assert diff.mean() <= MEAN * move.mean(), f"{name}: differs by {diff.mean():.3g} on average from one " \
+                                                  f"process, which moved it by {move.mean():.3g} on average"
     if not lora:
         # full fine-tuning keeps its float32 master weights through the checkpoint: most of these updates are below
         # half of bf16's spacing at their weight (a bf16 checkpoint would read back the old weight) and survive
