@@ -251,10 +251,10 @@ def derive_fields(query: str, ref: dict[str, Any], states: dict[str, str], where
     stated = {_count(m.group(1)) for m in _DAYS.finditer(query)} | ({7} if _WEEK.search(query) else set())
     if stated and stated != {len(date)}:
         raise InputError(f"{where}: the query text says {sorted(stated)} days, its dates span {len(date)}: {query!r}.")
-    flight_dates = [d for a, _, d in legs if d is not None]
-    if flight_dates and (flight_dates[0] != date[0] or flight_dates[-1] != date[-1]):
-        raise InputError(f"{where}: the query's dates {date[0]}..{date[-1]} differ from its reference "
-                         f"information's flights ({flight_dates[0]}..{flight_dates[-1]}).")
+    for a, b, d in legs:  # the flights looked up for the trip: leaving on its first day, home on its last
+        if d is not None and (d not in date or (a == org and d != date[0]) or (b == org and d != date[-1])):
+            raise InputError(f"{where}: the query's dates {date[0]}..{date[-1]} do not match its reference "
+                             f"information's flight from {a} to {b} on {d}.")
     budget = float(_one(set(_BUDGET.findall(query)), "budget", where, query).replace(",", ""))
     lc = local_constraint(query, where)
     level = level_of(lc)
