@@ -18,6 +18,8 @@ its checks never use; an empty module stands in for it.
 
 Written to `--out`: `plans.jsonl` (per plan: the case, genenv's and the official verdict per constraint, agree or
 not) and `agreement.json` / `agreement.md` (counts per case kind and per constraint, the machine, the versions).
+`--outputs FILE` adds a model's plans (the samples file of `genenv evaluate --model ...`): each answer that holds a
+plan, scored against its query.
 """
 
 from __future__ import annotations
@@ -32,12 +34,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from experiments.travelplanner_plants import cases
+from lab.record import git_commit, machine
+
+from experiments.travelplanner_plants import Case, cases
 from genenv_cli.evals.travelplanner import TravelPlanner
 from genenv_cli.evals.travelplanner.benchmark import sample_database
 from genenv_cli.evals.travelplanner.checks import COMMONSENSE, HARD, evaluate_plan
 from genenv_cli.evals.travelplanner.database import FILES
-from lab.record import git_commit, machine
+from genenv_cli.evals.travelplanner.plans import extract_plan
 
 RESULTS = Path(__file__).parent / "results" / "travelplanner_official"
 QUERY_FIELDS = ("org", "dest", "days", "visiting_city_number", "date", "people_number", "local_constraint",
@@ -109,6 +113,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--data", type=Path, required=True, help="the release's folder (std_travelplanner.jsonl, ...)")
     ap.add_argument("--python", default=sys.executable, help="the interpreter for the official code")
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--outputs", type=Path, action="append", default=[],
+                    help="a model's answers ({\"id\", \"output\"} lines, as `genenv evaluate` writes its samples); "
+                         "each delivered plan is compared too (repeatable)")
     args = ap.parse_args(argv)
 
     suite = TravelPlanner()
@@ -119,6 +126,15 @@ def main(argv: list[str] | None = None) -> None:
     queries = [s.gold for s in samples]
     plans = [s.gold["annotated_plan"] for s in samples]
     rows = [(n, c) for n, c in cases(queries, plans, lambda q: dbs[id(q)])]
+    undelivered = Counter()
+    for path in args.outputs:
+        for line in path.read_text().splitlines():
+            rec = json.loads(line)
+            plan, _ = extract_plan(rec.get("output") or "")
+            if plan is None:
+                undelivered[path.name] += 1
+            else:
+                rows.append((int(rec["id"]) - 1, Case(f"model:{path.stem}", None, queries[int(rec["id"]) - 1], plan)))
 
     with tempfile.TemporaryDirectory(prefix="travelplanner-official-") as tmp:
         evaluation = official_tree(args.official, args.data, Path(tmp), [f for q in queries for f in
@@ -156,13 +172,14 @@ def main(argv: list[str] | None = None) -> None:
             for k in KEYS:
                 per_key[k]["agree"] += not off.get("error") and _value(ours, k) == _value(off, k)
                 per_key[k]["plans"] += 1
+            extra = {"plan": c.plan} if c.name.startswith("model:") else {}  # the others are rebuilt from the data
             fh.write(json.dumps({"query": n + 1, "case": c.name, "constraint": c.constraint, "agree": same,
-                                 "genenv": ours, "official": off}) + "\n")
+                                 "genenv": ours, "official": off, **extra}) + "\n")
     total = sum(k["plans"] for k in per_kind.values())
     agree = sum(k["agree"] for k in per_kind.values())
     result = {"plans": total, "agree": agree, "per_case": {k: dict(v) for k, v in per_kind.items()},
               "per_constraint": {k: dict(v) for k, v in per_key.items()},
-              "source": loaded.source, "official_python": versions, "commit": git_commit(), "machine": machine()}
+              "model_answers_without_a_plan": dict(undelivered), "source": loaded.source, "official_python": versions, "commit": git_commit(), "machine": machine()}
     (args.out / "agreement.json").write_text(json.dumps(result, indent=2) + "\n")
     (args.out / "agreement.md").write_text(_table(result))
     print(f"{agree}/{total} plans: the same verdict on every constraint")
@@ -181,7 +198,7 @@ def _value(v: dict[str, Any], key: str) -> bool | None:
 
 
 def _table(r: dict[str, Any]) -> str:
-    lines = [f"# genenv's TravelPlanner checks beside the official evaluator\n",
+    lines = ["# genenv's TravelPlanner checks beside the official evaluator\n",
              f"{r['agree']} of {r['plans']} plans get the same verdict on all 13 constraints (and whether the hard "
              f"ones are evaluated).\n", "| case | plans | same verdict | named constraint fails in both | final pass "
              "genenv / official | official errors |", "|---|---:|---:|---:|---:|---:|"]
@@ -191,6 +208,9 @@ def _table(r: dict[str, Any]) -> str:
                      f"{k['final_pass_official']} | {k['official_errors']} |")
     lines += ["", "| constraint | same value |", "|---|---:|"]
     lines += [f"| {k} | {v['agree']} / {v['plans']} |" for k, v in r["per_constraint"].items()]
+    if r["model_answers_without_a_plan"]:
+        lines += ["", "Model answers with no plan to check (not delivered, under both): "
+                  + ", ".join(f"{k}: {v}" for k, v in r["model_answers_without_a_plan"].items()) + "."]
     lines += ["", f"Data: {r['source']}. Official code run with Python/pandas/numpy {' / '.join(r['official_python'])}. "
               f"genenv commit {r['commit']}; machine: {r['machine']}.", ""]
     return "\n".join(lines)
