@@ -177,9 +177,11 @@ def main(argv: list[str] | None = None) -> None:
                                  "genenv": ours, "official": off, **extra}) + "\n")
     total = sum(k["plans"] for k in per_kind.values())
     agree = sum(k["agree"] for k in per_kind.values())
+    files = "; ".join(Path(x).name for x in loaded.source.split("; "))  # the release's files, not where they lay
     result = {"plans": total, "agree": agree, "per_case": {k: dict(v) for k, v in per_kind.items()},
               "per_constraint": {k: dict(v) for k, v in per_key.items()},
-              "model_answers_without_a_plan": dict(undelivered), "source": loaded.source, "official_python": versions, "commit": git_commit(), "machine": machine()}
+              "model_answers_without_a_plan": dict(undelivered), "source": files, "official_python": versions,
+              "commit": git_commit(), "machine": machine()}
     (args.out / "agreement.json").write_text(json.dumps(result, indent=2) + "\n")
     (args.out / "agreement.md").write_text(_table(result))
     print(f"{agree}/{total} plans: the same verdict on every constraint")

@@ -18,7 +18,10 @@ GENENV_CACHE; Google Drive often answers a program with a confirmation page inst
 then the error says to download and unzip the database by hand and pass `--data`. Splits: validation
 (default, 180 queries) and train (45, with annotated plans); the test split carries no constraints and
 is scored only by the official leaderboard. Sample ids: the official `idx`, the 1-based row of the split,
-as a string ("1" .. "180"). Category: the query's level (easy, medium, hard).
+as a string ("1" .. "180"). Category: the query's level (easy, medium, hard). The official repository's own
+release of the training split (std_travelplanner.jsonl and train_ref_info.jsonl beside database/, which has no
+flights table) is read by `release.py`: the fields derived from each query's text, its flights from its reference
+information (`sample_database`).
 
 Prompt (sole-planning, `direct` strategy: `agents/prompts.py` PLANNER_INSTRUCTION as
 `tools/planner/sole_planning.py` fills it, split into system and user turns the way the official
