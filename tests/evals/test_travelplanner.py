@@ -449,7 +449,7 @@ def test_fields_are_derived_from_a_training_query_text():
            "Self-driving from Denver to Aspen": "x", "Taxi from Aspen to Boise": "x"}
     text = ("Can you help with a 5-day plan for a party of 5? We're setting off from Boise to explore 2 cities in "
             "Colorado from March 11th to March 15th, 2022, with a budget of $15,100. We'll be bringing our pets. "
-            "We hope to find Mexican and Indian food in Indianapolis style. Entire rooms would be ideal, and we do "
+            "We hope to find Indianapolis-style Mexican and Indian food. Entire rooms would be ideal, and we do "
             "not plan to drive ourselves.")
     got = derive_fields(text, ref, states, "q1")
     assert got == {"org": "Boise", "dest": "Colorado", "days": 5, "visiting_city_number": 2,

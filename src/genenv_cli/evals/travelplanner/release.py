@@ -201,7 +201,8 @@ def local_constraint(text: str, where: str) -> dict[str, Any]:
         raise InputError(f"{where}: the query text names more than one house rule ({', '.join(rules)}); the dataset "
                          f"holds one: {text!r}.")
 
-    cuisines = sorted((c for c in CUISINES if re.search(rf"\b{c}\b", text)), key=lambda c: text.index(c))
+    named = {c: m.start() for c in CUISINES if (m := re.search(rf"\b{c}\b", text))}  # not "Indian" in "Indianapolis"
+    cuisines = sorted(named, key=named.__getitem__)
     return {"house rule": rules[0] if rules else None, "cuisine": cuisines or None,
             "room type": first(ROOM_TYPE_PATTERNS), "transportation": first(TRANSPORT_PATTERNS)}
 
