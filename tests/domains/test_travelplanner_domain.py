@@ -212,23 +212,36 @@ def test_init_with_official_files_and_a_malformed_record(tmp_path):
     runner = CliRunner()
     src = tmp_path / "tp"
     shutil.copytree(FIX, src)
-    res = runner.invoke(app, ["init", str(tmp_path / "run"), "--domain", "travelplanner", "--seeds",
-                              str(src / "validation.csv")])
-    assert res.exit_code == 0, res.output
-    seeds = [json.loads(x) for x in (tmp_path / "run" / "seeds" / "seeds.jsonl").read_text().splitlines()]
-    assert sorted(s["shape"] for s in seeds) == ["easy", "hard", "medium"]
-    with open(src / "validation.csv", newline="", encoding="utf-8") as fh:
+    (src / "validation.csv").rename(src / "train.csv")  # the fixture's queries, as a training split
+    for seeds_from in (src / "train.csv", src):  # the split file, or the folder holding it
+        run = tmp_path / f"run-{seeds_from.name}"
+        res = runner.invoke(app, ["init", str(run), "--domain", "travelplanner", "--seeds", str(seeds_from)])
+        assert res.exit_code == 0, res.output
+        seeds = [json.loads(x) for x in (run / "seeds" / "seeds.jsonl").read_text().splitlines()]
+        assert sorted(s["shape"] for s in seeds) == ["easy", "hard", "medium"]
+    with open(src / "train.csv", newline="", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
     rows[1]["level"] = "extreme"
-    with open(src / "validation.csv", "w", newline="", encoding="utf-8") as fh:
+    with open(src / "train.csv", "w", newline="", encoding="utf-8") as fh:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
     res = runner.invoke(app, ["init", str(tmp_path / "run2"), "--domain", "travelplanner", "--seeds",
-                              str(src / "validation.csv")])
+                              str(src / "train.csv")])
     assert res.exit_code != 0
-    assert "validation.csv, record 2" in res.output and "level must be one of" in res.output, res.output
+    assert "train.csv, record 2" in res.output and "level must be one of" in res.output, res.output
     assert not (tmp_path / "run2" / "seeds").exists()
+
+
+def test_init_refuses_the_evaluation_splits(tmp_path):
+    """The domain trains on the training split only: validation and test queries are what the suite evaluates."""
+    runner = CliRunner()
+    for name in ("validation.csv", "test.csv"):
+        shutil.copy(FIX / "validation.csv", tmp_path / name)
+        res = runner.invoke(app, ["init", str(tmp_path / f"run-{name}"), "--domain", "travelplanner", "--seeds",
+                                  str(tmp_path / name)])
+        assert res.exit_code != 0 and "training split only" in res.output, res.output
+        assert not (tmp_path / f"run-{name}" / "seeds").exists()
 
 
 def test_open_databases_are_shared_and_bounded(tmp_path):

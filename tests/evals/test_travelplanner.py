@@ -437,3 +437,29 @@ def test_bad_database_column_is_an_input_error(tmp_path):
 def test_degenerate_plans_are_not_delivered_never_a_crash():
     for output in ['[{"days": ' + "1" * 5000 + "}]", "[{'days': " + "[" * 600 + "]" * 600 + "}]", "[" * 3000]:
         assert extract_plan(output)[0] is None
+
+
+# ---------------------------------------------------------------------------- the release's training split
+
+def test_fields_are_derived_from_a_training_query_text():
+    from genenv_cli.evals.travelplanner.release import derive_fields
+
+    states = {"Denver": "Colorado", "Aspen": "Colorado", "Boise": "Idaho"}
+    ref = {"Attractions in Denver": [], "Accommodations in Aspen": [], "Flight from Boise to Denver on 2022-03-11": [],
+           "Self-driving from Denver to Aspen": "x", "Taxi from Aspen to Boise": "x"}
+    text = ("Can you help with a 5-day plan for a party of 5? We're setting off from Boise to explore 2 cities in "
+            "Colorado from March 11th to March 15th, 2022, with a budget of $15,100. We'll be bringing our pets. "
+            "We hope to find Indianapolis-style Mexican and Indian food. Entire rooms would be ideal, and we do "
+            "not plan to drive ourselves.")
+    got = derive_fields(text, ref, states, "q1")
+    assert got == {"org": "Boise", "dest": "Colorado", "days": 5, "visiting_city_number": 2,
+                   "date": ["2022-03-11", "2022-03-12", "2022-03-13", "2022-03-14", "2022-03-15"],
+                   "people_number": 5, "budget": 15100, "level": "hard",
+                   "local_constraint": {"house rule": "pets", "cuisine": ["Mexican", "Indian"],
+                                        "room type": "entire room", "transportation": "no self-driving"}}
+    for broken, why in ((text.replace("$15,100", "$15,100 or $9,000"), "budget"),
+                        (text.replace("bringing our pets", "bringing pets to parties"), "more than one house rule"),
+                        (text.replace("a party of 5", "us"), "group size"),
+                        (text.replace("5-day", "4-day"), r"says \[4\] days")):
+        with pytest.raises(InputError, match=why):
+            derive_fields(broken, ref, states, "q1")

@@ -10,6 +10,11 @@ folder under the cache (`travelplanner_sandbox`), and the suite's own `Database`
 reference information the agent sees is rendered from the same rows in the official shape (a list of
 {Description, Content}); an item imported from the official files keeps its `reference_information` verbatim.
 
+**Seeds** (`init --seeds`) come from the training split only, never from the validation or test queries the suite
+evaluates on: train.csv, or the official repository's release of the 45 training queries (a folder of
+std_travelplanner.jsonl, train_ref_info.jsonl and database/; the flights an item carries are then its query's
+reference flights, since that database has no flights table).
+
 **Shapes** are the level (easy, medium, hard). The level fixes which hard constraints are scored (budget only;
 one more of house rule, cuisine, room type; transportation too), which is what the environment can steer
 directly and what the suite reports per category; trip length (3/5/7 days, 1/2/3 cities) is the other axis,
@@ -53,9 +58,16 @@ from genenv_cli.domains.base import EnvContext, Reject, SeedTask
 from genenv_cli.domains.family import FamilyDomain
 from genenv_cli.errors import InputError
 from genenv_cli.evals.base import EvalSample
-from genenv_cli.evals.travelplanner.benchmark import LEVELS, make_sample, open_database, parse_query
+from genenv_cli.evals.travelplanner.benchmark import (
+    LEVELS,
+    SPLIT_SUFFIXES,
+    make_sample,
+    parse_query,
+    sample_database,
+)
 from genenv_cli.evals.travelplanner.checks import LOCAL_CONSTRAINTS
 from genenv_cli.evals.travelplanner.database import COLUMNS, FILES, PANDAS_NA
+from genenv_cli.evals.travelplanner.release import CHATS, ref_info_name
 
 SHAPES = tuple(LEVELS)
 CITIES_FOR_DAYS = {3: 1, 5: 2, 7: 3}
@@ -120,8 +132,6 @@ def _table_problem(db: Any) -> str | None:
                 v = row.get(col)
                 if v is None or isinstance(v, dict | list | bool) or str(v).strip() in PANDAS_NA:
                     return f"database.{table} row {n} has no {col!r}"
-                if str(v) != str(v).strip() or "\n" in str(v):
-                    return f"database.{table} row {n}: {col!r} has surrounding spaces or a line break"
     numeric = {"flights": ["Price"], "accommodations": ["price", "minimum nights", "maximum occupancy"],
                "restaurants": ["Average Cost"], "distance": ["distance"]}
     for table, cols in numeric.items():
@@ -246,9 +256,12 @@ def _query_text_problem(p: dict[str, Any]) -> str | None:
     for what in ("org", "dest"):
         if p[what] not in q:
             return f"the query text does not name its {what} {p[what]!r}"
-    if not re.search(rf"\b{p['days']}\b|\b{['', '', '', 'three', '', 'five', '', 'seven'][p['days']]}\b", q,
-                     re.IGNORECASE):
-        return f"the query text does not say {p['days']} days"
+    week = r"|\bweek\b" if p["days"] == 7 else ""  # "a one-week trip", "week-long"
+    first, last = (int(d[-2:]) for d in (p["date"][0], p["date"][-1]))  # or the first and last day: "24th to 26th"
+    span = all(re.search(rf"\b{d}(?:st|nd|rd|th)?\b", q) for d in (first, last))
+    if not span and not re.search(rf"\b{p['days']}\b|\b{['', '', '', 'three', '', 'five', '', 'seven'][p['days']]}\b{week}",
+                                  q, re.IGNORECASE):
+        return f"the query text does not say {p['days']} days (nor its first and last day)"
     b = p["budget"]
     spelled = {f"{b:,.0f}", f"{b:.0f}"} if float(b).is_integer() else {f"{b:,}", str(b)}
     if not any(s in q for s in spelled):
@@ -296,8 +309,10 @@ def _sandbox_problem(p: dict[str, Any]) -> str | None:
 # ---------------------------------------------------------------------------- the sandbox on disk
 
 def _cell(v: Any) -> str:
+    """One CSV field, quoted where a reader would otherwise split or trim it (the official tables have names with
+    surrounding spaces and line breaks)."""
     s = str(v)
-    return f'"{s.replace(chr(34), chr(34) * 2)}"' if any(c in s for c in ',"') else s
+    return f'"{s.replace(chr(34), chr(34) * 2)}"' if any(c in s for c in ',"\n\r') or s != s.strip() else s
 
 
 def _columns(db: dict[str, Any], table: str) -> list[str]:
@@ -370,9 +385,11 @@ class TravelPlannerDomain(FamilyDomain):
     shapes = SHAPES
     benchmark = "travelplanner"
     seed_file = "travelplanner_seeds.jsonl"
+    seed_folders = True  # the official release is a folder: std_travelplanner.jsonl, train_ref_info.jsonl, database/
     env_system = ENV_SYSTEM
-    seed_format = ("TravelPlanner files as `genenv evaluate --bench travelplanner --data FILE` reads them: the "
-                   "split file (validation.csv, train.csv, .jsonl, .json, .parquet) with database/ beside it")
+    seed_format = ("the TravelPlanner training split as `genenv evaluate --bench travelplanner --data FILE` reads "
+                   "it: train.csv (.jsonl, .json, .parquet) with database/ beside it, or the official repository's "
+                   "folder of std_travelplanner.jsonl, train_ref_info.jsonl and database/ (never validation or test)")
 
     def _sandbox_base(self) -> Path:
         from genenv_cli.paths import cache_dir
@@ -386,12 +403,35 @@ class TravelPlannerDomain(FamilyDomain):
         root = travelplanner_sandbox(payload["database"], self._sandbox_base())
         return make_sample("item", gold, query, ref, root)
 
+    def read_seeds(self, path: Path) -> list[SeedTask]:
+        """The training split only (the official repository's release of it, or train.csv): validation and test
+        queries are what the suite evaluates on, so a file of theirs is refused."""
+        from genenv_cli.paths import cache_dir
+
+        path = Path(path)
+        if path.is_file() and path.name.lower().startswith(("validation", "test")):
+            raise InputError(f"{path}: the travelplanner domain trains on the training split only; "
+                             f"{path.name} holds evaluation queries. Give the training split (train.csv, or the "
+                             f"official repository's std_travelplanner.jsonl with train_ref_info.jsonl and database/).")
+        loaded = self.suite.load(data=path, split="train", version=None, protocol=self.protocol,
+                                 cache_dir=cache_dir() / "benchmarks" / self.benchmark)
+        return self.checked_seeds(path, loaded.samples)
+
+    def seed_files(self, path: Path) -> list[tuple[Path, str]]:
+        """The query files of a source (the split file; the release's chat examples and reference information);
+        each item carries the database rows it uses, so the database is not copied."""
+        path = Path(path)
+        if path.is_file():
+            return [(path, path.name)]
+        names = [*(f"train{suffix}" for suffix in SPLIT_SUFFIXES), CHATS, ref_info_name("train")]
+        return [(path / n, n) for n in names if (path / n).is_file()]
+
     def seed_from_sample(self, sample: EvalSample) -> SeedTask:
         """An official query with the rows of the official database its cities use (so the item stands alone)."""
         import polars as pl
 
         g = sample.gold
-        db = open_database(Path(sample.meta["database"]))  # the suite's instance: its tables are read once
+        db = sample_database(sample)  # the suite's instance (its tables read once), with the query's own flights
         state_cities = [c for c, s in db.cities.items() if s == g["dest"]]
         cities = {g["org"], g["dest"], *state_cities}
         flights = db.flight_table().filter(pl.col("OriginCityName").is_in(list(cities))

@@ -18,7 +18,10 @@ GENENV_CACHE; Google Drive often answers a program with a confirmation page inst
 then the error says to download and unzip the database by hand and pass `--data`. Splits: validation
 (default, 180 queries) and train (45, with annotated plans); the test split carries no constraints and
 is scored only by the official leaderboard. Sample ids: the official `idx`, the 1-based row of the split,
-as a string ("1" .. "180"). Category: the query's level (easy, medium, hard).
+as a string ("1" .. "180"). Category: the query's level (easy, medium, hard). The official repository's own
+release of the training split (std_travelplanner.jsonl and train_ref_info.jsonl beside database/, which has no
+flights table) is read by `release.py`: the fields derived from each query's text, its flights from its reference
+information (`sample_database`).
 
 Prompt (sole-planning, `direct` strategy: `agents/prompts.py` PLANNER_INSTRUCTION as
 `tools/planner/sole_planning.py` fills it, split into system and user turns the way the official
@@ -84,8 +87,16 @@ from genenv_cli.evals.travelplanner.checks import (
     evaluate_plan,
     hard_total,
 )
-from genenv_cli.evals.travelplanner.database import FILES, Database, find_database
+from genenv_cli.evals.travelplanner.database import FILES, Database, QueryDatabase, find_database
 from genenv_cli.evals.travelplanner.plans import extract_plan
+from genenv_cli.evals.travelplanner.release import (
+    CHATS,
+    find_ref_info,
+    flight_rows,
+    read_ref_info,
+    ref_info_name,
+    release_records,
+)
 from genenv_cli.jsonio import json_document, json_lines
 from genenv_cli.safefiles import open_regular
 
@@ -146,7 +157,29 @@ def _open_database(key: str) -> Database:
     return Database(Path(key))
 
 
+def sample_database(sample: EvalSample, loaded: Database | None = None) -> Database:
+    """The database a sample is checked against: its folder's (or `loaded`), with the query's own flight rows in
+    place of the flights table when the sample carries them (a database without that table)."""
+    root = sample.meta.get("database")
+    db = open_database(Path(root)) if root else loaded
+    if db is None:
+        raise InputError(f"TravelPlanner sample {sample.id} names no database; load the benchmark first.")
+    flights = sample.gold.get("flights")
+    return QueryDatabase(db, flights) if flights is not None else db
+
+
 # ---------------------------------------------------------------------------- split files
+
+def _default_split(data: Path | None) -> str:
+    """validation, unless --data is the official repository's training release (no validation file there)."""
+    if data is not None:
+        folder = Path(data).expanduser()
+        if folder.is_file():
+            return "train" if folder.name == CHATS else "validation"
+        if (folder / CHATS).is_file() and _split_file(folder, "validation") is None:
+            return "train"
+    return "validation"
+
 
 def _read_records(path: Path) -> list[dict[str, Any]]:
     suffix = path.suffix.lower()
@@ -244,6 +277,8 @@ def _query(rec: Any, idx: int, path: Path) -> tuple[dict[str, Any], str, str]:
         "budget": _number(rec["budget"], "budget", where),
         "level": level,
     }
+    if isinstance(rec.get("flights"), list):  # the query's own flight rows (a database without a flights table)
+        gold["flights"] = rec["flights"]
     if gold["days"] < 1:
         raise InputError(f"{where}: days must be at least 1, got {rec['days']!r}.")
     plan = rec.get("annotated_plan")
@@ -277,6 +312,8 @@ def _split_file(folder: Path, split: str) -> Path | None:
     for suffix in SPLIT_SUFFIXES:
         if (folder / f"{split}{suffix}").is_file():
             return folder / f"{split}{suffix}"
+    if split == "train" and (folder / CHATS).is_file():
+        return folder / CHATS
     for pattern in (f"{split}-*.parquet", f"{split}/*.parquet", f"data/{split}-*.parquet"):
         found = sorted(folder.glob(pattern))
         if found:
@@ -308,7 +345,7 @@ class TravelPlanner(Benchmark):
     # ------------------------------------------------------------------ loading
     def load(self, *, data: Path | None, split: str | None, version: str | None, protocol: str,
              cache_dir: Path) -> LoadedData:
-        split = split or self.splits[0]
+        split = split or _default_split(data)
         version = version or self.versions[0]
         if protocol not in PROTOCOLS:
             raise InputError(f"unknown protocol {protocol!r}; expected one of {', '.join(PROTOCOLS)}.")
@@ -355,7 +392,30 @@ class TravelPlanner(Benchmark):
             raise InputError(f"the TravelPlanner database at {db_root} is incomplete: missing "
                              f"{', '.join(missing)}. Unzip the official database there (layout: "
                              f"{', '.join(FILES.values())}).")
-        records = _read_records(split_path)
+        read = [split_path]
+        ref_info = find_ref_info(split_path.parent, split) or find_ref_info(db.root.parent, split)
+        if split_path.name == CHATS:  # the official repository's release of the training split
+            if ref_info is None:
+                raise InputError(f"{split_path} is the training split's chat examples; their reference information "
+                                 f"({ref_info_name('train')}) must be beside it or in its database/ folder.")
+            records = release_records(split_path, ref_info, db.cities)
+            read.append(ref_info)
+        else:
+            records = _read_records(split_path)
+            if not db.has_flight_table():
+                if ref_info is None:
+                    raise InputError(f"the TravelPlanner database at {db.root} has no flights table "
+                                     f"({FILES['flights']}); give the split's reference information "
+                                     f"({ref_info_name(split)}) beside {split_path.name} to take each query's "
+                                     f"flights from it, or add the official flights table.")
+                refs = read_ref_info(ref_info)
+                if len(refs) != len(records):
+                    raise InputError(f"{ref_info} holds {len(refs)} queries, {split_path} {len(records)}: expected "
+                                     f"the same queries line for line.")
+                for n, (rec, ref) in enumerate(zip(records, refs, strict=True), 1):
+                    if isinstance(rec, dict):
+                        rec["flights"] = flight_rows(ref, f"{ref_info}, line {n}")
+                read.append(ref_info)
         if not records:
             raise InputError(f"{split_path}: no query records.")
         samples = []
@@ -364,11 +424,12 @@ class TravelPlanner(Benchmark):
             samples.append(make_sample(str(idx), gold, query, ref, db.root))
         self._db = db
         where = "local file" if source_kind == "local" else f"Hub revision {version}"
+        flights = "" if db.has_flight_table() else ", each query's flights from its reference information"
         return LoadedData(
             samples=samples,
-            version=f"osunlp/TravelPlanner {split} ({where}, {len(samples)} queries) + database",
-            source=f"{split_path}; {db.root}",
-            fingerprint=sha256_paths([split_path, *db.paths()]))
+            version=f"osunlp/TravelPlanner {split} ({where}, {len(samples)} queries) + database{flights}",
+            source="; ".join(map(str, [*read, db.root])),
+            fingerprint=sha256_paths([*read, *db.paths()]))
 
     def _cached_database(self, base: Path, tried: list[str]) -> Path | None:
         """The database under the cache, fetching and unpacking the official zip on first use."""
@@ -408,12 +469,7 @@ class TravelPlanner(Benchmark):
         return dest
 
     def _db_for(self, sample: EvalSample) -> Database:
-        root = sample.meta.get("database")
-        if root:
-            return open_database(Path(root))
-        if self._db is not None:
-            return self._db
-        raise InputError(f"TravelPlanner sample {sample.id} names no database; load the benchmark first.")
+        return sample_database(sample, self._db)
 
     # ------------------------------------------------------------------ scoring
     def score(self, sample: EvalSample, output: str, protocol: str) -> Verdict:

@@ -30,6 +30,12 @@ use them:
 
 Each table is read with polars (every field as text, null strings as pandas has them) the first time a
 check needs it; the flight table is kept sorted by number and searched by bisection.
+
+The flights table is optional: the official repository never committed it (its README links a zip with it). Without
+it, a query is checked against its own flight rows, those of its reference information (`QueryDatabase`): a flight
+is then in the sandbox when the query's reference information lists it (number, origin, destination), where the
+full table would also admit a real flight of another day or route the query was never shown. The price is the
+listed row's either way: a flight number is one row of the table.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from genenv_cli.errors import InputError, elide
 
@@ -125,10 +132,15 @@ class Database:
 
     # ------------------------------------------------------------------ files
     def paths(self) -> list[Path]:
-        return [self.root / rel for rel in FILES.values()]
+        """The tables' files (the flights table only where it is there)."""
+        return [self.root / rel for key, rel in FILES.items() if key != "flights" or self.has_flight_table()]
 
     def missing(self) -> list[str]:
-        return [rel for rel in FILES.values() if not (self.root / rel).is_file()]
+        """The tables absent from the folder; the flights table is optional (see `QueryDatabase`)."""
+        return [rel for key, rel in FILES.items() if key != "flights" and not (self.root / rel).is_file()]
+
+    def has_flight_table(self) -> bool:
+        return (self.root / FILES["flights"]).is_file()
 
     def _read(self, key: str, dropna: bool, sort: str | None = None):
         """The table's needed columns (every field as text), read lazily with polars."""
@@ -177,6 +189,11 @@ class Database:
     # ------------------------------------------------------------------ flights
     def flight_table(self):
         if self._flights is None:
+            if not self.has_flight_table():
+                raise InputError(f"the TravelPlanner database at {self.root} has no flights table "
+                                 f"({FILES['flights']}) and the query carries no flight rows: give the split's "
+                                 f"reference information (train_ref_info.jsonl, as the official repository has it) "
+                                 f"beside the split file, or add the official flights table.")
             # stable sort: rows sharing a number keep their file order ("first row" stays first)
             self._flights = self._read("flights", dropna=True, sort="Flight Number")
         return self._flights
@@ -273,3 +290,37 @@ class Database:
 
 def number_or_none(text: str | None, what: str, table: str) -> float | None:
     return None if text is None else number(text, what, table)
+
+
+class QueryDatabase(Database):
+    """The tables of a shared `Database` (read once, by it) with one query's flight rows in place of the flights
+    table: rows with the official column names, as a query's reference information lists them."""
+
+    def __init__(self, base: Database, flights: list[dict[str, Any]]):
+        import polars as pl
+
+        super().__init__(base.root)
+        self.base = base
+        cols = COLUMNS["flights"]
+        rows = [r for r in flights if all(r.get(c) not in (None, *PANDAS_NA) for c in cols)]  # pandas' dropna
+        frame = pl.DataFrame({c: [str(r[c]) for r in rows] for c in cols}, schema={c: pl.String for c in cols})
+        self._flights = frame.sort("Flight Number", maintain_order=True)
+
+    def has_flight_table(self) -> bool:
+        return True
+
+    @property
+    def cities(self) -> dict[str, str]:
+        return self.base.cities
+
+    def accommodation_table(self) -> dict[str, list[Accommodation]]:
+        return self.base.accommodation_table()
+
+    def restaurant_table(self) -> dict[str, list[Restaurant]]:
+        return self.base.restaurant_table()
+
+    def attraction_table(self) -> dict[str, list[str]]:
+        return self.base.attraction_table()
+
+    def distance_table(self) -> dict[tuple[str, str], tuple[str | None, str | None]]:
+        return self.base.distance_table()
