@@ -66,6 +66,53 @@ class EnvContext:
                 "stats": self.stats, "frontier": self.frontier}
 
 
+Messages = list[dict[str, str]]
+
+
+@dataclass(frozen=True)
+class Step:
+    """What the environment answers to one agent action. `observation` is the next user message (None when `done`);
+    `reward` is the episode's R_agent in [0, 1] when `done`; `verdict` may add partial credit, validity and a reason
+    (without one, the verdict is (reward, reward, valid, None))."""
+
+    observation: str | None
+    done: bool
+    reward: float = 0.0
+    verdict: TaskVerdict | None = None
+
+
+class Environment(ABC):
+    """One episode of one task: how it starts and how it answers the agent. An episode starts from the task's
+    first observation (chat messages ending where the agent answers); each agent answer goes to `step`, which gives
+    the next observation (a user message), whether the episode is over, and its reward once it is."""
+
+    def __init__(self, domain: Any, payload: dict[str, Any]) -> None:
+        self.domain = domain
+        self.payload = payload
+
+    @abstractmethod
+    def first_messages(self) -> Messages:
+        """The first observation: chat messages, ending where the agent answers."""
+
+    @abstractmethod
+    def step(self, action: str) -> Step:
+        """Take the agent's answer; return the next observation, done and reward."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Free what the episode holds."""
+
+
+class OneStep(Environment):
+    """A single-turn domain as a one-step episode: its prompt, and its scorer's verdict on the answer."""
+
+    def first_messages(self) -> Messages:
+        return self.domain.agent_messages(self.payload)
+
+    def step(self, action: str) -> Step:
+        verdict = self.domain.score(self.payload, action)
+        return Step(None, True, verdict.reward, verdict)
+
+
 _WORD = re.compile(r"[a-z0-9]+")
 
 
@@ -123,6 +170,9 @@ class Domain(ABC):
     payload_keys: tuple[str, ...] = ()
     # modules besides the domain's own whose code shapes its output (a shared parser, a scorer): fingerprinted
     code_modules: tuple[str, ...] = ()
+    # the most agent turns an episode of the domain may take (1: single-turn; a multi-turn environment overrides
+    # `environment` and raises it; domains/environment.py)
+    max_turns: int = 1
 
     def seed_path(self) -> Path:
         """Where the packaged seed set is: `data/<seed_file>` in the defining package's folder."""
@@ -209,6 +259,16 @@ class Domain(ABC):
         """None when `payload` is a well-formed task of this domain, else what is wrong (for tasks.jsonl
         validation)."""
         return None if isinstance(payload, dict) else "payload must be a JSON object"
+
+    def environment(self, payload: dict[str, Any]) -> Environment:
+        """An episode of the task (domains/environment.py): by default a one-step episode, the agent's prompt then
+        `score` on its answer. A multi-turn domain returns its own `Environment`."""
+        return OneStep(self, payload)
+
+    @property
+    def episodic(self) -> bool:
+        """Whether the domain's tasks are played as multi-turn episodes (its rollouts record every turn)."""
+        return self.max_turns > 1
 
     def score_many(self, payloads: list[dict[str, Any]], completions: list[str]) -> list[TaskVerdict]:
         return [self.score(p, c) for p, c in zip(payloads, completions, strict=True)]
