@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 
+from genenv_cli.curriculum import is_success
 from genenv_cli.domains.base import Environment, Messages, TaskVerdict
 from genenv_cli.evals.base import CONTEXT_OVERFLOW, Episode, Verdict
 
@@ -26,8 +27,9 @@ ENDS = (END_DONE, END_TURN_CAP, CONTEXT_OVERFLOW)
 class DomainEpisode(Episode):
     """An environment stepped from outside (evals.base.Episode), with the record the rollout stage keeps."""
 
-    def __init__(self, env: Environment, max_turns: int, name: str = "") -> None:
+    def __init__(self, env: Environment, max_turns: int, name: str = "", threshold: float = 1.0) -> None:
         self.env = env
+        self.threshold = threshold  # the reward that counts as a success in `result()`
         self.max_turns = max(1, int(max_turns))
         self.name = name or getattr(env.domain, "name", "")
         self.messages = [dict(m) for m in env.first_messages()]
@@ -70,9 +72,11 @@ class DomainEpisode(Episode):
 
     def result(self) -> tuple[Messages, Verdict]:
         v = self.verdict or TaskVerdict(0.0, 0.0, False, "not played")
-        return [dict(m) for m in self.messages], Verdict(correct=v.reward >= 1.0, parsed=self.actions[-1:] or None,
-                                                         reason=v.error or "", end=self.end,
-                                                         scores={"reward": v.reward, "turns": float(self.turns)})
+        correct = is_success(v.reward, self.threshold)
+        return [dict(m) for m in self.messages], Verdict(correct=correct, parsed=self.actions or None,
+                                                         reason="" if correct else (v.error or "wrong"), end=self.end,
+                                                         scores={"reward": v.reward, "partial": v.partial,
+                                                                 "turns": float(self.turns)})
 
     def close(self) -> None:
         self.env.close()
