@@ -8,8 +8,8 @@ import pytest
 
 from genenv_cli.domains import get_domain
 from genenv_cli.domains.arith import ArithError
+from genenv_cli.domains.base import END_DONE, END_TURN_CAP, DomainEpisode
 from genenv_cli.domains.calc import MAX_CALL_CHARS, calculate, find_call
-from genenv_cli.domains.environment import END_DONE, END_TURN_CAP, DomainEpisode
 
 
 @pytest.mark.parametrize("text, call", [

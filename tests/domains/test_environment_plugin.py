@@ -10,8 +10,8 @@ import shutil
 import pytest
 
 from genenv_cli.domains import DOMAINS, get_domain
+from genenv_cli.domains.base import END_DONE, END_TURN_CAP, DomainEpisode
 from genenv_cli.domains.checks import run_contract
-from genenv_cli.domains.environment import END_DONE, END_TURN_CAP, DomainEpisode
 from paths import ROOT
 
 EXAMPLE = ROOT / "examples" / "unitconv" / "genenv_unitconv"

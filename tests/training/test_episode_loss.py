@@ -14,8 +14,7 @@ import pytest
 import torch
 
 from genenv_cli.domains import get_domain
-from genenv_cli.domains.base import Environment, Step
-from genenv_cli.domains.environment import END_DONE, DomainEpisode
+from genenv_cli.domains.base import END_DONE, DomainEpisode, Environment, Step
 from genenv_cli.engines import SamplingParams
 from genenv_cli.engines.hf import HFEngine
 from genenv_cli.evals.episodes import TokenTrace, observation_ids, play

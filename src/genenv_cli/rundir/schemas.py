@@ -57,7 +57,7 @@ def _s(key: str, path: str, fmt: str, writer: str, doc: str, *cols: tuple[Any, .
 _DOMAIN = ("domain", "str?", "The task's domain, e.g. `tool_call`; null (or absent) in files written before the "
            "column existed, meaning the run's domain.", True)
 
-# the columns of a multi-turn episode (domains/environment.py), absent from the files of single-turn domains
+# the columns of a multi-turn episode (`Environment` in domains/base.py), absent from the files of single-turn domains
 _MASK_DOC = ("Per token of `completion_token_ids`: 1 where the agent sampled it, 0 for the environment's tokens (its "
              "observations and the chat template's turn markers between the agent's turns), which get no gradient, no "
              "KL and no importance weight. Null (or absent) for a single-turn rollout: every token is the agent's.")

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from genenv_cli.domains.environment import DomainEpisode
+from genenv_cli.domains.base import DomainEpisode
 from genenv_cli.evals.episodes import TokenTrace, play
 
 
@@ -24,9 +24,8 @@ def play_tasks(engine: Any, domains: dict[str, Any], tasks: list[dict[str, Any]]
     episodes: list[DomainEpisode] = []
     try:
         for t in tasks:
-            domain = domains[t["domain"]]
             for _ in range(k):
-                episodes.append(DomainEpisode(domain.environment(t["payload"]), domain.max_turns, domain.name))
+                episodes.append(domains[t["domain"]].start_episode(t["payload"]))
         traces = [TokenTrace(engine.prompt_ids(e.messages)) for e in episodes]
         play(episodes, engine, params, context_limit=engine.context_limit(), traces=traces,
              seeds=[s + i for s in seeds for i in range(k)], on_done=on_done)

@@ -58,11 +58,7 @@ class HeldOut(Benchmark):
     def start_episode(self, sample: EvalSample, max_steps: int) -> Any:
         """An episode of a multi-turn domain's item: its environment, capped at the domain's `max_turns` (the cap
         its training episodes have; `evaluate.max_steps` is for the benchmarks' own games)."""
-        from genenv_cli.domains.environment import DomainEpisode
-
-        domain = self.domains[sample.meta["domain"]]
-        return DomainEpisode(domain.environment(sample.gold), domain.max_turns, domain.name,
-                             threshold=self.threshold)
+        return self.domains[sample.meta["domain"]].start_episode(sample.gold, self.threshold)
 
     def load(self, *, data: Path | None, split: str | None, version: str | None, protocol: str,
              cache_dir: Path) -> LoadedData:
