@@ -13,10 +13,10 @@ the domain. Shards split the tasks round-robin so N machines share an epoch; `sc
 incomplete set. A sample's seed depends on its task's place in the epoch and its index, never on the shards, so
 one process and N shards draw the same rollouts.
 
-A multi-turn domain's tasks (an environment: `Environment` in domains/base.py) are played as episodes, each of the K samples
-its own, all live ones advanced together one turn at a time (stages/rollout_episodes.py); each row then records the
-whole episode: its token sequence after the first prompt with the sampler's logprobs and the mask of the agent's
-tokens, the turns, why it ended and the environment's reward (docs/pools.md).
+A multi-turn domain's tasks (an environment: `Environment` in domains/base.py) are played as episodes, each of the
+K samples its own, all live ones advanced together one turn at a time (stages/rollout_episodes.py); each row then
+records the whole episode: its token sequence after the first prompt with the sampler's logprobs and the mask of
+the agent's tokens, the turns, why it ended and the environment's reward (docs/pools.md).
 """
 
 from __future__ import annotations
