@@ -102,3 +102,21 @@ def test_a_single_turn_domain_writes_the_files_it_always_wrote(make_run):
     assert set(counts) == {"tasks", "rollouts", "completion_tokens", "truncated"}
     metrics = json.loads(run.manifest_path(1, "score").read_text())["metrics"]
     assert not any(k.startswith("episode") for k in metrics)
+
+
+def test_an_episode_that_outgrows_the_context_ends_and_says_why(tiny_model, three_turns):
+    from genenv_cli.domains import get_domain
+    from genenv_cli.engines import SamplingParams
+    from genenv_cli.engines.hf import HFEngine
+    from genenv_cli.models import resolve
+    from genenv_cli.stages.rollout_episodes import play_tasks
+
+    domain = get_domain(NAME)
+    engine = HFEngine(resolve(str(tiny_model)), device="cpu", dtype="float32")
+    task = {"domain": NAME, "payload": {"expression": "1 + 1", "answer": 2}}
+    first = len(engine.prompt_ids(domain.agent_messages(task["payload"])))
+    engine.context_limit = lambda: first + 5 + 3   # the first turn fits, the second prompt does not
+    (row,) = play_tasks(engine, {NAME: domain}, [task], SamplingParams(max_new_tokens=5, n=1, seed=3), [0])[0]
+    assert (row["turns"], row["end"], row["reward"], row["valid"]) == (1, "context_overflow", 0.0, False)
+    assert row["error"].startswith("context overflow before step 2: the prompt (")
+    assert sum(row["agent_mask"]) == 5 and 0 in row["agent_mask"]  # the observation was added before the check
