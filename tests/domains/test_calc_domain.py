@@ -77,3 +77,35 @@ def test_calc_is_a_multi_turn_domain_writing_arith_tasks():
     assert calc.episodic and not arith.episodic and calc.max_turns == 3
     assert calc.seeds() == arith.seeds()
     assert calc.agent_messages({"expression": "2 + 2"})[-1] == {"role": "user", "content": "Compute 2 + 2"}
+
+
+def test_the_contract_catches_an_environment_that_never_ends_or_rewards_a_wrong_answer():
+    from genenv_cli.domains.base import Environment, Step
+    from genenv_cli.domains.calc import CalcDomain
+    from genenv_cli.domains.checks import run_contract
+
+    class Chatty(Environment):
+        def first_messages(self):
+            return self.domain.agent_messages(self.payload)
+
+        def step(self, action):
+            return Step("go on", False)
+
+    class Generous(Chatty):
+        def step(self, action):
+            return Step(None, True, 1.0)
+
+    class NeverEnds(CalcDomain):
+        def environment(self, payload):
+            return Chatty(self, payload)
+
+    class RewardsAnything(CalcDomain):
+        def environment(self, payload):
+            return Generous(self, payload)
+
+    (never,) = [r for r in run_contract(NeverEnds()) if r.name == "episodes"]
+    assert never.status == "fail" and "ends as 'turn_cap' with reward 0.0; expected 1.0" in never.detail
+    (generous,) = [r for r in run_contract(RewardsAnything()) if r.name == "episodes"]
+    assert generous.status == "fail" and "with reward 1.0; expected 0.0" in generous.detail
+    assert [r.name for r in run_contract(get_domain("arith"))] == ["seeds", "answers", "environment output", "prompts",
+                                                                    "fingerprints"]

@@ -30,7 +30,8 @@ def plugin(tmp_path, monkeypatch):
 def test_the_example_environment_passes_the_contract_and_plays_episodes(plugin):
     assert plugin.episodic and plugin.max_turns == 3
     assert [(r.name, r.status) for r in run_contract(plugin)] == [
-        ("seeds", "ok"), ("answers", "ok"), ("environment output", "ok"), ("prompts", "ok"), ("fingerprints", "ok")]
+        ("seeds", "ok"), ("answers", "ok"), ("environment output", "ok"), ("prompts", "ok"), ("fingerprints", "ok"),
+        ("episodes", "ok")]
     task = {"value": 3, "unit": "km", "to": "m", "answer": 3000}
     e = DomainEpisode(plugin.environment(task), plugin.max_turns)
     e.advance("factor(km, m)")
