@@ -1,4 +1,4 @@
-"""The vLLM engine against the real vLLM (its CPU build here; `nox -s vllm` installs it): generation, the processed
+"""The vLLM engine against the real vLLM (its CPU build here; `nox -s vllm` installs it): generation, episodes, the processed
 logprobs against a transformers forward pass of the same tokens, per-prompt seeds, reproducibility, the context
 limit, the dtype, progress and LoRA serving, on the embedded model.
 
@@ -181,6 +181,32 @@ def test_greedy_scores_the_argmax(base, hf_model):
     with torch.no_grad():
         logits = hf_model(ids).logits[0, len(g.prompt_token_ids) - 1:-1]
     assert logits.argmax(-1).tolist() == g.token_ids
+
+
+def test_episodes_play_as_on_the_hf_engine(base, cache, hf_model):
+    """The calc domain's episodes, greedy, on vLLM (prompts sent as the episode's token ids) and on transformers: the
+    same turns and tokens, and the agent's tokens are the argmax of a forward pass over the whole episode."""
+    from genenv_cli.domains import get_domain
+    from genenv_cli.engines import SamplingParams
+    from genenv_cli.engines.hf import HFEngine
+    from genenv_cli.models import ModelRef
+    from genenv_cli.stages.rollout_episodes import play_tasks
+
+    calc = get_domain("calc")
+    tasks = [{"domain": "calc", "payload": s.payload} for s in calc.seeds("validation")[:8]]
+    params = SamplingParams(temperature=0.0, max_new_tokens=24, n=1, seed=0)
+    on_vllm = [r for (r,) in play_tasks(base, {"calc": calc}, tasks, params, [0] * len(tasks))]
+    hf = HFEngine(ModelRef("embedded", str(cache)), model=hf_model, tokenizer=base.tokenizer, batch_size=8)
+    on_hf = [r for (r,) in play_tasks(hf, {"calc": calc}, tasks, params, [0] * len(tasks))]
+    assert [r["completion_token_ids"] for r in on_vllm] == [r["completion_token_ids"] for r in on_hf]
+    assert [r["agent_mask"] for r in on_vllm] == [r["agent_mask"] for r in on_hf]
+    assert any(r["turns"] > 1 for r in on_vllm)   # the embedded model calls the calculator
+    for r in on_vllm:
+        ids = torch.tensor([r["prompt_token_ids"] + r["completion_token_ids"]])
+        with torch.no_grad():
+            logits = hf_model(ids).logits[0, len(r["prompt_token_ids"]) - 1:-1]
+        agent = torch.tensor(r["agent_mask"], dtype=torch.bool)
+        assert logits.argmax(-1)[agent].tolist() == torch.tensor(r["completion_token_ids"])[agent].tolist()
 
 
 def test_a_prompt_beyond_the_context_limit_is_refused(base):

@@ -38,3 +38,17 @@ def test_multiturn_batching_script_runs(tmp_path, tiny_model):
     # 7 games x 2 steps: 14 single-prompt calls one by one, 2 calls (one per turn) together, the same episodes
     assert figures["generate_calls"] == {"one_by_one": 14, "together": 2}
     assert figures["steps_played"] == 14 and figures["episodes_that_differ"] == 0
+
+
+@pytest.mark.slow
+def test_episode_throughput_script_runs(tmp_path, tiny_model):
+    env = dict(os.environ, GENENV_BENCH_RESULTS=str(tmp_path))
+    out = subprocess.run([sys.executable, "-m", "benchmarks.speed.episode_throughput", "--model", str(tiny_model),
+                          "--tasks", "2", "--k", "2", "--tokens", "6", "--repeat", "1"],
+                         capture_output=True, text=True, env=env, timeout=600, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    figures = json.loads((tmp_path / "episode_throughput" / "episode_throughput.json").read_text())["figures"]
+    # 2 tasks x 2 samples x 6 agent tokens in both arms; the episodes' 3 turns were 3 calls, with the environment's
+    # tokens between them
+    assert figures["agent_tokens"] == 24 and figures["counts"]["episodes"]["calls"] == 3
+    assert figures["counts"]["episodes"]["environment_tokens"] > 0

@@ -22,6 +22,8 @@ DOMAINS = Registry("domain", "genenv.domains", {
                      {"test_answers": "genenv_cli.domains.answers.tool_call:contract_answers"}),
     "arith": Row("genenv_cli.domains.arith:ArithDomain",
                  {"test_answers": "genenv_cli.domains.answers.arith:contract_answers"}),
+    "calc": Row("genenv_cli.domains.calc:CalcDomain",
+                {"test_answers": "genenv_cli.domains.answers.calc:contract_answers"}),
     # 99th percentile over BFCL's 12 AST/irrelevance files (bfcl-eval 2026.3.23): items 2,415 tokens, answers 156
     "bfcl": Row("genenv_cli.domains.bfcl:BFCLDomain",
                 {"family": True, "lengths": {"generate.max_new_tokens": 2560},

@@ -11,11 +11,19 @@ A domain also says how its own answers look (`gold_answer`, `wrong_answer`, `ren
 stage's output is fingerprinted into its manifest: the seed data (`data_fingerprint`), the source of the modules
 that define the domain (`code_files`) and the rendered prompts (`domains/fingerprints.py`), so an edited parser
 or prompt makes the stages that used it stale. docs/domains.md, "Writing a domain", is the author's guide.
+
+A domain is also an environment: `environment(payload)` gives an `Environment` whose `first_messages` start an
+episode of the task and whose `step(action)` answers each agent turn with the next observation, done and the reward.
+By default it is `OneStep` (the agent's prompt, then `score` on the one answer): a single-turn domain is a one-step
+episode. A multi-turn domain returns its own and raises `max_turns`. `DomainEpisode` steps an environment from
+outside, as the episode engine (evals/episodes.py) steps every episode, in `rollout` and in `evaluate`, and records
+why it ended (`done`, `turn_cap`, or `context_overflow` from the engine), its turns and its verdict.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import sys
 from abc import ABC, abstractmethod
@@ -23,6 +31,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any, NamedTuple
+
+from genenv_cli.curriculum import is_success
+from genenv_cli.evals.base import CONTEXT_OVERFLOW, Episode, Verdict
 
 
 class Reject(Exception):
@@ -64,6 +75,116 @@ class EnvContext:
     def to_json(self) -> dict[str, Any]:
         return {"parent_id": self.parent_id, "parent_shape": self.parent_shape, "parent_p": self.parent_p,
                 "stats": self.stats, "frontier": self.frontier}
+
+
+Messages = list[dict[str, str]]
+
+
+@dataclass(frozen=True)
+class Step:
+    """What the environment answers to one agent action. `observation` is the next user message (None when `done`);
+    `reward` is the episode's R_agent in [0, 1] when `done`; `verdict` may add partial credit, validity and a reason
+    (without one, the verdict is (reward, reward, valid, None))."""
+
+    observation: str | None
+    done: bool
+    reward: float = 0.0
+    verdict: TaskVerdict | None = None
+
+
+class Environment(ABC):
+    """One episode of one task: how it starts and how it answers the agent. An episode starts from the task's
+    first observation (chat messages ending where the agent answers); each agent answer goes to `step`, which gives
+    the next observation (a user message), whether the episode is over, and its reward once it is."""
+
+    def __init__(self, domain: Any, payload: dict[str, Any]) -> None:
+        self.domain = domain
+        self.payload = payload
+
+    @abstractmethod
+    def first_messages(self) -> Messages:
+        """The first observation: chat messages, ending where the agent answers."""
+
+    @abstractmethod
+    def step(self, action: str) -> Step:
+        """Take the agent's answer; return the next observation, done and reward."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Free what the episode holds."""
+
+
+class OneStep(Environment):
+    """A single-turn domain as a one-step episode: its prompt, and its scorer's verdict on the answer."""
+
+    def first_messages(self) -> Messages:
+        return self.domain.agent_messages(self.payload)
+
+    def step(self, action: str) -> Step:
+        verdict = self.domain.score(self.payload, action)
+        return Step(None, True, verdict.reward, verdict)
+
+
+END_DONE = "done"             # the environment said the episode is over
+END_TURN_CAP = "turn_cap"     # the agent used `max_turns` turns without ending it
+ENDS = (END_DONE, END_TURN_CAP, CONTEXT_OVERFLOW)
+
+
+class DomainEpisode(Episode):
+    """An environment stepped from outside (evals.base.Episode), with the record the rollout stage keeps."""
+
+    def __init__(self, env: Environment, max_turns: int, name: str = "", threshold: float = 1.0) -> None:
+        self.env = env
+        self.threshold = threshold  # the reward that counts as a success in `result()`
+        self.max_turns = max(1, int(max_turns))
+        self.name = name or getattr(env.domain, "name", "")
+        self.messages = [dict(m) for m in env.first_messages()]
+        self.actions: list[str] = []
+        self.observations: list[str] = []
+        self.over = False
+        self.end = ""
+        self.verdict: TaskVerdict | None = None
+
+    @property
+    def turns(self) -> int:
+        return len(self.actions)
+
+    def prompt(self) -> Messages | None:
+        return None if self.over else [dict(m) for m in self.messages]
+
+    def advance(self, output: str) -> None:
+        self.actions.append(output)
+        step = self.env.step(output)
+        self.messages.append({"role": "assistant", "content": output})
+        if step.done:
+            verdict = step.verdict if step.verdict is not None else TaskVerdict(float(step.reward),
+                                                                                float(step.reward), True, None)
+            if not (isinstance(verdict.reward, (int, float)) and math.isfinite(verdict.reward)
+                    and 0.0 <= verdict.reward <= 1.0):
+                raise ValueError(f"domain {self.name!r}: step() ended an episode with the reward {verdict.reward!r}; "
+                                 f"expected a finite number in [0, 1]")
+            self.over, self.end, self.verdict = True, END_DONE, verdict
+            return
+        if not isinstance(step.observation, str):
+            raise ValueError(f"domain {self.name!r}: step() returned done = False with the observation "
+                             f"{step.observation!r}; expected the text of the next user message")
+        self.observations.append(step.observation)
+        self.messages.append({"role": "user", "content": step.observation})
+        if self.turns >= self.max_turns:
+            self.stop(END_TURN_CAP, f"not over after {self.turns} turns (the domain's max_turns)")
+
+    def stop(self, end: str, reason: str) -> None:
+        self.over, self.end, self.verdict = True, end, TaskVerdict(0.0, 0.0, False, reason)
+
+    def result(self) -> tuple[Messages, Verdict]:
+        v = self.verdict or TaskVerdict(0.0, 0.0, False, "not played")
+        correct = is_success(v.reward, self.threshold)
+        return [dict(m) for m in self.messages], Verdict(correct=correct, parsed=self.actions or None,
+                                                         reason="" if correct else (v.error or "wrong"), end=self.end,
+                                                         scores={"reward": v.reward, "partial": v.partial,
+                                                                 "turns": float(self.turns)})
+
+    def close(self) -> None:
+        self.env.close()
 
 
 _WORD = re.compile(r"[a-z0-9]+")
@@ -123,6 +244,9 @@ class Domain(ABC):
     payload_keys: tuple[str, ...] = ()
     # modules besides the domain's own whose code shapes its output (a shared parser, a scorer): fingerprinted
     code_modules: tuple[str, ...] = ()
+    # the most agent turns an episode of the domain may take (1: single-turn; a multi-turn environment overrides
+    # `environment` and raises it; `Environment` below)
+    max_turns: int = 1
 
     def seed_path(self) -> Path:
         """Where the packaged seed set is: `data/<seed_file>` in the defining package's folder."""
@@ -209,6 +333,21 @@ class Domain(ABC):
         """None when `payload` is a well-formed task of this domain, else what is wrong (for tasks.jsonl
         validation)."""
         return None if isinstance(payload, dict) else "payload must be a JSON object"
+
+    def environment(self, payload: dict[str, Any]) -> Environment:
+        """An episode of the task (`Environment`): by default a one-step episode, the agent's prompt then
+        `score` on its answer. A multi-turn domain returns its own `Environment`."""
+        return OneStep(self, payload)
+
+    def start_episode(self, payload: dict[str, Any], threshold: float = 1.0) -> DomainEpisode:
+        """An episode of the task, stepped from outside (`evaluate` and `rollout` play it with the episode engine);
+        `threshold`: the reward that counts as a success in its result."""
+        return DomainEpisode(self.environment(payload), self.max_turns, self.name, threshold=threshold)
+
+    @property
+    def episodic(self) -> bool:
+        """Whether the domain's tasks are played as multi-turn episodes (its rollouts record every turn)."""
+        return self.max_turns > 1
 
     def score_many(self, payloads: list[dict[str, Any]], completions: list[str]) -> list[TaskVerdict]:
         return [self.score(p, c) for p, c in zip(payloads, completions, strict=True)]

@@ -15,6 +15,8 @@ The clauses, one function each (a failure raises `ContractFailure`, an Assertion
 - `check_prompts`: the agent's and the environment's prompts (for the contexts of epoch 1 and of a later epoch)
   are chat messages;
 - `check_fingerprints`: the code and prompts that shape a stage's output can be fingerprinted;
+- `check_episodes` (multi-turn domains): the environment's first observation is chat messages, the right answer
+  given at every turn ends an episode within `max_turns` with reward 1, and the wrong one earns none;
 - `check_suite` (benchmark-family domains, given the benchmark's files): for every item, the agent's prompt is
   the suite's prompt and the reward is the suite's verdict on right, wrong, empty and malformed answers.
 """
@@ -181,6 +183,31 @@ def check_prompts(dom: Domain) -> str:
     return f"agent and environment prompts are chat messages ({len(contexts)} environment contexts)"
 
 
+def check_episodes(dom: Domain, case: DomainCase, items: list[Payload]) -> str:
+    """A multi-turn domain's environment: the first observation is chat messages; the right answer, given at every
+    turn, ends the episode within `max_turns` with reward 1; the wrong one never earns a reward; and every
+    observation before the end is text."""
+    played = 0
+    for p in items[:: max(1, len(items) // 20)]:
+        for answer, reward in ((case.gold(p), 1.0), (case.wrong(p), 0.0)):
+            if answer is None:
+                continue
+            episode = dom.start_episode(p)
+            try:
+                _require(is_chat(episode.prompt()), f"the first observation of item {_short(p)} is not chat messages")
+                while episode.prompt() is not None:
+                    episode.advance(answer)
+                _require(episode.verdict is not None and episode.verdict.reward == reward,
+                         f"the answer {answer!r}, given at every turn, ends as {episode.end!r} with reward "
+                         f"{getattr(episode.verdict, 'reward', None)}; expected {reward} (item {_short(p)})")
+                _require(reward == 0.0 or episode.end == "done", f"the right answer {answer!r} did not end the "
+                         f"episode within max_turns = {dom.max_turns} (item {_short(p)})")
+            finally:
+                episode.close()
+            played += 1
+    return f"{played} episodes: the right answer ends one with reward 1, the wrong one earns none"
+
+
 def check_fingerprints(dom: Domain) -> str:
     from genenv_cli.domains.fingerprints import (
         agent_prompt_fingerprint,
@@ -273,6 +300,8 @@ def run_contract(dom: Domain, case: DomainCase | None = None) -> list[CheckResul
     run("environment output", lambda: check_env_output(dom, case))
     run("prompts", lambda: check_prompts(dom))
     run("fingerprints", lambda: check_fingerprints(dom))
+    if dom.episodic:
+        run("episodes", lambda: check_episodes(dom, case, [s.payload for s in all_seeds(dom)]))
     if isinstance(dom, FamilyDomain):
         run("benchmark suite", lambda: check_suite(dom, case, suite_pairs(dom, case) if case.suite_data else []))
     return results

@@ -66,6 +66,13 @@ class Engine(ABC):
         own seed, `sample_seeds(params, len(conversations), seeds)[i] + k` (vLLM's own rule for the children of a
         seeded request), so what a conversation draws does not depend on the others in the call."""
 
+    def generate_ids(self, prompts: list[list[int]], params: SamplingParams, on_progress: ProgressFn | None = None,
+                     seeds: list[int] | None = None) -> list[list[Generation]]:
+        """`generate` for prompts given as token ids: an episode's growing sequence, whose earlier turns are the
+        tokens sampled then, not a re-tokenization of their text (evals/episodes.py). The same sampling rules."""
+        raise TypeError(f"the {self.name or type(self).__name__} engine takes chat messages only; episodes recorded "
+                        f"for training need an engine that takes token ids (hf or vllm)")
+
     def prompt_ids(self, messages: Messages) -> list[int]:
         """The token ids the model is given for `messages` (chat template, generation prompt added)."""
         text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)

@@ -45,8 +45,10 @@ class HFEngine(Engine):
 
     def generate(self, conversations: list[Messages], params: SamplingParams,
                  on_progress: ProgressFn | None = None, seeds: list[int] | None = None) -> list[list[Generation]]:
+        return self.generate_ids([self.prompt_ids(m) for m in conversations], params, on_progress, seeds)
 
-        prompts = [self.prompt_ids(m) for m in conversations]
+    def generate_ids(self, prompts: list[list[int]], params: SamplingParams, on_progress: ProgressFn | None = None,
+                     seeds: list[int] | None = None) -> list[list[Generation]]:
         base = sample_seeds(params, len(prompts), seeds)
         jobs = [(i, k) for i in range(len(prompts)) for k in range(params.n)]
         # longest first: similar lengths share a batch (less padding), and memory peaks early

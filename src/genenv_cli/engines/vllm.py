@@ -141,9 +141,12 @@ class VLLMEngine(Engine):
 
     def generate(self, conversations: list[Messages], params: SamplingParams,
                  on_progress: ProgressFn | None = None, seeds: list[int] | None = None) -> list[list[Generation]]:
+        return self.generate_ids([self.prompt_ids(m) for m in conversations], params, on_progress, seeds)
+
+    def generate_ids(self, prompts: list[list[int]], params: SamplingParams, on_progress: ProgressFn | None = None,
+                     seeds: list[int] | None = None) -> list[list[Generation]]:
         from vllm import SamplingParams as VSP
 
-        prompts = [self.prompt_ids(m) for m in conversations]
         limit = self.context_limit()
         longest = max((len(p) for p in prompts), default=0)
         if limit and longest >= limit:

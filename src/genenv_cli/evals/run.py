@@ -397,8 +397,8 @@ def generate(bench: Benchmark, samples: list[EvalSample], cfg: Config, name: str
     notes: list[str | None] = [None] * len(samples)
     lengths: dict[int, int] = {}
     try:
-        episodic = [i for i, s in enumerate(samples) if bench.interactive and (not s.messages or
-                                                                                 s.messages[-1]["role"] != "user")]
+        episodic = [i for i, s in enumerate(samples) if bench.interactive and (not s.messages or s.meta.get("episode")
+                                                                                 or s.messages[-1]["role"] != "user")]
         single = [i for i in range(len(samples)) if i not in set(episodic)]
         fits = []
         for i in single:

@@ -104,11 +104,12 @@ def polars_schema(schema_key: str) -> dict[str, Any]:
 
 def check_frame(df: Any, schema_key: str, where: str) -> Any:
     """Check a polars DataFrame against a schema; returns it with the columns in schema order. A `late` column
-    the frame lacks (a file written before it existed) is added as nulls."""
+    the frame lacks (a file written before it existed) is added as nulls, and so is an `episodic` one (a file of
+    single-turn rollouts, written without it)."""
     import polars as pl
 
     expected = polars_schema(schema_key)
-    late = [c.name for c in SCHEMAS[schema_key].columns if c.late and c.name not in df.columns]
+    late = [c.name for c in SCHEMAS[schema_key].columns if (c.late or c.episodic) and c.name not in df.columns]
     if late:
         df = df.with_columns(pl.lit(None, expected[n]).alias(n) for n in late)
     missing = [n for n in expected if n not in df.columns]
@@ -192,6 +193,9 @@ def frame(records: list[dict[str, Any]] | dict[str, list[Any]], schema_key: str)
 
 def write_parquet(df: Any, path: Path, schema_key: str) -> int:
     df = check_frame(df, schema_key, f"<{schema_key} being written>")
+    empty = [c.name for c in SCHEMAS[schema_key].columns if c.episodic and df[c.name].null_count() == df.height]
+    if empty:  # an episode's columns stay out of the files of single-turn rollouts, which stay as they always were
+        df = df.drop(empty)
     # lz4: about twice as fast to write as zstd and faster to read, for files about 1.6x larger
     df.write_parquet(path, compression="lz4", statistics=True)
     with open(path, "rb+") as fh:

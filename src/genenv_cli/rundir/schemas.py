@@ -22,6 +22,9 @@ class Column:
     type: str
     doc: str
     late: bool = False  # added after files without it were written: such a file reads as if it held nulls
+    # an episode's column: written only where some row has a value (a run of single-turn domains writes the files it
+    # always wrote), and a file without it reads as if it held nulls
+    episodic: bool = False
 
     @property
     def nullable(self) -> bool:
@@ -53,6 +56,15 @@ def _s(key: str, path: str, fmt: str, writer: str, doc: str, *cols: tuple[Any, .
 # before the column existed lack it, and read as if it were null: the run's domain (run.domain)
 _DOMAIN = ("domain", "str?", "The task's domain, e.g. `tool_call`; null (or absent) in files written before the "
            "column existed, meaning the run's domain.", True)
+
+# the columns of a multi-turn episode (`Environment` in domains/base.py), absent from the files of single-turn domains
+_MASK_DOC = ("Per token of `completion_token_ids`: 1 where the agent sampled it, 0 for the environment's tokens (its "
+             "observations and the chat template's turn markers between the agent's turns), which get no gradient, no "
+             "KL and no importance weight. Null (or absent) for a single-turn rollout: every token is the agent's.")
+_TURNS = ("turns", "int?", "Agent turns the episode took; null (or absent) for a single-turn rollout.", True, True)
+_END = ("end", "str?", "Why the episode ended: `done` (the environment ended it), `turn_cap` (the domain's "
+        "`max_turns` reached), `context_overflow` (the next prompt would not fit the model's context); null for a "
+        "single-turn rollout.", True, True)
 
 SCHEMAS: dict[str, FileSchema] = {s.key: s for s in [
     _s("tasks", "epochs/NNNN/tasks.jsonl", "jsonl", "generate-tasks",
@@ -111,7 +123,18 @@ SCHEMAS: dict[str, FileSchema] = {s.key: s for s in [
        ("model", "str", "Agent checkpoint that produced it."),
        ("temperature", "float", "Sampling temperature."),
        ("top_p", "float", "Nucleus threshold (logprobs are of the truncated distribution when below 1)."),
-       ("seed", "int", "Sampling seed of the generation call.")),
+       ("seed", "int", "Sampling seed of the generation call."),
+       ("agent_mask", "list[int]?", _MASK_DOC, True, True),
+       _TURNS, _END,
+       ("reward", "float?", "An episode's R_agent as its environment gave it, which `score` takes instead of grading "
+                            "`completion`; null for a single-turn rollout.", True, True),
+       ("partial", "float?", "An episode's partial credit; null for a single-turn rollout.", True, True),
+       ("valid", "bool?", "Whether the episode's final answer parsed; null for a single-turn rollout.", True, True),
+       ("error", "str?", "Why the episode is not a success (null on success and for a single-turn rollout).",
+        True, True),
+       ("actions", "json?", "The agent's answer of each turn, decoded; null for a single-turn rollout.", True, True),
+       ("observations", "json?", "The environment's reply to each turn but the last; null for a single-turn rollout.",
+        True, True)),
     _s("scores", "epochs/NNNN/scores.parquet", "parquet", "score",
        "One row per rollout.",
        ("rollout_id", "str", "As in rollouts.parquet."),
@@ -128,7 +151,8 @@ SCHEMAS: dict[str, FileSchema] = {s.key: s for s in [
        ("error", "str?", "Why it failed to parse or match (null on success); `timed out: ...` when grading it ran past "
                          "`score.item_timeout_s`."),
        ("completion_tokens", "int", "Length of the completion in tokens."),
-       ("finish_reason", "str", "As in rollouts.parquet.")),
+       ("finish_reason", "str", "As in rollouts.parquet."),
+       _TURNS, _END),
     _s("task_stats", "epochs/NNNN/task_stats.parquet", "parquet", "score",
        "One row per task: success rates and the environment's reward.",
        ("task_id", "str", "Task."),
@@ -163,7 +187,9 @@ SCHEMAS: dict[str, FileSchema] = {s.key: s for s in [
        ("valid", "bool", "Output parsed and followed the schema, and the checker ran."),
        ("finish_reason", "str", "`stop` or `length`."),
        ("temperature", "float", "Sampling temperature of the behaviour policy."),
-       ("model", "str", "Behaviour policy (agent checkpoint).")),
+       ("model", "str", "Behaviour policy (agent checkpoint)."),
+       ("agent_mask", "list[int]?", _MASK_DOC, True, True),
+       _TURNS, _END),
     _s("env_sft", "pools/env_sft/epoch=NNNN.parquet", "parquet", "score",
        "D_env: the environment's generations with their reward-weighted-regression weights.",
        ("epoch", "int", "Epoch."),

@@ -12,6 +12,11 @@ Each task is put to the agent in its own domain's prompt (a mixed run has severa
 the domain. Shards split the tasks round-robin so N machines share an epoch; `score` merges them and refuses an
 incomplete set. A sample's seed depends on its task's place in the epoch and its index, never on the shards, so
 one process and N shards draw the same rollouts.
+
+A multi-turn domain's tasks (an environment: `Environment` in domains/base.py) are played as episodes, each of the
+K samples its own, all live ones advanced together one turn at a time (stages/rollout_episodes.py); each row then
+records the whole episode: its token sequence after the first prompt with the sampler's logprobs and the mask of
+the agent's tokens, the turns, why it ended and the environment's reward (docs/pools.md).
 """
 
 from __future__ import annotations
@@ -112,23 +117,43 @@ def _rollout(cfg: Config, epoch: int, domains: dict[str, Domain], tasks: list[di
     seed = derive_seed(cfg.run.seed, STAGE, epoch)
     params = SamplingParams(temperature=r.temperature, top_p=r.top_p, max_new_tokens=r.max_new_tokens,
                             n=r.group_size, seed=seed)
+    seeds = [seed + j * r.group_size for j in (places or range(len(tasks)))]
+    single = [j for j, t in enumerate(tasks) if not domains[t["domain"]].episodic]
+    multi = [j for j, t in enumerate(tasks) if domains[t["domain"]].episodic]
+    outs: list[list[dict[str, Any]]] = [[] for _ in tasks]
     try:
         with ui.progress(f"rollout e{epoch}", len(tasks) * r.group_size, "rollouts") as bar:
-            outs = engine.generate([domains[t["domain"]].agent_messages(t["payload"]) for t in tasks], params,
-                                   on_progress=lambda s, t: bar.advance(s, tokens=t),
-                                   seeds=[seed + j * r.group_size for j in (places or range(len(tasks)))])
+            if single:
+                gens = engine.generate([domains[tasks[j]["domain"]].agent_messages(tasks[j]["payload"]) for j in single],
+                                       params, on_progress=lambda s, t: bar.advance(s, tokens=t),
+                                       seeds=[seeds[j] for j in single])
+                for j, task_gens in zip(single, gens, strict=True):
+                    outs[j] = [{"prompt_token_ids": g.prompt_token_ids, "completion": g.text,
+                                "completion_token_ids": g.token_ids, "logprobs": g.logprobs,
+                                "finish_reason": g.finish_reason} for g in task_gens]
+            if multi:
+                from genenv_cli.stages.rollout_episodes import play_tasks
+
+                played = play_tasks(engine, domains, [tasks[j] for j in multi], params, [seeds[j] for j in multi],
+                                    on_done=lambda n: bar.advance(n, tokens=0))
+                for j, task_rows in zip(multi, played, strict=True):
+                    outs[j] = task_rows
     finally:
         engine.close()
     cols: dict[str, list[Any]] = {c: [] for c in polars_schema("rollouts")}
-    for task, gens in zip(tasks, outs, strict=True):
-        for k, g in enumerate(gens):
+    for task, rows in zip(tasks, outs, strict=True):
+        for k, g in enumerate(rows):
             row = {"rollout_id": f"{task['task_id']}/s{k}", "task_id": task["task_id"], "batch_id": task["batch_id"],
-                   "domain": task["domain"], "sample_index": k, "prompt_token_ids": g.prompt_token_ids, "completion": g.text,
-                   "completion_token_ids": g.token_ids, "logprobs": g.logprobs, "finish_reason": g.finish_reason,
+                   "domain": task["domain"], "sample_index": k, **g,
                    "model": model_tag, "temperature": r.temperature, "top_p": r.top_p, "seed": seed}
-            for c, v in row.items():
-                cols[c].append(v)
+            for c in cols:
+                cols[c].append(row.get(c))
     n = write_parquet(frame(cols, "rollouts"), path, "rollouts")
     tokens = sum(len(ids) for ids in cols["completion_token_ids"])
-    return {"tasks": len(tasks), "rollouts": n, "completion_tokens": tokens,
-            "truncated": cols["finish_reason"].count("length")}
+    counts = {"tasks": len(tasks), "rollouts": n, "completion_tokens": tokens,
+              "truncated": cols["finish_reason"].count("length")}
+    if multi:  # the episodes' own numbers (a single-turn run's counts stay as they were)
+        from genenv_cli.stages.rollout_episodes import episode_counts
+
+        counts.update(episode_counts(cols))
+    return counts

@@ -139,6 +139,7 @@ def _score(run_dir: RunDir, cfg: Config, epoch: int, p: StagePlan, out: Staging,
                        "valid_rollouts": int(scores["valid"].sum()), "env_generations": env_sft.height,
                        "env_kept": int(env_sft["kept"].sum())})
     out.metrics.update(epoch_metrics(stats, scores, c, list(domains) if cfg.run.mixed else None))
+    out.metrics.update(episode_metrics(scores))
     if "env_gen" in p.outputs:
         gens = generation_rewards(read_parquet(p.inputs["env_generations"], "env_generations"), stats, epoch, c)
         _refuse_non_finite(gens, "env_gen", epoch)
@@ -147,7 +148,7 @@ def _score(run_dir: RunDir, cfg: Config, epoch: int, p: StagePlan, out: Staging,
 
 
 SCORE_COLUMNS = ("rollout_id", "task_id", "batch_id", "sample_index", "source", "domain", "shape", "reward",
-                 "partial", "success", "valid", "error", "completion_tokens", "finish_reason")
+                 "partial", "success", "valid", "error", "completion_tokens", "finish_reason", "turns", "end")
 
 
 def read_inputs(run_dir: RunDir, epoch: int, p: StagePlan, domains: dict[str, Any]) -> tuple[list[dict[str, Any]], Any]:
@@ -201,8 +202,14 @@ def grade(roll: Any, tasks: list[dict[str, Any]], domains: dict[str, Any], thres
                        "temperature", "model",
                        pl.col("prompt_token_ids").list.len().cast(pl.Int64).alias("prompt_tokens"),
                        pl.col("completion_token_ids").list.len().cast(pl.Int64).alias("completion_tokens"),
-                       pl.struct("task_id", "completion").hash(seed=0).alias("_pair"))
-    pairs = meta.select("_pair", "task_id", "completion").unique("_pair", maintain_order=True)
+                       pl.struct("task_id", "completion").hash(seed=0).alias("_pair"), "turns", "end")
+    # an episode's verdict is its environment's, given as it was played (rollouts' reward, partial, valid, error)
+    episodes = roll.select(pl.col("reward").is_not_null().alias("_episode"), pl.col("reward").alias("_reward"),
+                           pl.col("partial").alias("_partial"), pl.col("valid").alias("_valid"),
+                           pl.col("error").alias("_error"))
+    played = bool(episodes["_episode"].any())
+    graded_rows = meta.filter(~episodes["_episode"]) if played else meta
+    pairs = graded_rows.select("_pair", "task_id", "completion").unique("_pair", maintain_order=True)
     with ui.progress(f"score e{epoch}", pairs.height, "completions") as bar:
         graded = _grade_by_domain(domains, tasks, pairs["task_id"].to_list(), pairs["completion"].to_list(),
                                   bar.advance, limit)
@@ -211,8 +218,12 @@ def grade(roll: Any, tasks: list[dict[str, Any]], domains: dict[str, Any], thres
                            "valid": graded.valid, "error": graded.error},
                           schema={"_pair": pl.UInt64, "reward": pl.Float64, "partial": pl.Float64,
                                   "valid": pl.Boolean, "error": pl.String})
-    scored = (meta.drop("completion").join(grades, on="_pair", how="left", maintain_order="left")
-              .join(_task_info(tasks), on="task_id", how="left", maintain_order="left")
+    scored = meta.drop("completion").join(grades, on="_pair", how="left", maintain_order="left")
+    if played:
+        scored = pl.concat([scored, episodes], how="horizontal").with_columns(
+            *[pl.when(pl.col("_episode")).then(pl.col(f"_{c}")).otherwise(pl.col(c)).alias(c)
+              for c in ("reward", "partial", "valid", "error")]).drop(episodes.columns)
+    scored = (scored.join(_task_info(tasks), on="task_id", how="left", maintain_order="left")
               .with_columns(success(threshold)))
     return scored, pairs.height
 
@@ -252,8 +263,8 @@ def agent_train_partition(scored: Any, roll: Any, epoch: int) -> Any:
     return pl.concat([
         scored.select(pl.lit(epoch, pl.Int64).alias("epoch"), "rollout_id", "task_id",
                       pl.col("task_id").alias("group_id"), "sample_index", "source", "domain"),
-        roll.select("prompt_token_ids", "completion_token_ids", "logprobs"),
-        scored.select("reward", "success", "valid", "finish_reason", "temperature", "model"),
+        roll.select("prompt_token_ids", "completion_token_ids", "logprobs", "agent_mask"),
+        scored.select("reward", "success", "valid", "finish_reason", "temperature", "model", "turns", "end"),
     ], how="horizontal")
 
 
@@ -364,6 +375,18 @@ def epoch_metrics(stats: Any, scores: Any, c: Any, domains: list[str] | None = N
     if domains is not None:
         metrics["by_domain"] = domain_breakdown(stats, domains)
     return metrics
+
+
+def episode_metrics(scores: Any) -> dict[str, Any]:
+    """The epoch's episodes (rollouts of multi-turn domains): mean agent turns and why they ended. Nothing for an
+    epoch of single-turn rollouts, whose metrics stay as they were."""
+    import polars as pl
+
+    played = scores.filter(pl.col("turns").is_not_null())
+    if played.height == 0:
+        return {}
+    ends = {r["end"]: r["len"] for r in played.group_by("end").len().sort("end").iter_rows(named=True)}
+    return {"episode_turns_mean": round(float(played["turns"].mean()), 4), "episode_ends": ends}
 
 
 # the setting most likely at fault when a derived column is not a finite number

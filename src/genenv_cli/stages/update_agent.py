@@ -117,13 +117,18 @@ def select_samples(pool: Path, replay: list[Path], temperature: float | None = N
         want = chosen.filter(pl.col("replay") == is_replay)
         if want.height == 0:
             continue
-        got = (scan_parquet(path).select("epoch", "rollout_id", "prompt_token_ids", "completion_token_ids",
-                                            "logprobs")
+        scan = scan_parquet(path)
+        # an episode's mask of the agent's tokens: absent from pools of single-turn rollouts
+        mask = ["agent_mask"] if "agent_mask" in scan.collect_schema().names() else []
+        got = (scan.select("epoch", "rollout_id", "prompt_token_ids", "completion_token_ids", "logprobs", *mask)
                .join(want.lazy(), on=["epoch", "rollout_id"], how="inner", maintain_order="left").collect())
         for d in got.iter_rows(named=True):
-            rows.append({"prompt_ids": d["prompt_token_ids"], "completion_ids": d["completion_token_ids"],
-                         "sampler_logps": d["logprobs"], "advantage": d["advantage"], "replay": d["replay"],
-                         "epoch": d["epoch"], "rollout_id": d["rollout_id"]})
+            row = {"prompt_ids": d["prompt_token_ids"], "completion_ids": d["completion_token_ids"],
+                   "sampler_logps": d["logprobs"], "advantage": d["advantage"], "replay": d["replay"],
+                   "epoch": d["epoch"], "rollout_id": d["rollout_id"]}
+            if d.get("agent_mask") is not None:
+                row["agent_mask"] = d["agent_mask"]
+            rows.append(row)
     return rows, records
 
 

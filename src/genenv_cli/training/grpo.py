@@ -163,7 +163,13 @@ def grpo_loss(logps: Any, old_logps: Any, advantages: Any, mask: Any, *, clip_ep
 
 def collate(rows: list[dict[str, Any]], pad_id: int) -> dict[str, Any]:
     """A batch: token ids in TRL's layout, the sampler's logprobs (B, T), advantages, replay flags and each row's
-    position in the training rows (`index`, the key of its old-policy logprobs)."""
+    position in the training rows (`index`, the key of its old-policy logprobs).
+
+    An episode's row (a multi-turn rollout) has the whole episode after its first prompt as its completion and an
+    `agent_mask`; the completion mask is that mask, so the environment's tokens (observations, turn markers) stay in
+    the forward pass as context, and the old policy's logprobs are computed over the whole episode, but they carry
+    no gradient, no KL and no importance weight: every term of `grpo_loss` is multiplied by the mask, and its
+    advantage, the episode's, reaches the agent's tokens only."""
     import torch
 
     from genenv_cli.training.logits import pad_pairs
@@ -172,6 +178,8 @@ def collate(rows: list[dict[str, Any]], pad_id: int) -> dict[str, Any]:
     sampler = torch.zeros_like(cmask)
     for i, r in enumerate(rows):
         sampler[i, :len(r["completion_ids"])] = torch.tensor(r["sampler_logps"], dtype=torch.float32)
+        if r.get("agent_mask") is not None:  # an episode: the environment's tokens leave the loss
+            cmask[i, :len(r["completion_ids"])] = torch.tensor(r["agent_mask"], dtype=torch.float32)
     return {"input_ids": ids, "attention_mask": attn, "completion_mask": cmask, "sampler_logps": sampler,
             "advantages": torch.tensor([r["advantage"] for r in rows], dtype=torch.float32),
             "replay": torch.tensor([bool(r.get("replay", False)) for r in rows]),
@@ -329,8 +337,11 @@ def mismatch_records(records: Any, rows: list[dict[str, Any]], old_logps: dict[i
     for i, r in enumerate(rows):
         if r.get("replay") or old_logps is None or i not in old_logps:
             continue
-        sampler = torch.tensor(r["sampler_logps"], dtype=torch.float64)
-        per.append({"epoch": r["epoch"], key: r[key], **sample_mismatch(old_logps[i], sampler, is_cap)})
+        sampler, old = torch.tensor(r["sampler_logps"], dtype=torch.float64), old_logps[i]
+        if r.get("agent_mask") is not None:  # an episode: the agent's tokens only (the others were not sampled)
+            agent = torch.tensor(r["agent_mask"], dtype=torch.bool)
+            sampler, old = sampler[agent], old[agent]
+        per.append({"epoch": r["epoch"], key: r[key], **sample_mismatch(old, sampler, is_cap)})
     tokens = sum(p["tokens"] for p in per)
     # six significant digits, not decimals: a KL of 1e-7 is a result, not zero
     totals = {f"mismatch_{c}": (float(f"{sum(p[c] * p['tokens'] for p in per) / tokens:.6g}") if tokens else None)

@@ -4,7 +4,9 @@
 
 Samples are the domain's `validation` seeds (never used for training: generate-tasks draws base tasks from
 `train`), prompted exactly as `rollout` prompts the agent and scored by the domain's own `score`
-(R_agent >= curriculum.success_threshold is a success). Ids are the seed ids; categories are the shapes.
+(R_agent >= curriculum.success_threshold is a success). Ids are the seed ids; categories are the shapes. A
+multi-turn domain's items are episodes, played as rollout plays them: the same environment, turn cap and episode
+engine (evals/episodes.py), so a task's evaluation episode and its training episode take the same turns.
 
 A mixed run is evaluated on every domain's validation seeds, each prompted and scored by its own domain: ids
 and categories are prefixed with the domain (`arith/a12`, `arith/2op-1d`), the overall rate pools every item,
@@ -49,6 +51,14 @@ class HeldOut(Benchmark):
         self.domains = dict(domains or {})
         self.mixed = bool(cfg.run.mixed)
         self.threshold = cfg.curriculum.success_threshold
+        # a multi-turn domain's items are episodes, played as rollout plays them (the domain's environment and turn
+        # cap): `evaluate` steps them with the same episode engine
+        self.interactive = any(d.episodic for d in self.domains.values())
+
+    def start_episode(self, sample: EvalSample, max_steps: int) -> Any:
+        """An episode of a multi-turn domain's item: its environment, capped at the domain's `max_turns` (the cap
+        its training episodes have; `evaluate.max_steps` is for the benchmarks' own games)."""
+        return self.domains[sample.meta["domain"]].start_episode(sample.gold, self.threshold)
 
     def load(self, *, data: Path | None, split: str | None, version: str | None, protocol: str,
              cache_dir: Path) -> LoadedData:
@@ -63,8 +73,9 @@ class HeldOut(Benchmark):
         for name, domain in self.domains.items():
             prefix = f"{name}/" if self.mixed else ""
             for s in domain.seeds(split):
+                meta = {"domain": name, "episode": True} if domain.episodic else {"domain": name}
                 samples.append(EvalSample(id=prefix + s.id, category=prefix + s.shape, gold=s.payload,
-                                          messages=domain.agent_messages(s.payload), meta={"domain": name}))
+                                          messages=domain.agent_messages(s.payload), meta=meta))
                 payloads.append([name, s.payload] if self.mixed else s.payload)
         blob = json.dumps(payloads, sort_keys=True).encode()
         names = ", ".join(self.domains)
