@@ -7,7 +7,9 @@ per completion token, measured on an H200 (benchmarks/speed/results/gpu/), where
 bf16. This function does the same operations per position, a chunk at a time, and its backward pass recomputes each
 chunk's softmax and writes `g (onehot - p) / T` straight into the logits' gradient: what stays is the logits and
 that gradient, plus one chunk's float32 temporaries. TRL's `selective_log_softmax` saves the forward's memory but
-leaves the backward to autograd; no library we use has the chunked backward.
+leaves the backward to autograd; no library we use has the chunked backward. Where the model's head can be taken
+out of its forward (logits.completion_hidden), training/head_loss.py goes one step further and does not take the
+logits at all.
 """
 
 from __future__ import annotations
