@@ -151,9 +151,10 @@ def head_token_terms(hidden: Any, weight: Any, bias: Any, ref_hidden: Any, ref_w
                 for s in range(0, h.shape[1], ctx.step):
                     e = s + ctx.step
                     _, _, logp, diff = _chunk_terms(head.logits(h[:, s:e]), ref.logits(rh[:, s:e]), tgt[:, s:e])
-                    p = logp.exp()
-                    # d log p_y / dz = onehot(y) - p;  d KL / dz = p (log p - log q - KL)
-                    d = p * (diff - kl[:, s:e, None]) * g_kl[:, s:e, None] - p * g_tok[:, s:e, None]
+                    p = logp.exp_()
+                    # d log p_y / dz = onehot(y) - p;  d KL / dz = p (log p - log q - KL): in place, in diff's memory
+                    d = diff.sub_(kl[:, s:e, None]).mul_(g_kl[:, s:e, None]).sub_(g_tok[:, s:e, None]).mul_(p)
+                    del p, logp
                     d.scatter_add_(-1, tgt[:, s:e, None], g_tok[:, s:e, None].to(d.dtype))
                     _backward_chunk(d, h, head, grads, s, e, wants)
             return (*_result(grads, w, b), None, None, None, None)
