@@ -50,7 +50,7 @@ def compare(one: dict[str, list[int]], sharded: dict[str, list[int]]) -> dict[st
     same, agreed, total, firsts = 0, 0, 0, []
     for rid, a in one.items():
         b = sharded[rid]
-        prefix = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+        prefix = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
         if a == b:
             same += 1
         else:

@@ -166,7 +166,7 @@ def test_no_batch_by_positions_by_vocabulary_tensor_is_allocated(monkeypatch, up
     ids, attn, mask, weights = _batch()
     B, n = mask.shape
     whole = B * n * V
-    assert V * H < whole  # so that the weight is not mistaken for the logits
+    assert whole > V * H  # so that the weight is not mistaken for the logits
 
     def largest():
         sizes = _Sizes()

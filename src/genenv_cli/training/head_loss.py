@@ -7,7 +7,7 @@ them their float32 conversion, the reference's logits and the logits' gradient a
 vocabulary per target token for update-env (12.6 measured on an H200). Here the loss takes the last hidden states
 (batch x positions x hidden, a few hundred times smaller) and the head's weight; each chunk computes its logits
 (`hidden @ weight.T` in the compute dtype, as the head computes them under autocast), the same per-position
-operations as target_logps.chunk_logp and rwr._chunk_terms on them, and in the backward pass computes them again and
+operations as target_logps.chunk_logp and kl_chunk_terms on them, and in the backward pass computes them again and
 turns their gradient straight into the gradients of the hidden states and of the weight (accumulated in float32).
 What stays across the chunk loop is the hidden states, their gradient, the weight's gradient (only when the head
 trains: full fine-tuning) and one chunk's temporaries (memory_plan.LOSS_CHUNK_ELEMENTS).
@@ -22,8 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from genenv_cli.training.rwr import _chunk_terms
-from genenv_cli.training.target_logps import chunk_logp, chunk_positions
+from genenv_cli.training.target_logps import chunk_logp, chunk_positions, kl_chunk_terms
 
 
 def compute_dtype(hidden: Any, weight: Any) -> Any:
@@ -135,7 +134,7 @@ def head_token_terms(hidden: Any, weight: Any, bias: Any, ref_hidden: Any, ref_w
                 head, ref = _Head(w, b, dtype), _Head(rw, rb, ref_dtype)
                 for s in range(0, h.shape[1], step):
                     e = s + step
-                    tok[:, s:e], kl[:, s:e], _, _ = _chunk_terms(head.logits(h[:, s:e]), ref.logits(rh[:, s:e]),
+                    tok[:, s:e], kl[:, s:e], _, _ = kl_chunk_terms(head.logits(h[:, s:e]), ref.logits(rh[:, s:e]),
                                                                  tgt[:, s:e])
             ctx.save_for_backward(h, w, b, rh, rw, rb, tgt, kl)
             ctx.step, ctx.dtypes = step, (dtype, ref_dtype)
@@ -150,7 +149,7 @@ def head_token_terms(hidden: Any, weight: Any, bias: Any, ref_hidden: Any, ref_w
                 head, ref = _Head(w, b, ctx.dtypes[0]), _Head(rw, rb, ctx.dtypes[1])
                 for s in range(0, h.shape[1], ctx.step):
                     e = s + ctx.step
-                    _, _, logp, diff = _chunk_terms(head.logits(h[:, s:e]), ref.logits(rh[:, s:e]), tgt[:, s:e])
+                    _, _, logp, diff = kl_chunk_terms(head.logits(h[:, s:e]), ref.logits(rh[:, s:e]), tgt[:, s:e])
                     p = logp.exp_()
                     # d log p_y / dz = onehot(y) - p;  d KL / dz = p (log p - log q - KL): in place, in diff's memory
                     d = diff.sub_(kl[:, s:e, None]).mul_(g_kl[:, s:e, None]).sub_(g_tok[:, s:e, None]).mul_(p)
@@ -159,9 +158,8 @@ def head_token_terms(hidden: Any, weight: Any, bias: Any, ref_hidden: Any, ref_w
                     _backward_chunk(d, h, head, grads, s, e, wants)
             return (*_result(grads, w, b), None, None, None, None)
 
-    detach = (lambda t: t.detach() if t is not None else None)
-    return _TokenTerms.apply(hidden, weight, bias, ref_hidden.detach(), detach(ref_weight), detach(ref_bias),
-                             targets)
+    ref_bias = ref_bias.detach() if ref_bias is not None else None
+    return _TokenTerms.apply(hidden, weight, bias, ref_hidden.detach(), ref_weight.detach(), ref_bias, targets)
 
 
 def head_rwr_loss(hidden: Any, weight: Any, bias: Any, ref_hidden: Any, ref_weight: Any, ref_bias: Any, targets: Any,

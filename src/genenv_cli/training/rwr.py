@@ -43,26 +43,13 @@ def rwr_loss(logits: Any, ref_logits: Any, targets: Any, mask: Any, weights: Any
     return nll + kl_coef * kl, nll, kl
 
 
-def _chunk_terms(logits: Any, ref_logits: Any, targets: Any) -> tuple[Any, Any, Any, Any]:
-    """(log p of the targets, exact KL(p || q) per position, log p, log p - log q) of one chunk, in float32 (float64
-    for float64 logits)."""
-    import torch
-
-    from genenv_cli.training.target_logps import chunk_logp
-
-    tok_logp, logp = chunk_logp(logits, targets, 1.0)
-    diff = logp - torch.log_softmax(ref_logits.to(logp.dtype), dim=-1)
-    kl_tok = (logp.exp() * diff).sum(-1)
-    return tok_logp, kl_tok, logp, diff
-
-
 def token_terms(logits: Any, ref_logits: Any, targets: Any, chunk: int | None = None) -> tuple[Any, Any]:
     """(log p of each target token, exact KL(p || q) at each position), both (B, T) in float32, for logits (B, T, V)
     and the reference's `ref_logits` (no gradient flows to them), in chunks of `chunk` positions (default
     `target_logps.chunk_positions`). Differentiable in `logits`; the module docstring says how it saves memory."""
     import torch
 
-    from genenv_cli.training.target_logps import chunk_positions
+    from genenv_cli.training.target_logps import chunk_positions, kl_chunk_terms
 
     class _TokenTerms(torch.autograd.Function):
         @staticmethod
@@ -71,7 +58,7 @@ def token_terms(logits: Any, ref_logits: Any, targets: Any, chunk: int | None = 
             tok = torch.empty(z.shape[:2], dtype=torch.promote_types(z.dtype, torch.float32), device=z.device)
             kl = torch.empty_like(tok)
             for s in range(0, z.shape[1], step):
-                tok[:, s:s + step], kl[:, s:s + step], _, _ = _chunk_terms(z[:, s:s + step], ref[:, s:s + step],
+                tok[:, s:s + step], kl[:, s:s + step], _, _ = kl_chunk_terms(z[:, s:s + step], ref[:, s:s + step],
                                                                             tgt[:, s:s + step])
             ctx.save_for_backward(z, ref, tgt, kl)
             ctx.step = step
@@ -84,7 +71,7 @@ def token_terms(logits: Any, ref_logits: Any, targets: Any, chunk: int | None = 
             for s in range(0, z.shape[1], ctx.step):
                 e = s + ctx.step
                 with torch.no_grad():
-                    _, _, logp, diff = _chunk_terms(z[:, s:e], ref[:, s:e], tgt[:, s:e])
+                    _, _, logp, diff = kl_chunk_terms(z[:, s:e], ref[:, s:e], tgt[:, s:e])
                     p = logp.exp()
                     # d log p_y / dz = onehot(y) - p;  d KL / dz = p (log p - log q - KL)
                     g = p * (diff - kl[:, s:e, None]) * g_kl[:, s:e, None] - p * g_tok[:, s:e, None]
@@ -133,7 +120,6 @@ def batch_loss(model: Any, policy: Any, ids: Any, attn: Any, n: int, mask: Any, 
 def make_trainer(policy: Any, args: Any, rows: list[dict[str, Any]], *, kl_coef: float, kl_max: float) -> Any:
     """A Trainer whose loss is `rwr_loss` on the rows (prompt_ids, target_ids, weight_rel, and `group`: rows of
     one group, the generations of one conditioning context, share micro-batches; see common.grouped_order)."""
-    import torch
     from transformers import Trainer
 
     from genenv_cli.training.common import attach_recorder, grouped_order

@@ -40,6 +40,17 @@ def chunk_logp(z: Any, tgt: Any, temperature: float) -> tuple[Any, Any]:
     return logp.gather(-1, tgt.unsqueeze(-1)).squeeze(-1), logp
 
 
+def kl_chunk_terms(logits: Any, ref_logits: Any, targets: Any) -> tuple[Any, Any, Any, Any]:
+    """update-env's per-position terms of one chunk (training/rwr.py, training/head_loss.py): (log p of the targets,
+    exact KL(p || q) per position, log p, log p - log q), in float32 (float64 for float64 logits)."""
+    import torch
+
+    tok_logp, logp = chunk_logp(logits, targets, 1.0)
+    diff = logp - torch.log_softmax(ref_logits.to(logp.dtype), dim=-1)
+    kl_tok = (logp.exp() * diff).sum(-1)
+    return tok_logp, kl_tok, logp, diff
+
+
 def target_logps(logits: Any, targets: Any, temperature: float = 1.0, chunk: int | None = None) -> Any:
     """(B, T) log-probabilities of `targets` (B, T) under `logits / temperature` (B, T, V), in float32;
     differentiable in `logits` (module docstring)."""
