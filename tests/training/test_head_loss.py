@@ -24,9 +24,10 @@ def _model(tied=True, seed=0, model_type="llama"):
     return model.train()
 
 
-def _batch(B=4, P=14, n=20, seed=3):
+def _batch(B=4, P=14, n=20, seed=3, shared=0):
     g = torch.Generator().manual_seed(seed)
-    prompts = [torch.randint(1, V, (P - i,), generator=g).tolist() for i in range(B)]
+    common = torch.randint(1, V, (shared,), generator=g).tolist()
+    prompts = [common + torch.randint(1, V, (P - i,), generator=g).tolist() for i in range(B)]
     targets = [torch.randint(1, V, (n - 2 * i,), generator=g).tolist() for i in range(B)]
     ids, attn, mask = logits.pad_pairs(prompts, targets, 0)
     return ids, attn, mask, torch.rand(B, generator=g) + 0.5
@@ -94,11 +95,18 @@ def test_update_env_loss_and_gradients_equal_the_logits_route(monkeypatch, lora,
 
 @pytest.mark.slow
 @pytest.mark.parametrize("tied", [True, False])
-@pytest.mark.parametrize("temperature", [1.0, 0.7])
-def test_update_agent_logps_and_gradients_equal_the_logits_route(monkeypatch, tied, temperature):
+@pytest.mark.parametrize(("temperature", "shared"), [(1.0, 0), (0.7, 0), (0.7, 12)])
+def test_update_agent_logps_and_gradients_equal_the_logits_route(monkeypatch, tied, temperature, shared):
+    """`shared`: the rows begin with the same tokens, so the forward computes them once (engines/shared_prefix.py)."""
+    from genenv_cli.engines import shared_prefix
+
     monkeypatch.setattr("genenv_cli.memory_plan.LOSS_CHUNK_ELEMENTS", 4 * 2 * V)
     model = _model(tied, model_type="qwen2")
-    ids, attn, mask, _ = _batch()
+    ids, attn, mask, _ = _batch(shared=shared)
+    assert shared_prefix.supports(model)
+    calls = []
+    real = shared_prefix.padded_forward
+    monkeypatch.setattr(shared_prefix, "padded_forward", lambda *a: calls.append(1) or real(*a))
     n = mask.shape[1]
     g = torch.Generator().manual_seed(5)
     w = torch.randn(mask.shape, generator=g)
@@ -108,6 +116,8 @@ def test_update_agent_logps_and_gradients_equal_the_logits_route(monkeypatch, ti
         return ((lp * w * mask).sum(), lp)
 
     got, got_grads, want, want_grads = _both(monkeypatch, run, model)
+    if shared:  # the shared-prefix forward computed the logits (or the hidden states) both times
+        assert len(calls) == 2 and real(model, ids, attn, mask.shape[1] + 1) is not None
     _close(got[1], want[1], 1e-5)
     for name in want_grads:
         _close(got_grads[name], want_grads[name], 1e-4)
