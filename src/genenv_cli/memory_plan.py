@@ -25,8 +25,8 @@ activations of a GRPO batch or vLLM's KV cache). The formulas, in bytes, with P 
   float32 gradient accumulator (2 + 4 bytes x vocab x hidden). DeepSpeed ZeRO-3 gathers a module's weight only while
   that module runs, so there the losses take the logits (the `logits` route): per target token the logits (4 bytes
   x vocab in float32), update-env's reference's (4), the float32 gradient (4) and its cast to the compute dtype;
-  about 14 bytes x vocab per target token for update-env, 12.6 measured on an H200 (43.6 GB of the 7B one-GPU LoRA
-  route's plan at 8 x 2,560 target tokens went there).
+  about 14 bytes x vocab per target token for update-env (12.6 measured on an H200): 44 GB at 8 x 2,560 target
+  tokens of the 7B vocabulary, against 2 GB with the head inside the loss.
 - What the allocator reserves beyond what is allocated: the caching allocator keeps freed blocks for reuse and
   splits them, so its reserved peak is above the allocated one. On an H200 without `expandable_segments` the gap
   was 0.13-0.96 times the planned activations (benchmarks/gpu/, 0.5B shape); the training stages now set
