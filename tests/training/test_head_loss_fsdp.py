@@ -1,7 +1,8 @@
 """The LM head applied inside the loss (training/head_loss.py) under FSDP2 (torch's `fully_shard`, one unit per
 decoder layer and the root, as accelerate's FSDP2 wraps a model), on 2 gloo processes: each rank's loss and the
 gathered gradients of every parameter equal the route through the logits on the same rank's rows. Under FSDP2 the
-head's weight is a shard until the root's forward gathers it; the loss reads it after that forward."""
+head's weight is a shard until the root's forward gathers it; the loss reads it after that forward, and the root is
+kept gathered until the backward pass even when `reshard_after_forward=True` is passed, as accelerate passes it."""
 
 import os
 import subprocess
@@ -34,9 +35,9 @@ SCRIPT = textwrap.dedent('''
             logits.plain_head = plain_head if route == "fused" else (lambda model: None)
             model = t._model(tied)
             reference = t._model(tied, seed=1).eval().requires_grad_(False)
-            for layer in model.model.layers:
-                fully_shard(layer)
-            fully_shard(model)
+            for layer in model.model.layers:  # as accelerate's FSDP2 wraps: reshard_after_forward given explicitly
+                fully_shard(layer, reshard_after_forward=True)
+            fully_shard(model, reshard_after_forward=True)
             assert hasattr(model.lm_head.weight, "to_local")  # sharded
             policy = Policy(model=model, tokenizer=None, lora=False, base_name="tiny", reference=reference)
             ids, attn, mask, weights = t._batch()

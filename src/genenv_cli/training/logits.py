@@ -76,6 +76,8 @@ def plain_head(model: Any) -> Any | None:
     head = get() if get is not None else None
     if type(head) is not torch.nn.Linear or hasattr(head.weight, "ds_id"):
         return None
+    if hasattr(head.weight, "to_local") and not hasattr(model, "set_reshard_after_forward"):
+        return None  # sharded by something other than an FSDP2 root that can keep it gathered (completion_hidden)
     return head
 
 
@@ -94,6 +96,11 @@ def completion_hidden(model: Any, input_ids: Any, attention_mask: Any, n_complet
     head = plain_head(model)
     if head is None:
         return None
+    if hasattr(head.weight, "to_local"):
+        # FSDP2 holds the head in the root's parameters, gathered by the root's forward; told to reshard after
+        # forward (accelerate passes `reshard_after_forward` explicitly) it would free them before the loss uses
+        # them. Kept gathered until the backward pass, as torch's own default for the root does
+        model.set_reshard_after_forward(False, recurse=False)
     own = head.__dict__.get("forward")  # a hook library may have set its own forward on the instance
     head.forward = _passthrough
     try:
@@ -107,14 +114,12 @@ def completion_hidden(model: Any, input_ids: Any, attention_mask: Any, n_complet
 
 
 def head_weights(head: Any) -> tuple[Any, Any]:
-    """(weight, bias) of the head as the loss uses them: under FSDP2 a weight still held as a DTensor (sharded) is
-    gathered by DTensor's own differentiable all-gather."""
-    weight, bias = head.weight, head.bias
-    if hasattr(weight, "full_tensor"):
-        weight = weight.full_tensor()
-    if bias is not None and hasattr(bias, "full_tensor"):
-        bias = bias.full_tensor()
-    return weight, bias
+    """(weight, bias) of the head as the loss uses them, read after the forward (`completion_hidden`). A weight still
+    sharded then is an error: gathering it here would give it a gradient FSDP does not reduce over the ranks."""
+    if hasattr(head.weight, "to_local"):
+        raise RuntimeError("the LM head's weight is still sharded after the model's forward pass: the loss cannot "
+                           "apply it (FSDP2 was expected to keep the root's parameters gathered)")
+    return head.weight, head.bias
 
 
 def token_logps(model: Any, input_ids: Any, attention_mask: Any, n_completion: int, temperature: float = 1.0) -> Any:
