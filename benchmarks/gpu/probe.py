@@ -3,14 +3,17 @@
     python -m benchmarks.gpu.probe OUT.json update-agent --epoch 1 --run DIR
 
 Writes OUT.json: the command's exit status and wall time; the peak GPU memory torch's allocator saw (allocated and
-reserved; null without CUDA); and the peak host memory: the process's anonymous memory (what it allocated itself,
-sampled every 10 ms; file pages such as a memory-mapped checkpoint are not counted) and VmHWM (everything resident,
-file pages included).
+reserved; null without CUDA) and the allocator setting it ran with; the peak host memory: the process's anonymous
+memory (what it allocated itself, sampled every 10 ms; file pages such as a memory-mapped checkpoint are not counted)
+and VmHWM (everything resident, file pages included); and what the update's loss was handed (`loss_inputs`): the
+route (`head`: hidden states, the head applied inside the loss; `logits`), the dtype of the tensor the model's
+forward gave the loss, and the dtype the head's product ran in.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 import time
@@ -24,6 +27,31 @@ def _status_kb(field: str) -> int:
     return 0
 
 
+def watch_loss_inputs(seen: dict) -> None:
+    """Record, once, what the losses receive: wraps logits.completion_logits (the model's forward, whose output is
+    the hidden states where the head is taken out) and head_loss.compute_dtype."""
+    from genenv_cli.training import head_loss, logits
+
+    forward, dtype_of = logits.completion_logits, head_loss.compute_dtype
+
+    def completion_logits(model, *args, **kwargs):
+        out = forward(model, *args, **kwargs)
+        if "output_dtype" not in seen:
+            head = logits.plain_head(model)
+            seen["route"] = "logits" if head is None or head.forward is not logits._passthrough else "head"
+            seen["output_dtype"] = str(out.dtype).replace("torch.", "")
+            seen["output_width"] = int(out.shape[-1])
+        return out
+
+    def compute_dtype(hidden, weight):
+        got = dtype_of(hidden, weight)
+        seen.setdefault("head_compute_dtype", str(got).replace("torch.", ""))
+        seen.setdefault("head_weight_dtype", str(weight.dtype).replace("torch.", ""))
+        return got
+
+    logits.completion_logits, head_loss.compute_dtype = completion_logits, compute_dtype
+
+
 def main() -> None:
     out, args = sys.argv[1], sys.argv[2:]
     peak = {"anon_kb": _status_kb("RssAnon")}
@@ -34,6 +62,8 @@ def main() -> None:
             peak["anon_kb"] = max(peak["anon_kb"], _status_kb("RssAnon"))
 
     threading.Thread(target=sample, daemon=True).start()
+    seen: dict = {}
+    watch_loss_inputs(seen)
     sys.argv = ["genenv", *args]
     t = time.perf_counter()
     code = 0
@@ -49,7 +79,8 @@ def main() -> None:
         record = {"args": args, "exit": code, "seconds": round(seconds, 2),
                   "host_anon_peak_gb": round(max(peak["anon_kb"], _status_kb("RssAnon")) * 1024 / 1e9, 3),
                   "host_hwm_gb": round(_status_kb("VmHWM") * 1024 / 1e9, 3),
-                  "gpu_allocated_peak_gb": None, "gpu_reserved_peak_gb": None}
+                  "gpu_allocated_peak_gb": None, "gpu_reserved_peak_gb": None, "loss_inputs": seen,
+                  "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF")}
         import torch
 
         if torch.cuda.is_available() and torch.cuda.is_initialized():

@@ -15,15 +15,27 @@ activations of a GRPO batch or vLLM's KV cache). The formulas, in bytes, with P 
 - The reference model for the KL term (`kl_coef > 0`) in the compute dtype (2 P), whole on every GPU.
 - Activations, an estimate: with gradient checkpointing each layer keeps its input (2 bytes x hidden per token) and
   one layer is recomputed at a time (about 34 bytes x hidden per token, attention without a seq^2 term as with SDPA);
-  without it every layer keeps its 34 x hidden. Plus the full-vocabulary tensors of the loss, per completion
-  (target) token. Under bf16 mixed precision accelerate converts the model's outputs to float32, so the logits
-  reach the loss in float32 (4 bytes x vocab) whatever the compute dtype; both losses work through the positions in
-  chunks (training/target_logps.py, training/rwr.py) and keep only those logits, and in the backward pass their
-  float32 gradient and its cast back to the compute dtype. update-env's exact KL also keeps the reference's logits
-  (4 bytes x vocab). So about 10 bytes x vocab per target token for update-agent and 14 for update-env in bf16,
-  plus one chunk's float32 temporaries (LOSS_TEMPORARIES x 4 bytes x LOSS_CHUNK_ELEMENTS). The GPU check
-  (benchmarks/gpu/) measures both against this. Computed over the whole vocabulary at once the exact KL kept about
-  24 bytes x vocab per token in float32: 44 GB at 8 x 1,500 target tokens of Qwen's vocabulary.
+  without it every layer keeps its 34 x hidden. Plus the loss's own tensors (`loss_bytes`). Both losses take the
+  last hidden states of the completion (target) positions and apply the LM head a chunk of positions at a time
+  inside the loss (training/head_loss.py), so no (batch x positions x vocabulary) tensor exists: what stays is the
+  hidden states as they reach the loss (float32 under accelerate's output conversion, the compute dtype under FSDP2,
+  which leaves the outputs in its parameter dtype), their gradient and its cast (update-env: the reference's hidden
+  states too), one chunk's float32 temporaries (LOSS_TEMPORARIES x 4 bytes x LOSS_CHUNK_ELEMENTS) and its logits in
+  the compute dtype, and where the head trains (full fine-tuning) its weight cast to the compute dtype and its
+  float32 gradient accumulator (2 + 4 bytes x vocab x hidden). DeepSpeed ZeRO-3 gathers a module's weight only while
+  that module runs, so there the losses take the logits (the `logits` route): per target token the logits (4 bytes
+  x vocab in float32), update-env's reference's (4), the float32 gradient (4) and its cast to the compute dtype;
+  about 14 bytes x vocab per target token for update-env (12.6 measured on an H200): 44 GB at 8 x 2,560 target
+  tokens of the 7B vocabulary, against 2 GB with the head inside the loss.
+- What the allocator reserves beyond what is allocated: the caching allocator keeps freed blocks for reuse and
+  splits them, so its reserved peak is above the allocated one. On an H200 without `expandable_segments` the gap
+  was 0.13-0.96 times the planned activations (benchmarks/gpu/, 0.5B shape); the training stages now set
+  `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` (unless the user set that variable), which maps freed memory
+  back into one segment. The plan adds ALLOCATOR_SLACK times the activations: an estimate the GPU check measures.
+  The update's warning compares the plan with what the allocator can reserve on the GPU (free memory plus what this
+  process already reserves), not with the GPU's total.
+- FSDP2 keeps the root module's parameters (embedding, final norm, head) gathered from the forward pass to the end
+  of the backward pass, with their unsharded gradients: counted, in float32 like the gathered layers.
 - vLLM: the weights in the compute dtype (2 P, divided over `tensor_parallel_size`) plus the KV cache of a batch
   of full-length sequences: 2 (K and V) x layers x kv_heads x head_dim x 2 bytes per token.
 - Host memory per machine: every model is read straight onto its GPU (models.load_model), so no process holds
@@ -36,16 +48,55 @@ activations of a GRPO batch or vLLM's KV cache). The formulas, in bytes, with P 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import os
+import sys
+from dataclasses import dataclass, field, replace
 
 GB = 1e9
 # both updates' losses work through the target positions in chunks of at most this many (position x vocabulary)
 # elements, a few float32 tensors of that size alive at once (training/target_logps.py, training/rwr.py)
 LOSS_CHUNK_ELEMENTS = 2**25
 LOSS_TEMPORARIES = 6
+# reserved beyond allocated, as a share of the activations (module docstring): with expandable_segments (the
+# training stages' default) an estimate; without it the largest share an H200 showed (0.96 for update-agent LoRA)
+ALLOCATOR_SLACK = {True: 0.1, False: 1.0}
 # a training or generation process's own host memory on a GPU machine (Python, torch, CUDA's context and libraries,
 # the pool's rows): an estimate, about 0.5 GB of it measured on CPU; benchmarks/gpu/ records the real one
 PROCESS_HOST_BYTES = 3e9
+
+
+# torch's allocator settings: the CUDA-only name and the newer one for every device (either set: the user's choice)
+ALLOC_CONF_VARS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
+EXPANDABLE = "expandable_segments:True"
+
+
+def expandable_segments_on(environ: dict[str, str] | None = None) -> bool:
+    """Whether this process's CUDA allocator maps freed memory back into one segment: its setting asks for it, or no
+    setting is made and the training stages set it (`default_allocator`).
+
+    >>> expandable_segments_on({}), expandable_segments_on({"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:128"})
+    (True, False)
+    """
+    env = os.environ if environ is None else environ
+    given = [env[name] for name in ALLOC_CONF_VARS if name in env]
+    if not given:
+        return True
+    return any("expandable_segments:true" in value.replace(" ", "").lower() for value in given)
+
+
+def default_allocator(environ: dict[str, str] | None = None) -> bool:
+    """Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True for this process (and those it starts) unless the user set
+    an allocator setting; True when it did. Without it the caching allocator's reserved peak was up to twice the
+    allocated one (module docstring). torch reads the setting when CUDA initialises, so a training stage calls this
+    first; once CUDA is up it is too late and nothing is set."""
+    env = os.environ if environ is None else environ
+    if any(name in env for name in ALLOC_CONF_VARS):
+        return False
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        return False
+    env["PYTORCH_CUDA_ALLOC_CONF"] = EXPANDABLE
+    return True
 
 
 @dataclass(frozen=True)
@@ -104,6 +155,9 @@ class Workload:
     tensor_parallel: int = 1
     loss: str = "grpo"             # grpo (update-agent) | rwr (update-env)
     compute_bytes: int = 2         # bytes of the compute dtype (bf16)
+    # this process's allocator setting (PYTORCH_CUDA_ALLOC_CONF; unset: the training stages set expandable segments)
+    expandable_segments: bool = field(default_factory=expandable_segments_on)
+    head_in_loss: bool = True      # the losses apply the LM head themselves (False: the model's head gives logits)
 
 
 # update-env at the paper preset's sizes: 8 pairs per GPU per micro-step, the environment's prompt and its output of
@@ -111,25 +165,58 @@ class Workload:
 ENV_WORKLOAD = Workload(seq_len=4608, completion_len=2560, reference=True, loss="rwr")
 
 
-def loss_bytes(shape: Shape, w: Workload) -> float:
-    """The loss's full-vocabulary tensors (module docstring): float32 logits (accelerate's output conversion), the
-    reference's for update-env's exact KL, the logits' float32 gradient and its cast to the compute dtype."""
-    entries = w.batch_size * w.completion_len * shape.vocab
-    chunk = LOSS_TEMPORARIES * 4 * min(LOSS_CHUNK_ELEMENTS, entries)
-    cast = w.compute_bytes if w.compute_bytes < 4 else 0
-    if w.loss == "rwr":
-        return (4 + 4 + 4 + cast) * entries + chunk
-    if w.loss == "grpo":
-        return (4 + 4 + cast) * entries + chunk
-    raise ValueError(f"unknown loss {w.loss!r}")
+def loss_route(method: str, w: Workload) -> str:
+    """`head` (the losses apply the LM head from the hidden states) or `logits` (DeepSpeed ZeRO-3, or a model whose
+    head the losses cannot take out: Workload.head_in_loss)."""
+    return "head" if w.head_in_loss and method != "zero3" else "logits"
 
 
-def activations_bytes(shape: Shape, w: Workload) -> float:
+def output_bytes(method: str, w: Workload) -> int:
+    """Bytes per element of the model's outputs as they reach the loss: the compute dtype under FSDP2 (its mixed
+    precision leaves them in the parameter dtype), float32 where accelerate converts them (bf16/fp16 autocast).
+
+    >>> output_bytes("fsdp", Workload()), output_bytes("lora", Workload()), output_bytes("full", Workload())
+    (2, 4, 4)
+    """
+    if w.compute_bytes >= 4:
+        return w.compute_bytes
+    return w.compute_bytes if method == "fsdp" else 4
+
+
+def loss_bytes(shape: Shape, w: Workload, method: str = "lora") -> float:
+    """The loss's tensors (module docstring), by route: from the hidden states, the head inside the loss; or from
+    the logits (ZeRO-3)."""
+    if w.loss not in ("rwr", "grpo"):
+        raise ValueError(f"unknown loss {w.loss!r}")
+    tokens = w.batch_size * w.completion_len
+    entries = tokens * shape.vocab
+    chunk = min(LOSS_CHUNK_ELEMENTS, entries)
+    out = output_bytes(method, w)
+    cast = w.compute_bytes if w.compute_bytes < out else 0
+    models = 2 if w.loss == "rwr" else 1  # update-env's exact KL needs the reference's too
+    if loss_route(method, w) == "logits":
+        return (models * out + out + cast) * entries + LOSS_TEMPORARIES * 4 * chunk
+    hidden = (models * out + out + cast) * tokens * shape.hidden
+    temporaries = LOSS_TEMPORARIES * 4 * chunk + models * w.compute_bytes * chunk
+    head = 0
+    if method in ("full", "fsdp"):  # the head trains: its weight cast once per pass, its float32 gradient
+        head = (w.compute_bytes if w.compute_bytes < 4 else 0) * shape.vocab * shape.hidden \
+            + 4 * shape.vocab * shape.hidden
+    return hidden + temporaries + head
+
+
+def activations_bytes(shape: Shape, w: Workload, method: str = "lora") -> float:
+    """Activations and the loss's tensors, with the allocator's slack on top (module docstring)."""
     tokens = w.batch_size * w.seq_len
     per_layer = 34 * shape.hidden * tokens
     kept = (2 * shape.hidden * tokens * shape.layers + per_layer) if w.gradient_checkpointing \
         else per_layer * shape.layers
-    return kept + loss_bytes(shape, w)
+    return (kept + loss_bytes(shape, w, method)) * (1 + ALLOCATOR_SLACK[w.expandable_segments])
+
+
+def root_params(shape: Shape) -> int:
+    """Parameters outside the decoder layers: the embedding, the final norm and (untied) the head."""
+    return shape.params() - shape.layers * shape.layer_params()
 
 
 def training_bytes(shape: Shape, method: str, gpus: int, w: Workload = Workload()) -> dict[str, float]:
@@ -157,8 +244,10 @@ def training_bytes(shape: Shape, method: str, gpus: int, w: Workload = Workload(
         raise ValueError(f"unknown method {method!r}")
     gathered_bytes = {"fsdp": 4, "zero3": 2}.get(method, 0)
     parts["gathered"] = 2 * gathered_bytes * shape.layer_params()
+    if method == "fsdp":  # the root's parameters and their gradients, unsharded for the whole step
+        parts["gathered"] += 2 * 4 * root_params(shape)
     parts["reference"] = 2 * P if (w.reference and method != "lora") else 0.0
-    parts["activations"] = activations_bytes(shape, w)
+    parts["activations"] = activations_bytes(shape, w, method)
     parts["total"] = sum(parts.values())
     return parts
 

@@ -78,22 +78,34 @@ def test_the_packed_genenv_installs_as_the_gpu_machine_installs_it(pack, tmp_pat
 
 def test_a_dry_run_of_the_check_runs_every_part(pack, tmp_path):
     done = subprocess.run([sys.executable, "-m", "benchmarks.gpu.check", "--dry-run", "--pack", str(pack),
-                           "--budget-s", "1500", "--out", str(tmp_path)], capture_output=True, text=True, cwd=ROOT,
-                          timeout=1600)
+                           "--budget-s", "2400", "--out", str(tmp_path)], capture_output=True, text=True, cwd=ROOT,
+                          timeout=2500)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     record = json.loads((tmp_path / "gpu_check-cpu-dry-run.json").read_text())
     assert record["dry_run"] and record["device"] == "cpu" and record["pack"]["pins"]
     parts = record["parts"]
     assert {k: v["status"] for k, v in parts.items()} == dict.fromkeys(
-        ["models", "gpu_tests", "updates", "epoch", "mismatch", "rollout_speed"], "ok")
+        ["models", "updates", "big", "rollout_speed", "shard_agreement", "gpu_tests", "epoch", "mismatch"], "ok")
     assert parts["gpu_tests"].get("skipped", 0) >= 4                      # no CUDA here
     runs = parts["updates"]["runs"]
-    assert set(runs) == {"update-agent LoRA", "update-env full"}
-    for r in runs.values():
+    assert set(runs) == {"update-agent LoRA", "update-env FSDP"}
+    big = parts["big"]["runs"]
+    assert set(big) == {"7B update-env LoRA", "7B update-agent LoRA, no expandable segments"}
+    for r in [*runs.values(), *big.values()]:
         assert r["exit"] == 0 and r["predicted_gpu_gb"] > 0 and r["host_anon_peak_gb"] > 0
+        assert r["loss_inputs"]["route"] == "head" and r["loss_inputs"]["output_dtype"] == "float32"  # CPU: float32
+        assert r["plan_gb"]["total"] == r["predicted_gpu_gb"]
+    assert runs["update-env FSDP"]["method"] == "fsdp"
+    assert big["7B update-env LoRA"]["alloc_conf"] == "expandable_segments:True"              # genenv's default
+    assert big["7B update-agent LoRA, no expandable segments"]["alloc_conf"] == "expandable_segments:False"  # the user's
+    assert big["7B update-agent LoRA, no expandable segments"]["allocator"] == "plain"
+    shards = parts["shard_agreement"]
+    assert shards["samples"] == 6 and shards["tokens"] > 0
+    assert shards["token_agreement"] == 1.0 and shards["samples_identical"] == 6   # CPU, float32: the same tokens
     assert set(parts["epoch"]["stages"]) == {"generate-tasks", "rollout", "score", "update-agent", "update-env"}
     assert parts["mismatch"]["samples"] > 0 and parts["mismatch"]["mean_abs_delta_logprob"] < 1e-3   # fp32 both
     assert parts["rollout_speed"]["tokens"]["genenv"] > 0
     table = done.stdout[done.stdout.index("GPU check on cpu"):]
-    for row in ("models", "gpu_tests", "update-agent LoRA", "update-env full", "epoch", "mismatch", "rollout_speed"):
+    for row in ("models", "update-agent LoRA", "update-env FSDP", "7B update-env LoRA", "rollout_speed",
+                "shard_agreement", "gpu_tests", "epoch", "mismatch"):
         assert f"\n{row} " in table

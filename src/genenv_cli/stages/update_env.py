@@ -90,6 +90,9 @@ def summary(counts: dict[str, Any], metrics: dict[str, Any]) -> str:
 
 def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI | None = None) -> StageResult:
     ui = ui or UI(quiet=True)
+    from genenv_cli.memory_plan import default_allocator
+
+    default_allocator()  # expandable segments, before anything initialises CUDA (unless the user chose a setting)
     if env_trained(cfg):
         from genenv_cli.launch import check_update_launch
 

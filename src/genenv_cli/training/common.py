@@ -348,7 +348,8 @@ def distribution_words(kind: str, processes: int) -> str:
 
 def _memory_warning(policy: Policy, train: TrainingConfig, trainer: Any, sharding: str, dtype: str) -> str | None:
     """launch.memory_warning for this update on this process's GPU (None on CPU): the rows it trains on give the
-    lengths (`target_ids`: update-env's RWR pairs; `completion_ids`: GRPO rows)."""
+    lengths (`target_ids`: update-env's RWR pairs; `completion_ids`: GRPO rows); the plan is compared with the
+    memory the allocator can reserve."""
     import torch
 
     first = next(iter(policy.model.parameters()), None)
@@ -368,7 +369,9 @@ def _memory_warning(policy: Policy, train: TrainingConfig, trainer: Any, shardin
     chosen = sharding if sharding != "none" else launcher_choice()
     method = "lora" if policy.lora else {"none": "full", "fsdp": "fsdp", "zero3": "zero3"}[chosen]
     section = {AgentUpdateConfig: "agent_update", EnvUpdateConfig: "env_update"}.get(type(train), "the update")
-    total = int(torch.cuda.get_device_properties(first.device).total_memory)
+    # what the allocator can still reserve: the GPU's free memory and what this process holds already (not the
+    # GPU's total: other processes and CUDA's own context take theirs)
+    total = int(torch.cuda.mem_get_info(first.device)[0]) + int(torch.cuda.memory_reserved(first.device))
     width = torch.finfo(getattr(torch, dtype_name(dtype, str(first.device)))).bits // 8
     return memory_warning(section, train, shape, method, world()[1], lengths,
                           reference=policy.reference is not None and not policy.lora,

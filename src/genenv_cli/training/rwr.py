@@ -19,6 +19,9 @@ gradient, `g_tok (onehot - p) + g_kl p (log p - log q - kl)`, straight into the 
 the logits, the reference's logits and that gradient, plus one chunk's float32 temporaries
 (memory_plan.LOSS_CHUNK_ELEMENTS). No library we use has this loss in chunked form (TRL's and Liger's chunked
 losses are cross-entropy and sampled-token KL estimators, not the exact KL against a second model's logits).
+That is the route from logits; the update itself (`batch_loss`) takes the hidden states instead and applies both
+models' heads a chunk at a time inside the same per-position operations (training/head_loss.py), so that neither
+logits tensor nor their gradient exists for the whole batch.
 """
 
 from __future__ import annotations
@@ -40,26 +43,13 @@ def rwr_loss(logits: Any, ref_logits: Any, targets: Any, mask: Any, weights: Any
     return nll + kl_coef * kl, nll, kl
 
 
-def _chunk_terms(logits: Any, ref_logits: Any, targets: Any) -> tuple[Any, Any, Any, Any]:
-    """(log p of the targets, exact KL(p || q) per position, log p, log p - log q) of one chunk, in float32 (float64
-    for float64 logits)."""
-    import torch
-
-    from genenv_cli.training.target_logps import chunk_logp
-
-    tok_logp, logp = chunk_logp(logits, targets, 1.0)
-    diff = logp - torch.log_softmax(ref_logits.to(logp.dtype), dim=-1)
-    kl_tok = (logp.exp() * diff).sum(-1)
-    return tok_logp, kl_tok, logp, diff
-
-
 def token_terms(logits: Any, ref_logits: Any, targets: Any, chunk: int | None = None) -> tuple[Any, Any]:
     """(log p of each target token, exact KL(p || q) at each position), both (B, T) in float32, for logits (B, T, V)
     and the reference's `ref_logits` (no gradient flows to them), in chunks of `chunk` positions (default
     `target_logps.chunk_positions`). Differentiable in `logits`; the module docstring says how it saves memory."""
     import torch
 
-    from genenv_cli.training.target_logps import chunk_positions
+    from genenv_cli.training.target_logps import chunk_positions, kl_chunk_terms
 
     class _TokenTerms(torch.autograd.Function):
         @staticmethod
@@ -68,7 +58,7 @@ def token_terms(logits: Any, ref_logits: Any, targets: Any, chunk: int | None = 
             tok = torch.empty(z.shape[:2], dtype=torch.promote_types(z.dtype, torch.float32), device=z.device)
             kl = torch.empty_like(tok)
             for s in range(0, z.shape[1], step):
-                tok[:, s:s + step], kl[:, s:s + step], _, _ = _chunk_terms(z[:, s:s + step], ref[:, s:s + step],
+                tok[:, s:s + step], kl[:, s:s + step], _, _ = kl_chunk_terms(z[:, s:s + step], ref[:, s:s + step],
                                                                             tgt[:, s:s + step])
             ctx.save_for_backward(z, ref, tgt, kl)
             ctx.step = step
@@ -81,7 +71,7 @@ def token_terms(logits: Any, ref_logits: Any, targets: Any, chunk: int | None = 
             for s in range(0, z.shape[1], ctx.step):
                 e = s + ctx.step
                 with torch.no_grad():
-                    _, _, logp, diff = _chunk_terms(z[:, s:e], ref[:, s:e], tgt[:, s:e])
+                    _, _, logp, diff = kl_chunk_terms(z[:, s:e], ref[:, s:e], tgt[:, s:e])
                     p = logp.exp()
                     # d log p_y / dz = onehot(y) - p;  d KL / dz = p (log p - log q - KL)
                     g = p * (diff - kl[:, s:e, None]) * g_kl[:, s:e, None] - p * g_tok[:, s:e, None]
@@ -102,16 +92,38 @@ def collate(rows: list[dict[str, Any]], pad_id: int) -> dict[str, Any]:
             "weights": torch.tensor([r["weight_rel"] for r in rows], dtype=torch.float32)}
 
 
+def batch_loss(model: Any, policy: Any, ids: Any, attn: Any, n: int, mask: Any, weights: Any, *,
+               kl_coef: float) -> tuple[Any, Any, Any]:
+    """rwr_loss of a batch whose targets are its last `n` columns: from the hidden states of the model and of the
+    reference, the heads applied a chunk at a time inside the loss (training/head_loss.py), where both models allow
+    it (logits.plain_head); else from their logits."""
+    import torch
+
+    from genenv_cli.training.logits import completion_hidden, completion_logits, head_weights, plain_head
+
+    reference = policy.reference_model()
+    if plain_head(model) is not None and plain_head(reference) is not None:
+        from genenv_cli.training.head_loss import head_rwr_loss
+
+        hidden, head = completion_hidden(model, ids, attn, n)
+        with torch.no_grad(), policy.reference_context():
+            ref_hidden, ref_head = completion_hidden(reference, ids, attn, n)
+            ref_weights = head_weights(ref_head)
+        return head_rwr_loss(hidden, *head_weights(head), ref_hidden, *ref_weights, ids[:, -n:], mask, weights,
+                             kl_coef=kl_coef)
+    logits = completion_logits(model, ids, attn, n)
+    with torch.no_grad(), policy.reference_context():
+        ref_logits = completion_logits(reference, ids, attn, n)
+    return rwr_loss(logits, ref_logits, ids[:, -n:], mask, weights, kl_coef=kl_coef)
+
+
 def make_trainer(policy: Any, args: Any, rows: list[dict[str, Any]], *, kl_coef: float, kl_max: float) -> Any:
     """A Trainer whose loss is `rwr_loss` on the rows (prompt_ids, target_ids, weight_rel, and `group`: rows of
     one group, the generations of one conditioning context, share micro-batches; see common.grouped_order)."""
-    import torch
     from transformers import Trainer
 
     from genenv_cli.training.common import attach_recorder, grouped_order
     from genenv_cli.training.distributed import all_mean
-    from genenv_cli.training.logits import completion_logits
-
     pad_id = policy.tokenizer.pad_token_id
     groups = [r.get("group", i) for i, r in enumerate(rows)]
 
@@ -122,11 +134,8 @@ def make_trainer(policy: Any, args: Any, rows: list[dict[str, Any]], *, kl_coef:
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             n = inputs["target_mask"].shape[1]
             ids, attn = inputs["input_ids"], inputs["attention_mask"]
-            logits = completion_logits(model, ids, attn, n)
-            with torch.no_grad(), policy.reference_context():
-                ref_logits = completion_logits(policy.reference_model(), ids, attn, n)
-            loss, nll, kl = rwr_loss(logits, ref_logits, ids[:, -n:], inputs["target_mask"], inputs["weights"],
-                                     kl_coef=kl_coef)
+            loss, nll, kl = batch_loss(model, policy, ids, attn, n, inputs["target_mask"], inputs["weights"],
+                                       kl_coef=kl_coef)
             kl_all = all_mean(kl.detach())  # the one synchronisation per micro-step: the cap decides before the step
             if kl_all > kl_max:
                 self.stopped = {"step": self.state.global_step + 1, "kl": kl_all, "nll": float(nll.item()),

@@ -7,7 +7,9 @@ per completion token, measured on an H200 (benchmarks/speed/results/gpu/), where
 bf16. This function does the same operations per position, a chunk at a time, and its backward pass recomputes each
 chunk's softmax and writes `g (onehot - p) / T` straight into the logits' gradient: what stays is the logits and
 that gradient, plus one chunk's float32 temporaries. TRL's `selective_log_softmax` saves the forward's memory but
-leaves the backward to autograd; no library we use has the chunked backward.
+leaves the backward to autograd; no library we use has the chunked backward. Where the model's head can be taken
+out of its forward (logits.completion_hidden), training/head_loss.py goes one step further and does not take the
+logits at all.
 """
 
 from __future__ import annotations
@@ -36,6 +38,17 @@ def chunk_logp(z: Any, tgt: Any, temperature: float) -> tuple[Any, Any]:
         work = work / temperature
     logp = torch.log_softmax(work, dim=-1)
     return logp.gather(-1, tgt.unsqueeze(-1)).squeeze(-1), logp
+
+
+def kl_chunk_terms(logits: Any, ref_logits: Any, targets: Any) -> tuple[Any, Any, Any, Any]:
+    """update-env's per-position terms of one chunk (training/rwr.py, training/head_loss.py): (log p of the targets,
+    exact KL(p || q) per position, log p, log p - log q), in float32 (float64 for float64 logits)."""
+    import torch
+
+    tok_logp, logp = chunk_logp(logits, targets, 1.0)
+    diff = logp - torch.log_softmax(ref_logits.to(logp.dtype), dim=-1)
+    kl_tok = (logp.exp() * diff).sum(-1)
+    return tok_logp, kl_tok, logp, diff
 
 
 def target_logps(logits: Any, targets: Any, temperature: float = 1.0, chunk: int | None = None) -> Any:
