@@ -20,8 +20,11 @@ a folder in genenv's cache). The export is a folder that stands alone:
   a model card (README.md): method, settings, base model, and the evaluation scores recorded for the checkpoint.
 
 Refused: an epoch whose update has not completed, a checkpoint deleted by `run.keep_checkpoints` or changed since
-its update wrote it, and an output folder that exists (unless `--force`). The folder is written under a temporary
-name beside `--out` and renamed into place, so a failure leaves no half-written export and the previous one intact.
+its update wrote it, an output folder that exists (unless `--force`), and, whatever `--force` says, an output folder
+that is the run, lies inside it or contains it. The folder is written under a temporary name beside `--out` and
+put in place in one commit (`rundir.replace_into_place`): after a failure or a kill, `--out` holds the previous
+export or the new one, never a half-written one, and the next export to the same `--out` first cleans up what a
+killed one left beside it (`rundir.recover_replaced`).
 """
 
 from __future__ import annotations
@@ -46,8 +49,8 @@ from genenv_cli.models import (
     check_weight_files,
     read_checkpoint_meta,
 )
-from genenv_cli.rundir import RunDir, read_pruned, replace_into_place, tmp_name, unchanged
-from genenv_cli.safefiles import read_regular, refuse_link, remove_entry
+from genenv_cli.rundir import RunDir, read_pruned, recover_replaced, replace_into_place, tmp_name, unchanged
+from genenv_cli.safefiles import read_regular, refuse_link, refuse_overlap, remove_entry
 
 ROLES = {"agent": AGENT_STAGE, "env": ENV_STAGE}
 DTYPES = ("float32", "bfloat16", "float16")
@@ -132,10 +135,12 @@ def export_checkpoint(run: RunDir, cfg: Config, epoch: int, role: str, out: Path
         raise ConfigError(f"--dtype {dtype!r}: expected one of {', '.join(DTYPES)}.")
     folder, meta, manifest = checkpoint_folder(run, cfg, epoch, role)
     out = Path(out).expanduser().absolute()
+    refuse_overlap(out, run.root, "--out", "the export")
+    refuse_link(out, "the export folder")
+    recover_replaced(out)  # a killed export's leftovers beside --out: its old copy back if --out is missing
     if os.path.lexists(out) and not force:
         raise InputError(f"{out} exists; choose another --out, or add --force to replace it (the old folder is "
                          f"removed only once the new one is complete).")
-    refuse_link(out, "the export folder")
     adapter = meta["kind"] == "lora"
     notes = []
     if not adapter and not merge:
