@@ -357,6 +357,44 @@ def require_models(run: RunDir, cfg: Config, plan: StagePlan) -> None:
             raise checkpoint_gone(run, cfg, folder, f"{plan.stage} --epoch {plan.epoch}")
 
 
+def require_committed_inputs(run: RunDir, plan: StagePlan) -> None:
+    """Before a stage runs its body: every input that a stage of the run wrote is still exactly what that stage's
+    manifest records (its fingerprint), else an InputError naming the file and the stage to rerun. A stage reads
+    only inputs that are committed and whole: a pool edited by hand (NaN rewards), truncated, or left by a write
+    that never committed is refused before anything is trained on it. Inputs no manifest records (the run's
+    config, imported seeds, an upstream manifest) are the staleness check's."""
+    writers = _input_writers(run, plan)
+    for name, p in plan.inputs.items():
+        found = writers.get(run.rel(p))
+        if not found:
+            continue
+        if p.is_symlink() or not any(unchanged(p, fp) for _, _, fp in found):
+            epoch, stage, _ = found[0]
+            raise InputError(f"{run.rel(p)}: `{plan.stage} --epoch {plan.epoch}` reads it as its input {name}, but "
+                             f"it is not what `{stage} --epoch {epoch}` wrote (its manifest's fingerprint differs: "
+                             f"changed since, or a write that never committed); nothing was trained or written. "
+                             f"Rerun `genenv {stage} --epoch {epoch} --force`, or put the file back as it was.")
+
+
+def _input_writers(run: RunDir, plan: StagePlan) -> dict[str, list[tuple[int, str, dict[str, Any]]]]:
+    """{path: [(epoch, stage, fingerprint)]} of the plan's inputs that epoch stages' manifests record as their
+    output: the plan's own epoch, then the earlier ones while an input is still unaccounted for (a window of
+    earlier pools)."""
+    wanted = {run.rel(p) for p in plan.inputs.values()}
+    found: dict[str, list[tuple[int, str, dict[str, Any]]]] = {}
+    for e in [plan.epoch] + [e for e in reversed(run.epochs()) if e < plan.epoch]:
+        if not wanted - set(found):
+            break
+        for stage, manifest in run.manifests(e).items():
+            try:
+                for rec in manifest.get("outputs", {}).values():
+                    if rec["path"] in wanted and isinstance(rec["fingerprint"], dict):
+                        found.setdefault(rec["path"], []).append((e, stage, rec["fingerprint"]))
+            except (KeyError, AttributeError, TypeError):  # a manifest of another shape records nothing usable
+                continue
+    return found
+
+
 def require_done(run: RunDir, epoch: int, stage: str, needed_by: str) -> dict[str, Any]:
     """The manifest of an upstream stage, or a clear error telling what to run."""
     path = run.manifest_path(epoch, stage)
@@ -418,6 +456,7 @@ def _execute(run: RunDir, cfg: Config, plan: StagePlan, body: Callable[[Staging]
                            f"{plan.stage} epoch {plan.epoch}: up to date (completed {finished}, inputs "
                            f"unchanged); nothing to do. Use --force to redo it.")
     require_models(run, cfg, plan)
+    require_committed_inputs(run, plan)
     known = _recorded_outputs(run, plan.epoch)
     inputs_fp = {name: {"path": run.rel(p), "fingerprint": _fingerprint_reusing(p, known.get(run.rel(p)))}
                  for name, p in plan.inputs.items()}
