@@ -89,7 +89,7 @@ def listing() -> int:
     broken = 0
     while names:
         todo = list(names)
-        code, at, how = isolated(lambda: _list(todo, ITEM_TIMEOUT_S), ITEM_TIMEOUT_S)
+        code, at, how = isolated(lambda todo=todo: _list(todo, ITEM_TIMEOUT_S), ITEM_TIMEOUT_S)
         if code is not None:
             return 1 if code or broken else 0
         name = owners.get((at or "").split(": ", 1)[0], todo[0])
