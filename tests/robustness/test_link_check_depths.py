@@ -74,7 +74,7 @@ def _expected_refusal(root: Path, parts: list[str]) -> bool:
     return False
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(spec=st.dictionaries(st.sampled_from(NAMES), tree, max_size=3), parts=paths)
 def test_refuse_links_below_refuses_exactly_the_paths_through_a_link(tmp_path_factory, spec, parts):
     base = tmp_path_factory.mktemp("tree")
