@@ -360,20 +360,37 @@ def require_models(run: RunDir, cfg: Config, plan: StagePlan) -> None:
 def require_committed_inputs(run: RunDir, plan: StagePlan) -> None:
     """Before a stage runs its body: every input that a stage of the run wrote is still exactly what that stage's
     manifest records (its fingerprint), else an InputError naming the file and the stage to rerun. A stage reads
-    only inputs that are committed and whole: a pool edited by hand (NaN rewards), truncated, or left by a write
-    that never committed is refused before anything is trained on it. Inputs no manifest records (the run's
-    config, imported seeds, an upstream manifest) are the staleness check's."""
+    only inputs that are committed and whole: a pool or a checkpoint edited by hand (NaN rewards), truncated, or
+    left by a write that never committed is refused before anything is trained on it; a Parquet file that no
+    longer reads is named as such. Not checked here: a JSONL task file, which its readers check line by line with
+    each task's domain once it differs from what its manifest records (a task edited by hand is allowed, and its
+    damage is named by line); and inputs no manifest records (the run's config, imported seeds, an upstream
+    manifest), which are the staleness check's."""
     writers = _input_writers(run, plan)
     for name, p in plan.inputs.items():
         found = writers.get(run.rel(p))
-        if not found:
+        if not found or p.suffix == ".jsonl":
             continue
         if p.is_symlink() or not any(unchanged(p, fp) for _, _, fp in found):
             epoch, stage, _ = found[0]
+            rerun = f"Rerun `genenv {stage} --epoch {epoch} --force`"
+            if p.suffix == ".parquet" and p.is_file():
+                _require_readable_parquet(p, rerun)
             raise InputError(f"{run.rel(p)}: `{plan.stage} --epoch {plan.epoch}` reads it as its input {name}, but "
                              f"it is not what `{stage} --epoch {epoch}` wrote (its manifest's fingerprint differs: "
                              f"changed since, or a write that never committed); nothing was trained or written. "
-                             f"Rerun `genenv {stage} --epoch {epoch} --force`, or put the file back as it was.")
+                             f"{rerun}, or put the file back as it was.")
+
+
+def _require_readable_parquet(path: Path, rerun: str) -> None:
+    """An InputError when a Parquet file's footer does not read (empty, truncated, not Parquet): said as such."""
+    import polars as pl
+
+    try:
+        pl.read_parquet_schema(path)
+    except Exception as exc:  # noqa: BLE001 - polars raises several error types for a damaged file
+        raise InputError(f"{path}: not a readable Parquet file ({str(exc)[:160]}); it is empty, truncated or "
+                         f"damaged. {rerun} to write it again.") from None
 
 
 def _input_writers(run: RunDir, plan: StagePlan) -> dict[str, list[tuple[int, str, dict[str, Any]]]]:
