@@ -114,3 +114,15 @@ def test_the_exchange_swaps_two_folders_atomically(tmp_path):
         pytest.skip("this file system cannot exchange two names (renameat2 RENAME_EXCHANGE)")
     assert (a / "which").read_text() == "B" and (b / "which").read_text() == "A"
     shutil.rmtree(a)
+
+
+@pytest.mark.parametrize("command", ["report", "compare"])
+def test_report_and_compare_never_write_among_a_runs_own_files(run, command):
+    """`report --out` inside the run is refused but in RUN/report/ (its own folder); `compare --out` inside a run it
+    compares is refused: the page and its PNGs would overwrite the run's files (here its genenv.toml)."""
+    before = snapshot(run)
+    target = run / "genenv.toml"
+    args = (["report", "--run", run] if command == "report" else ["compare", run]) + ["--out", target]
+    r = cli(*args)
+    assert "inside the run directory" in r.stderr, r.stderr
+    assert snapshot(run) == before
