@@ -48,3 +48,19 @@ def in_subprocess(*args: str, timeout: int = 60) -> subprocess.CompletedProcess:
                               timeout=timeout)
     except subprocess.TimeoutExpired:
         pytest.fail(f"genenv {' '.join(args)} did not finish in {timeout} s")
+
+
+def vouch(run: Path, rel: str, epoch: int = 1) -> None:
+    """Make the manifest that records `rel` as its output record the file as it is now: what the stage would have
+    committed had it written these bytes itself (hostile model output, rather than a file edited afterwards, which
+    the next stage refuses)."""
+    import json
+
+    from genenv_cli.rundir import fingerprint
+
+    for path in (run / "epochs" / f"{epoch:04d}" / "manifests").glob("*.json"):
+        manifest = json.loads(path.read_text())
+        for rec in (manifest.get("outputs") or {}).values():
+            if rec.get("path") == rel:
+                rec["fingerprint"] = fingerprint(run / rel)
+                path.write_text(json.dumps(manifest, indent=2))

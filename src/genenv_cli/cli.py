@@ -348,11 +348,11 @@ def domains(ctx: typer.Context) -> None:
     """List the task domains (built-in and plugins)."""
     if ctx.invoked_subcommand is not None:
         return
-    from genenv_cli.domains import DOMAINS
+    from genenv_cli.domain_views import listing
 
     with reported():
-        for name in DOMAINS.names():
-            typer.echo(f"{name:12s} {DOMAINS.get(name).description}")
+        code = listing()
+    raise typer.Exit(code)
 
 
 @domains_app.command("check")

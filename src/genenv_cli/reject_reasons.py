@@ -8,6 +8,8 @@ name the most common ones.
 >>> top_reasons([{"reason": "parse: no EXERCISE: line"}] * 3 + [{"reason": "duplicate of e0001-b0002-v0"},
 ...              {"reason": "near duplicate of a17"}, {"reason": "surplus: the batch is already full"}])
 [['parse: no EXERCISE: line', 3], ['duplicate of an earlier task', 1], ['near duplicate of an earlier task', 1]]
+>>> reason_group("parse: the model's text doesn't name a tool 'get_weather'")
+"parse: the model's text doesn't name a tool '…'"
 >>> describe([["parse: no EXERCISE: line", 3], ["duplicate of an earlier task", 1]], 5)
 'parse: no EXERCISE: line (3 of 5), duplicate of an earlier task (1 of 5)'
 """
@@ -18,7 +20,8 @@ import re
 from typing import Any
 
 TOP = 3
-_QUOTED = re.compile(r"'[^']{0,200}'|\"[^\"]{0,200}\"")
+# a quoted span starts and ends at a word's edge: the apostrophes of "the model's text doesn't" quote nothing
+_QUOTED = re.compile(r"(?<!\w)'[^']{0,200}'(?!\w)|(?<!\w)\"[^\"]{0,200}\"(?!\w)")
 _DUPLICATE = re.compile(r"\b(duplicate of) \S+")
 MAX_CHARS = 80
 

@@ -50,17 +50,51 @@ def refuse_hard_links(fd: int, path: Path, what: str = "a file genenv writes") -
 
 
 def refuse_links_below(root: Path, path: Path, what: str = "a file genenv writes") -> None:
-    """InputError when `path` or any folder between the run's root and it is a symbolic link: what genenv
-    writes stays inside the run."""
+    """InputError when `path` or any folder between the run's root and it, at any depth, is a symbolic link, or
+    when the path climbs out with `..`: what genenv writes stays inside the run. A path outside `root` is not
+    this function's to judge (a report written where `--out` says)."""
     try:
         parts = path.relative_to(root).parts
     except ValueError:
         return
+    if ".." in parts:
+        raise InputError(f"{path}: climbs out of the run directory {root} with '..', where the run keeps {what}; "
+                         f"genenv writes only inside the run.")
     here = root
     for part in parts:
         here = here / part
         if here.is_symlink():
             raise link_refusal(here, what if here == path else "a folder of the run")
+
+
+def refuse_links_leaving(root: Path, folder: Path, what: str) -> None:
+    """InputError when a symbolic link anywhere under `folder` (a folder a library writes into, files and subfolders
+    of its own choosing: W&B's) leads outside `root`. Links that stay inside (W&B's own `latest-run`) are left."""
+    real_root = os.path.realpath(root)
+    for dirpath, dirnames, filenames in os.walk(folder):  # never descends into a linked folder
+        for name in dirnames + filenames:
+            here = os.path.join(dirpath, name)
+            if os.path.islink(here):
+                target = os.path.realpath(here)
+                if target != real_root and not target.startswith(real_root.rstrip(os.sep) + os.sep):
+                    raise link_refusal(Path(here), what)
+
+
+def refuse_overlap(out: Path, root: Path, option: str, what: str, allowed: Path | None = None) -> None:
+    """InputError when `out` (a command's `--out`) is the folder `root` (a run), inside it or contains it, wherever
+    links lead and whatever `--force` says: a write there, or the replacement of `out`, would overwrite or delete
+    the run's own files. `allowed`: a folder inside `root` where the command may write (the report's own)."""
+    real_out, real_root = Path(os.path.realpath(out)), Path(os.path.realpath(root))
+    if allowed is not None and (real_out == Path(os.path.realpath(allowed))
+                                or Path(os.path.realpath(allowed)) in real_out.parents):
+        return
+    if real_out == real_root or real_root in real_out.parents:
+        where = "is the run directory" if real_out == real_root else f"is inside the run directory {root}"
+        raise InputError(f"{option} {out} {where}: {what} would overwrite the run's own files (its epochs, "
+                         f"checkpoints, pools or logs). Choose a folder outside the run.")
+    if real_out in real_root.parents:
+        raise InputError(f"{option} {out} contains the run directory {root}: replacing it with {what} would delete "
+                         f"the run. Choose a folder outside the run.")
 
 
 def open_regular(path: Path, *, follow: bool = True) -> int:

@@ -37,7 +37,7 @@ PACKAGES = {PKG: SRC, "lab": ROOT, "benchmarks": ROOT, "experiments": ROOT}
 # matching pattern's: `evals` (the registry) is a catalogue, `evals.*` (the suites) sit higher.
 FLOORS: list[tuple[str, list[str]]] = [
     ("basics", ["", "errors", "paths", "plaintext", "callparse", "curriculum", "watchdog", "memory_plan", "ui",
-                "registry", "safefiles", "writers", "jsonio", "reject_reasons"]),
+                "registry", "safefiles", "writers", "jsonio", "reject_reasons", "plugin_guard"]),
     ("catalogues and config", ["stages", "domains", "evals", "settings", "config", "presets"]),
     ("run directory", ["rundir", "rundir.*", "contract", "staleness", "metrics", "trackers", "trackers.*"]),
     ("benchmark suites", ["evals.*"]),

@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from genenv_cli.errors import ConfigError
-from hostile import E1, cli, snapshot
+from hostile import E1, cli, snapshot, vouch
 from paths import FIXTURES
 
 # ---------------------------------------------------------------- degenerate rollouts and predictions
@@ -34,6 +34,7 @@ def test_degenerate_rollouts_are_wrong_answers_and_score_completes(run):
     df = pl.read_parquet(path)
     comps = [DEGENERATE_CALLS[i % len(DEGENERATE_CALLS)] for i in range(df.height)]
     df.with_columns(pl.Series("completion", comps)).write_parquet(path)
+    vouch(run, str(E1 / "rollouts.parquet"))  # as if the model had written them: rollout's manifest records them
     cli("score", "--epoch", 1, "--run", run, "-q", expect=0)
     scores = pl.read_parquet(run / E1 / "scores.parquet")
     assert scores.height == df.height

@@ -277,6 +277,7 @@ def run_contract(dom: Domain, case: DomainCase | None = None) -> list[CheckResul
     """Every clause on `dom` with `case` (default: the one the domain declares), each caught: a clause that fails,
     or a domain method that raises, is one failed line, and the others still run."""
     from genenv_cli.domains.family import FamilyDomain
+    from genenv_cli.plugin_guard import PluginError
 
     case = case or declared_case(dom)
     results: list[CheckResult] = []
@@ -290,6 +291,8 @@ def run_contract(dom: Domain, case: DomainCase | None = None) -> list[CheckResul
             results.append(CheckResult(name, "fail", str(exc)))
         except NotImplementedError as exc:
             results.append(CheckResult(name, "fail", f"{exc} (docs/domains.md, \"Writing a domain\")"))
+        except PluginError as exc:  # the domain's code under `genenv domains check`'s guard: already says whose
+            results.append(CheckResult(name, "fail", str(exc)))
         except Exception as exc:  # noqa: BLE001 - a plugin's bug is a failed clause, reported with its type
             results.append(CheckResult(name, "fail", f"raised {type(exc).__name__}: {str(exc)[:300]}"))
 
@@ -302,6 +305,6 @@ def run_contract(dom: Domain, case: DomainCase | None = None) -> list[CheckResul
     run("fingerprints", lambda: check_fingerprints(dom))
     if dom.episodic:
         run("episodes", lambda: check_episodes(dom, case, [s.payload for s in all_seeds(dom)]))
-    if isinstance(dom, FamilyDomain):
+    if isinstance(getattr(dom, "wrapped", dom), FamilyDomain):  # a GuardedDomain is its domain's
         run("benchmark suite", lambda: check_suite(dom, case, suite_pairs(dom, case) if case.suite_data else []))
     return results

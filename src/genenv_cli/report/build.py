@@ -13,7 +13,7 @@ from genenv_cli.report.html import CSS, cell, esc
 from genenv_cli.report.read import _BOOL_KEYS, _NUMBER_KEYS, read_evals, read_metrics, read_task_stats
 from genenv_cli.report.sections import BUILDERS, CHARTS, HEADINGS, _Run
 from genenv_cli.rundir import REPORT, RunDir, write_bytes_atomic, write_text_atomic
-from genenv_cli.safefiles import refuse_links_below
+from genenv_cli.safefiles import refuse_links_below, refuse_overlap
 
 
 def report_output(run: RunDir, out: Path | None) -> tuple[Path | None, bool]:
@@ -38,6 +38,8 @@ def build_report(run: RunDir, cfg: Config, out: Path | None = None) -> dict[str,
         out = default_dir / "report.html"
     elif out.is_dir():
         out = out / "report.html"
+    if out != default_dir / "report.html":  # its PNGs go beside it: inside the run, only in the report's folder
+        refuse_overlap(out, run.root, "--out", "the report", allowed=default_dir)
     out = out.expanduser().resolve()
     out_dir = out.parent
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -35,6 +35,7 @@ from typing import Any
 
 from genenv_cli.errors import InputError
 from genenv_cli.rundir import RunDir, write_text_atomic
+from genenv_cli.safefiles import refuse_overlap
 
 # Student's t 0.975 quantiles by degrees of freedom: a 95% interval over a handful of seeds needs t, not 1.96,
 # and these 30 numbers are all we need of scipy (which the project does not depend on)
@@ -374,6 +375,10 @@ def build_compare(paths: list[Path], out: Path, labels: list[str] | None = None,
     if not paths:
         raise InputError("compare needs at least one run directory.")
     runs = [read_run(Path(p)) for p in paths]
+    page = Path(out).expanduser()
+    page = page / "compare.html" if page.is_dir() else page
+    for p in paths:  # the page and its PNGs never land among a run's own files
+        refuse_overlap(page, Path(p), "--out", "the comparison page")
     named = run_labels(runs, labels or [])
     for r in runs:
         r.label = named.get(r.root.resolve())

@@ -38,11 +38,20 @@ def replace_into_place(tmp: Path, final: Path) -> None:
     """Rename a finished file or directory over its final name (atomic for files); what is at `final` is
     replaced, never followed (a link there is replaced, its target untouched).
 
-    A folder takes two renames (the old one aside to `.NAME.old-PID`, the new one in): a kill between them
-    leaves no `NAME`, and `recover_interrupted` (run before a stage looks at its state) puts the old one back,
-    so the previous copy is never lost. The stages commit with `swap_in`, which does this for every output."""
+    A folder over an existing one is one commit where the file system can exchange two names atomically (Linux's
+    renameat2 with RENAME_EXCHANGE: ext4, xfs, btrfs, tmpfs): `final` holds the old folder or the new one at every
+    instant, and a kill after the exchange leaves the old one under the temporary name, for `clean_stale_tmp` or
+    `recover_replaced`. Elsewhere it takes two renames (the old one aside to `.NAME.old-PID`, the new one in): a
+    kill between them leaves no `NAME`, and `recover_interrupted` (run before a stage looks at its state) or
+    `recover_replaced` puts the old one back, so the previous copy is never lost. The stages commit with `swap_in`,
+    which does this for every output."""
     final.parent.mkdir(parents=True, exist_ok=True)
     if tmp.is_dir():
+        if os.path.lexists(final) and exchange(tmp, final):
+            fsync_folder(final.parent)
+            with contextlib.suppress(OSError):
+                remove_entry(tmp)  # the old folder, now under the temporary name
+            return
         old = old_name(final)
         if os.path.lexists(final):
             remove_entry(old)
@@ -52,6 +61,55 @@ def replace_into_place(tmp: Path, final: Path) -> None:
             remove_entry(old)
     else:
         os.replace(tmp, final)
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def exchange(a: Path, b: Path) -> bool:
+    """Swap the names `a` and `b` in one atomic step (renameat2 with RENAME_EXCHANGE); False, with nothing
+    changed, where the system or the file system cannot (then the caller renames twice). ctypes, because Python's
+    os module has no renameat2."""
+    import ctypes
+    import errno
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EXDEV):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def recover_replaced(final: Path) -> list[str]:
+    """Resolve what a killed `replace_into_place` of `final` left beside it, for writers that are gone: an old
+    copy is put back when `final` is missing (a kill between the two renames), else deleted with the temporary
+    copies (a kill while writing, or after an exchange). For a single output outside a run (an export's folder),
+    where `clean_stale_tmp` of the whole parent folder would touch names that are not genenv's. Returns what it
+    did, one line each."""
+    done = []
+    for pid in sorted(_leftover_ids(final)):
+        if writers.alive(pid):
+            continue
+        old, tmp = old_name(final, pid), tmp_name(final, pid)
+        if os.path.lexists(old):
+            if os.path.lexists(final):
+                remove_entry(old)
+                done.append(f"removed {old.name}, the previous copy a killed writer left")
+            else:
+                os.replace(old, final)
+                done.append(f"put back {final.name} from {old.name}, where a killed writer had left it")
+        if os.path.lexists(tmp):
+            remove_entry(tmp)
+            done.append(f"removed {tmp.name}, a killed writer's unfinished or replaced copy")
+    return done
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -162,6 +163,33 @@ def check_parquet(path: Path, schema_key: str) -> None:
         raise InputError(f"{path}: not a readable Parquet file ({str(exc)[:160]}); it is empty, truncated or "
                          f"damaged. Rerun `genenv {schema.writer} --force` for its epoch to write it again.") from None
     check_frame(pl.DataFrame(schema=found), schema_key, str(path))
+
+
+TRAINED_NUMBERS = ("reward", "r_env", "weight", "advantage")  # what an update weights its samples by
+
+
+def refuse_non_finite(path: Path, schema_key: str, needed_by: str, columns: tuple[str, ...] = TRAINED_NUMBERS) -> None:
+    """InputError naming the file, the column and the row when one of `columns` (those of the file that are
+    floating point) holds NaN or an infinity: a reward, advantage or weight that is not a number would be trained
+    on as if it were one (a NaN reward makes every group look informative). Called before any training; the file
+    is damaged or was not written by genenv, so it is named with the stage that writes it."""
+    import polars as pl
+
+    lf = scan_parquet(path)
+    schema = lf.collect_schema()
+    cols = [c for c in columns if c in schema and schema[c].is_float()]
+    if not cols:
+        return
+    with reading([path], needed_by):
+        bad = (lf.select(*cols).with_row_index("_row")
+               .filter(pl.any_horizontal([pl.col(c).is_nan() | pl.col(c).is_infinite() for c in cols]))
+               .collect())
+    if bad.height:
+        row = bad.row(0, named=True)
+        col = next(c for c in cols if row[c] is not None and not math.isfinite(row[c]))
+        raise InputError(f"{path}: row {row['_row']}: {col} is {row[col]} ({bad.height} row(s) with a {', '.join(cols)} "
+                         f"that is not a finite number); `{needed_by}` refuses to train on it. The file is damaged or "
+                         f"was not written by genenv: rerun `genenv {SCHEMAS[schema_key].writer} --force` for its epoch.")
 
 
 @contextmanager

@@ -96,7 +96,9 @@ def plan(run_dir: RunDir, cfg: Config, epoch: int) -> StagePlan:
 
 
 def summary(counts: dict[str, Any], metrics: dict[str, Any]) -> str:
-    return (f"success {num(metrics.get('success_rate'))}, mean p_batch {num(metrics.get('batch_p_mean'))}, "
+    graded = (f"{counts['rollouts']} rollouts ({counts['graded_distinct']} distinct completions graded), "
+              if isinstance(counts.get("rollouts"), int) and isinstance(counts.get("graded_distinct"), int) else "")
+    return (f"{graded}success {num(metrics.get('success_rate'))}, mean p_batch {num(metrics.get('batch_p_mean'))}, "
             f"{pct(metrics.get('band_share'))} of tasks in band, mean R_env {num(metrics.get('env_r_mean'))} over "
             f"{metrics.get('env_batches', 0)} env batches ({metrics.get('env_batches_kept', 0)} kept)")
 
@@ -210,7 +212,8 @@ def grade(roll: Any, tasks: list[dict[str, Any]], domains: dict[str, Any], thres
     played = bool(episodes["_episode"].any())
     graded_rows = meta.filter(~episodes["_episode"]) if played else meta
     pairs = graded_rows.select("_pair", "task_id", "completion").unique("_pair", maintain_order=True)
-    with ui.progress(f"score e{epoch}", pairs.height, "completions") as bar:
+    # K samples of a task often coincide: the bar counts the distinct ones graded, and says of how many rollouts
+    with ui.progress(f"score e{epoch} ({meta.height} rollouts)", pairs.height, "distinct completions") as bar:
         graded = _grade_by_domain(domains, tasks, pairs["task_id"].to_list(), pairs["completion"].to_list(),
                                   bar.advance, limit)
     _refuse_non_finite_grades(graded, pairs["task_id"].to_list(), {t["task_id"]: t["domain"] for t in tasks})

@@ -24,7 +24,7 @@ from genenv_cli.checkpoints import AGENT_STAGE, agent_model_for, agent_trained
 from genenv_cli.config import Config
 from genenv_cli.contract import StagePlan, StageResult, Staging, execute, process_rank
 from genenv_cli.rundir import RunDir
-from genenv_cli.rundir.datafiles import check_parquet, reading, scan_parquet
+from genenv_cli.rundir.datafiles import check_parquet, reading, refuse_non_finite, scan_parquet
 from genenv_cli.ui import UI, num
 
 STAGE = AGENT_STAGE
@@ -148,6 +148,7 @@ def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
     replay_paths = [p for n, p in sorted(out.plan.inputs.items()) if n.startswith("replay_")]
     for p in [pool_path, *replay_paths]:
         check_parquet(p, "agent_train")  # schema, before anything heavy
+        refuse_non_finite(p, "agent_train", f"update-agent --epoch {epoch}")
     with reading([pool_path, *replay_paths], f"update-agent epoch {epoch}"):
         temps = scan_parquet(pool_path).select("temperature").head(1).collect()["temperature"]
         temperature = float(temps[0]) if len(temps) else cfg.rollout.temperature

@@ -34,7 +34,7 @@ from genenv_cli.contract import StagePlan, StageResult, Staging, execute, proces
 from genenv_cli.curriculum import normalized_weights
 from genenv_cli.errors import InputError
 from genenv_cli.rundir import RunDir
-from genenv_cli.rundir.datafiles import check_parquet, reading, scan_parquet
+from genenv_cli.rundir.datafiles import check_parquet, reading, refuse_non_finite, scan_parquet
 from genenv_cli.ui import UI, num
 
 STAGE = ENV_STAGE
@@ -235,6 +235,7 @@ def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
     paths = [p for n, p in sorted(out.plan.inputs.items()) if n.startswith(("pool_", "gen_"))]
     for p in paths:
         check_parquet(p, "env_sft" if u.algo == "rwr" else "env_gen")
+        refuse_non_finite(p, "env_sft" if u.algo == "rwr" else "env_gen", f"update-env --epoch {epoch}")
     name, tag = out.plan.models["env"]
     _, size = world()
     policy_seed = cfg.run.seed + epoch

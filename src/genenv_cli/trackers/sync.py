@@ -16,13 +16,15 @@ from typing import Any
 from genenv_cli.config import Config
 from genenv_cli.errors import GenenvError, InputError
 from genenv_cli.rundir import RunDir, json_bytes, writable, write_bytes_atomic
-from genenv_cli.safefiles import read_regular, refuse_links_below
+from genenv_cli.safefiles import read_regular, refuse_links_below, refuse_links_leaving
 
 
 def sync(run: RunDir, cfg: Config, ui: Any = None) -> dict[str, Any]:
     folder = run.trackers_dir()
     try:
-        refuse_links_below(run.root, folder / "x", "the trackers' files")
+        for name in ("tensorboard", "wandb"):  # each tracker's own folder, and (W&B's) every link below it
+            refuse_links_below(run.root, folder / name / "x", "the trackers' files")
+        refuse_links_leaving(run.root, folder, "the trackers' files")
     except InputError as exc:
         return _warn(ui, f"the trackers were not updated: {exc}")
     if not writable(folder):
