@@ -126,6 +126,11 @@ class CurriculumConfig:
                          "so validity by itself is worth nothing and only aim is (curriculum.invalid_reward must "
                          "then stay 0). generate-tasks weights its parents by exp either way.",
                          choices=["exp", "uncertainty"], late=True)
+    duplicate_reward: str = _f("invalid", "The reward of an environment generation rejected as a duplicate of a seed or an "
+                               "earlier task: invalid, what a generation that became no task earns; neutral, none "
+                               "(it is left out of its group, as a surplus one is), so a shape whose few exercises "
+                               "are already taken is not paid less for being aimed at.",
+                               choices=["invalid", "neutral"], late=True)
     invalid_reward: float = _f(0.0, "The reward of an environment generation that did not become a task (unparseable, "
                                "invalid, a duplicate), against exp(-beta (p_task - alpha)^2) in (0, 1] for a valid "
                                "one; what env_update.algo = \"grpo\" compares each generation with its siblings by.",

@@ -77,3 +77,16 @@ def test_config_names_the_choices_and_refuses_an_unused_invalid_reward():
         config_from_dict({"curriculum": {"env_reward": "uncertainty", "invalid_reward": -0.5}}, "t")
     with pytest.raises(ValueError, match="unknown environment reward"):
         env_reward(alpha=0.5, beta=2.0, kind="rzero")
+
+
+def test_a_neutral_duplicate_leaves_its_group_and_an_invalid_one_stays():
+    rows = [("t0", None), (None, "duplicate of ar-1"), (None, "near duplicate of e0001-b0002-v0"),
+            (None, "parse: no EXERCISE: line")]
+    stats = pl.DataFrame({"task_id": ["t0"], "p_task": [0.5]})
+    assert config_from_dict({}, "t").curriculum.duplicate_reward == "invalid"
+    r = generation_rewards(_gens(rows), stats, 1, CurriculumConfig())["reward"].to_list()
+    assert r == [1.0, 0.0, 0.0, 0.0]
+    r = generation_rewards(_gens(rows), stats, 1, CurriculumConfig(duplicate_reward="neutral"))["reward"].to_list()
+    assert r == [1.0, None, None, 0.0]
+    with pytest.raises(ConfigError, match="duplicate_reward.*invalid.*neutral"):
+        config_from_dict({"curriculum": {"duplicate_reward": "zero"}}, "t")

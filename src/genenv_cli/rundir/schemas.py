@@ -193,7 +193,8 @@ SCHEMAS: dict[str, FileSchema] = {s.key: s for s in [
        ("reward", "float?", "R_env of p_task (curriculum.env_reward) for a valid generation, curriculum.invalid_reward "
                             "(under the uncertainty reward, what p = 0 or 1 earns) for one "
                             "that became no task; null for a surplus one (valid, but never attempted: no reward "
-                            "is known, so it is left out of its group)."),
+                            "is known, so it is left out of its group) and, under curriculum.duplicate_reward = "
+                            "\"neutral\", for a duplicate."),
        ("prompt", "json", "Chat messages the environment was given."),
        ("output", "str", "The raw output."),
        ("prompt_token_ids", "list[int]", "Prompt tokens."),

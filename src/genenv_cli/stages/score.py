@@ -285,7 +285,8 @@ def generation_rewards(gens: Any, stats: Any, epoch: int, c: Any) -> Any:
     task gets R_env of that task's p_task over its K rollouts (`env_reward`, `curriculum.env_reward`); one that
     became no task gets `invalid_generation_reward` (curriculum.invalid_reward, or under the uncertainty reward what
     p = 0 or 1 earns); a surplus one (valid, but the epoch had no room for it, so never
-    attempted) gets none and stays out of its group."""
+    attempted) gets none and stays out of its group, as does a duplicate under `curriculum.duplicate_reward =
+    "neutral"`."""
     import polars as pl
 
     p_task = stats.select("task_id", "p_task")
@@ -295,6 +296,9 @@ def generation_rewards(gens: Any, stats: Any, epoch: int, c: Any) -> Any:
                          f"tasks.jsonl; the two files of generate-tasks disagree. Rerun `genenv generate-tasks --epoch "
                          f"{epoch} --force`.")
     surplus = pl.col("reason").is_not_null() & pl.col("reason").str.starts_with("surplus")
+    if c.duplicate_reward == "neutral":  # a duplicate, like a surplus generation, has no reward and leaves its group
+        dup = pl.col("reason").str.starts_with("duplicate of") | pl.col("reason").str.starts_with("near duplicate of")
+        surplus = surplus | (pl.col("reason").is_not_null() & dup)
     return (gens.join(p_task, on="task_id", how="left", maintain_order="left")
             .with_columns(pl.col("task_id").is_not_null().alias("valid"),
                           env_reward(alpha=c.alpha, beta=c.beta, p="p_task", kind=c.env_reward).alias("_r"))
