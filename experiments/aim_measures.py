@@ -8,7 +8,7 @@ beside them, labelled with its resolution.
 The recorded runs keep, per epoch, the shape mix of the environment's tasks (`env_shape_mix`: share of its valid,
 novel tasks per shape), not the tasks themselves, which is all these two measures need. The frontier the records
 were made with was the base agent's greedy held-out success on 30 exercises per shape; the table here is its
-sampled success (the rollouts' temperature) on 160 exercises per shape, so the two can disagree on a shape near
+sampled success (the rollouts' temperature) on 100 exercises per shape, so the two can disagree on a shape near
 25% or 75%. Per arm: the mean over seeds of the per-run mean over epochs 2-10, with its 95% t-interval, and the
 difference from the arm's untrained baseline paired by seed.
 """

@@ -63,6 +63,7 @@ ARMS: dict[str, list[str]] = {
     "control-full-lr5e-5": ["env_update.lora=false", "env_update.learning_rate=5e-5"],
 }
 TRAINED = [a for a in ARMS if a != "control-frozen"]
+DUP_COLUMNS = [f"{k}-{d}d" for k in ("add", "sub", "mul") for d in (1, 2)] + ["2op-1d", "2op-2d", "3op-2d"]
 
 
 def arm_config(arm: str, extra: list[str], seed: int) -> Any:
@@ -191,13 +192,13 @@ def run_one(arm: str, seed: int, args: argparse.Namespace, table: dict[str, floa
     record = {"arm": arm, "seed": seed, "settings": settings(args, arm), "commit": git_commit(),
               "machine": machine(), "reward_table": {"file": args.table.name, "p": table}, "rows": []}
     for epoch in range(1, args.epochs + 1):
-        t0 = time.time()
+        t0, c0 = time.time(), time.process_time()  # process time: what the stage computed, less inflated by load
         engine = HFEngine(resolve(args.model), model=policy.model, tokenizer=policy.tokenizer, batch_size=g.batch_size)
         ctxs = contexts(rng, args.contexts)
         params = SamplingParams(temperature=g.temperature, top_p=g.top_p, max_new_tokens=g.max_new_tokens,
                                 n=args.generations, seed=seed * 1_000_003 + epoch * 10_007)
         gens = engine.generate([judge.domain.env_messages(c) for c in ctxs], params)
-        t_gen = time.time() - t0
+        t_gen, c_gen = time.time() - t0, time.process_time() - c0
         judged, rows = [], []
         for ci, (ctx, group) in enumerate(zip(ctxs, gens, strict=True)):
             for gen in group:
@@ -206,7 +207,7 @@ def run_one(arm: str, seed: int, args: argparse.Namespace, table: dict[str, floa
                 rows.append({"prompt_ids": list(gen.prompt_token_ids), "completion_ids": list(gen.token_ids),
                              "sampler_logps": list(gen.logprobs), "reward": j["reward"], "group": f"{epoch}/{ci}"})
         numbers = epoch_numbers(judged, table)
-        t1 = time.time()
+        t1, c1 = time.time(), time.process_time()
         upd: dict[str, Any] = {"steps": 0, "kl": None, "kl_stopped": False, "rows": 0}
         if arm != "control-frozen":
             scored = [r for r in rows if r["reward"] is not None and r["completion_ids"]]
@@ -216,7 +217,8 @@ def run_one(arm: str, seed: int, args: argparse.Namespace, table: dict[str, floa
                       "group": r["group"]} for r, a, w in zip(scored, adv, why, strict=True) if w is None]
             upd = update(policy, cfg, train, seed, epoch, ui)
         record["rows"].append({"epoch": epoch, **numbers, "update": upd, "seconds_generate": round(t_gen, 1),
-                               "seconds_update": round(time.time() - t1, 1)})
+                               "seconds_update": round(time.time() - t1, 1), "cpu_generate": round(c_gen, 1),
+                               "cpu_update": round(time.process_time() - c1, 1)})
         _write(path, record)
         print(f"{arm} s{seed} e{epoch}: frontier {numbers['frontier_share']} gap {numbers['gap']} valid "
               f"{numbers['valid_rate']} dup {numbers['duplicate_share_of_valid']} kl {upd['kl']} "
@@ -272,7 +274,9 @@ def summarize(args: argparse.Namespace, runs: dict[str, dict[int, dict[str, Any]
             epochs.append({"epoch": e + 1, **{k: _ci([x.get(k) for x in rows]) for k in keys},
                            "kl": _ci([x["update"].get("kl") for x in rows]),
                            "seconds_generate": _ci([x.get("seconds_generate") for x in rows]),
-                           "seconds_update": _ci([x.get("seconds_update") for x in rows])})
+                           "seconds_update": _ci([x.get("seconds_update") for x in rows]),
+                           "cpu_generate": _ci([x.get("cpu_generate") for x in rows]),
+                           "cpu_update": _ci([x.get("cpu_update") for x in rows])})
         out["arms"][arm] = {"seeds": sorted(by_seed), "epochs": epochs, "duplicates": duplicates(by_seed)}
     base = runs.get("control-frozen", {})
     for arm, by_seed in runs.items():
@@ -336,24 +340,24 @@ def markdown(rec: dict[str, Any]) -> str:
     for arm, data in rec["summary"]["arms"].items():
         lines += [f"## {arm} (seeds {data['seeds']}; `{' '.join(ARMS.get(arm, [])) or 'as common'}`)", "",
                   "| epoch | frontier share | gap | valid | novel | duplicates of valid | reward | KL | s generate | "
-                  "s update |", "|---|---|---|---|---|---|---|---|---|---|"]
+                  "s update | CPU s generate | CPU s update |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in data["epochs"]:
             lines.append(f"| {r['epoch']} | {_f(r['frontier_share'])} | {_f(r['gap'], False)} | {_f(r['valid_rate'])} "
                          f"| {_f(r['novel_rate'])} | {_f(r['duplicate_share_of_valid'])} | "
                          f"{_f(r['reward_mean'], False)} | {_f(r['kl'], False)} | {_f(r['seconds_generate'], False)} "
-                         f"| {_f(r['seconds_update'], False)} |")
+                         f"| {_f(r['seconds_update'], False)} | {_f(r['cpu_generate'], False)} | "
+                         f"{_f(r['cpu_update'], False)} |")
         lines.append("")
     lines += ["## Duplicates per shape", "", "Valid generations of each shape, pooled over seeds and epochs, and the "
               "share of them that were exact duplicates of a seed exercise (train or held-out) or of an earlier task "
               "of the run; the table's p_shape beside them.", "",
-              "| arm | " + " | ".join(f"{s} (p {rec['table'].get(s, 0):.2f})" for s in shape_table.SHAPES[:12]
-                                      + ["2op-1d", "2op-2d"]) + " |",
-              "|---|" + "---|" * 14]
+              "| arm | " + " | ".join(f"{s} (p {rec['table'].get(s, 0):.2f})" for s in DUP_COLUMNS) + " |",
+              "|---|" + "---|" * len(DUP_COLUMNS)]
     for arm, data in rec["summary"]["arms"].items():
         d = data["duplicates"]
         lines.append(f"| {arm} | " + " | ".join(
             f"{d[s]['duplicate']}/{d[s]['valid']}" if s in d else "0/0"
-            for s in [*shape_table.SHAPES[:12], "2op-1d", "2op-2d"]) + " |")
+            for s in DUP_COLUMNS) + " |")
     lines.append("")
     lines += ["## The claim", "", "Trained arm minus control-frozen, paired by seed, mean of the last "
               f"{rec['claim_epochs']} epochs; holds when the 95% interval excludes zero in the good direction "

@@ -419,7 +419,7 @@ def markdown(record: dict[str, Any]) -> str:
              "`env batches`); frontier: share of its tasks in shapes the frozen agent solves 25-75% of the time "
              "(its greedy held-out success, 30 exercises a shape); table frontier and table gap: the primary measures "
              "of aim, the same share and the tasks' mean |p_shape - α| from the measured shape table "
-             "(results/env_control/shape_table-arith.md: sampled success, 160 attempts a shape). In band resolves "
+             "(results/env_control/shape_table-arith.md: sampled success, 100 attempts a shape). In band resolves "
              "p̂_batch in steps of 1/(variations x K): 13-19 successes of 32 at 4 x 8, 7-9 of 16 at 2 x 8.", ""]
     for arm, data in record["arms"].items():
         lines += [f"## {arm}", "", "| epoch | in band | abs(p̂-α) | kept | env KL | env loss | trained on | weight | "
