@@ -148,7 +148,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = ap.parse_args(argv)
     table = shape_table.load_table(args.table)
     rec = {"experiment": "aim-measures", "date": time.strftime("%Y-%m-%d"), "commit": git_commit(),
-           "machine": machine(), "table_file": args.table.name, "table": table, "records": str(args.records),
+           "machine": machine(), "table_file": args.table.name, "table": table,
+           "records": str(args.records.resolve().relative_to(Path(__file__).resolve().parent.parent))
+           if args.records.resolve().is_relative_to(Path(__file__).resolve().parent.parent) else args.records.name,
            "arms": measure(args.records, table)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(rec, indent=1) + "\n")

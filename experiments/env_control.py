@@ -27,9 +27,8 @@ the same way and never trains. The numbers of an epoch are of the generations wr
 The claim: a trained arm's frontier share and gap over the last `--claim-epochs` epochs beat control-frozen's,
 paired by seed, the 95% t-interval of the difference excluding zero, >= 3 seeds.
 
-Runs are written under --work (default /work/runs/env_control when it exists, else .env-control-runs/) one epoch
-at a time; a finished run (all epochs in its file) is not run again. An unfinished one restarts from epoch 1 (the
-model lives in memory). Records and tables go to results/env_control/.
+Runs are written under --work (default .env-control-runs/) one epoch at a time; a finished run (all epochs in its
+file) is not run again. An unfinished one restarts from epoch 1 (the model lives in memory). Records and tables go to results/env_control/.
 """
 
 from __future__ import annotations
@@ -381,8 +380,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--claim-epochs", type=int, default=3)
     ap.add_argument("--table", type=Path, default=shape_table.TABLE)
     ap.add_argument("--tag", default="control", help="the name of this set of runs (folder and result file)")
-    ap.add_argument("--work", type=Path, default=Path("/work/runs/env_control") if Path("/work/runs").is_dir()
-                    else Path(".env-control-runs"))
+    ap.add_argument("--work", type=Path, default=Path(".env-control-runs"))
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--set", dest="sets", action="append", default=[])
     ap.add_argument("--model", default="embedded", help="the environment model (the embedded one in the recorded runs)")
@@ -410,7 +408,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
            "machine": machine(), "versions": versions(), "epochs": args.epochs, "contexts": args.contexts,
            "generations": args.generations, "dup": args.dup, "claim_epochs": args.claim_epochs, "common": COMMON,
            "arms_settings": ARMS, "table_file": str(args.table.name), "table": table,
-           "command": " ".join(sys.argv),
+           "command": " ".join(["python -m experiments.env_control", *(argv if argv is not None else sys.argv[1:])]),
            "summary": summarize(args, runs, table)}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{args.tag}.json").write_text(json.dumps(rec, indent=1) + "\n")

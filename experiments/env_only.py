@@ -34,6 +34,12 @@ The environment learning from every generation (run only when named; each agains
                    them at 0 and 8% in the band, so most valid tasks sit far below α. At λ = 10 a task at α weighs
                    51x one at p̂ = 0 and 3.2x one at p̂ = 0.25: the few tasks near α carry most of the weight, as
                    they carry GRPO's positive advantages
+  env-only-uncertainty  R-Zero's challenger reward (curriculum.env_reward = "uncertainty": 1 - 2|p̂ - α|, a
+                   generation that became no task earning what p̂ = 0 or 1 earns, so validity alone is worth nothing),
+                   learnt by GRPO, a duplicate left out of its group (curriculum.duplicate_reward = "neutral": the
+                   one-digit frontier shapes have about 100 exercises each, most taken by the seeds), at the update
+                   the positive control moved (env_control.py: learning rate 1e-3, one pass); K = 8, as the
+                   env-only-frozen it is compared with
 Per epoch, mean and 95% interval over seeds of: the in-band share of the environment's batches, the mean
 |p̂_batch - α| of its batches, batches kept by the filter, the environment's KL, the samples it trained on and
 their total weight, its loss, and the share of its tasks whose shape the frozen agent solves 25-75% of the time
