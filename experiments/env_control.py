@@ -283,7 +283,7 @@ def summarize(args: argparse.Namespace, runs: dict[str, dict[int, dict[str, Any]
             continue
         seeds = sorted(set(by_seed) & set(base))
         c: dict[str, Any] = {"seeds": seeds}
-        for key, better in (("frontier_share", 1), ("gap", -1)):
+        for key, better in (("frontier_share", 1), ("gap", -1), ("frontier_share_novel", 1), ("valid_rate", 1)):
             pairs = [(last_mean(by_seed[s]["rows"], key, args.claim_epochs),
                       last_mean(base[s]["rows"], key, args.claim_epochs)) for s in seeds]
             diffs = [a - b for a, b in pairs if a is not None and b is not None]  # None: no valid generation
@@ -364,7 +364,10 @@ def markdown(rec: dict[str, Any]) -> str:
     for arm, c in rec["summary"]["claims"].items():
         lines.append(f"- **{arm}** (seeds {c['seeds']}): holds = {c['claim_holds']}; frontier share "
                      f"{_f(c['frontier_share'])} points (per seed {c['frontier_share']['per_seed']}), gap "
-                     f"{_f(c['gap'], False)} (per seed {c['gap']['per_seed']}), last KL {_f(c['kl_last'], False)}")
+                     f"{_f(c['gap'], False)} (per seed {c['gap']['per_seed']}), last KL {_f(c['kl_last'], False)}; "
+                     f"not part of the claim: frontier share of the novel generations {_f(c['frontier_share_novel'])} "
+                     f"(per seed {c['frontier_share_novel']['per_seed']}), valid rate {_f(c['valid_rate'])} "
+                     f"(per seed {c['valid_rate']['per_seed']})")
     return "\n".join(lines) + "\n"
 
 
