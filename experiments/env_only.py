@@ -34,6 +34,12 @@ The environment learning from every generation (run only when named; each agains
                    them at 0 and 8% in the band, so most valid tasks sit far below α. At λ = 10 a task at α weighs
                    51x one at p̂ = 0 and 3.2x one at p̂ = 0.25: the few tasks near α carry most of the weight, as
                    they carry GRPO's positive advantages
+  env-only-uncertainty  R-Zero's challenger reward (curriculum.env_reward = "uncertainty": 1 - 2|p̂ - α|, a
+                   generation that became no task earning what p̂ = 0 or 1 earns, so validity alone is worth nothing),
+                   learnt by GRPO, a duplicate left out of its group (curriculum.duplicate_reward = "neutral": the
+                   one-digit frontier shapes have about 100 exercises each, most taken by the seeds), at the update
+                   the positive control moved (env_control.py: learning rate 1e-3, one pass); K = 8, as the
+                   env-only-frozen it is compared with
 Per epoch, mean and 95% interval over seeds of: the in-band share of the environment's batches, the mean
 |p̂_batch - α| of its batches, batches kept by the filter, the environment's KL, the samples it trained on and
 their total weight, its loss, and the share of its tasks whose shape the frozen agent solves 25-75% of the time
@@ -66,6 +72,7 @@ from genenv_cli.rundir.datafiles import read_parquet
 from genenv_cli.ui import UI
 
 RESULTS = Path(__file__).parent / "results" / "env_only"
+TABLE = Path(__file__).parent / "results" / "env_control" / "shape_table-arith.json"  # shape_table.py's
 ARMS = arms.ENV_ONLY
 # The untrained baseline each trained arm is paired with: the one with the same batches. A batch's p̂ is the mean of
 # variations x group_size rollouts, so halving the variations widens the spread of p̂ and can move the in-band share
@@ -82,7 +89,8 @@ SIGNAL = ["validity_share", "adv_valid_in_band", "adv_valid_off_band", "adv_inva
 FRONTIER = cur.FRONTIER
 KEYS = ["env_batch_band_share", "env_batch_gap", "env_batches", "env_batches_kept", "env_kl", "env_loss",
         "env_samples_used", "env_weight_total", "env_frontier_share", "valid_generation_rate", "batch_p_mean",
-        "env_groups", "env_groups_informative_share", "env_reward_valid", "env_reward_invalid"]
+        "env_groups", "env_groups_informative_share", "env_reward_valid", "env_reward_invalid",
+        "table_frontier_share", "table_gap"]
 
 
 def base_shape_success(run: RunDir) -> dict[str, float]:
@@ -175,6 +183,24 @@ def row(run: RunDir, epoch: int, frontier: dict[str, float], timings: dict[str, 
             "env_shape_mix": mix, "env_batch_p": batch_p,
             "shape_p": {k: v.get("p") for k, v in (metrics.get("shape_success") or {}).items()},
             "seconds": timings.get(str(epoch))}
+
+
+def with_table_aim(per_run: dict[str, dict[int, dict[str, Any]]], table_path: Path) -> None:
+    """The primary measures of aim from the measured shape table (shape_table.py), added to every row from its shape
+    mix: the frontier share of the environment's tasks and their mean |p_shape - α|. Recomputed at every report,
+    so records made before the table have them too; absent when the table is."""
+    if not table_path.is_file():
+        return
+    from experiments.aim_measures import aim
+    from experiments.shape_table import load_table
+
+    table = load_table(table_path)
+    for by_seed in per_run.values():
+        for r in by_seed.values():
+            for x in r["rows"]:
+                front, gap = aim(x.get("env_shape_mix") or {}, table)
+                x["table_frontier_share"] = round(front, 4) if front is not None else None
+                x["table_gap"] = round(gap, 4) if gap is not None else None
 
 
 def run_one(args: argparse.Namespace, arm: str, seed: int, ui: UI) -> dict[str, Any]:
@@ -344,12 +370,17 @@ def claims(per_run: dict[str, dict[int, dict[str, Any]]]) -> dict[str, Any]:
         gap_last = cur.paired(a, base, cur.last("env_batch_gap"))
         frontier = cur.paired(a, base, mean_over("env_frontier_share"))
         valid = cur.paired(a, base, mean_over("valid_generation_rate"))
+        t_front = cur.paired(a, base, mean_over("table_frontier_share"))
+        t_gap = cur.paired(a, base, mean_over("table_gap"))
         out[arm] = {"baseline": baseline,
                     "in_band_epochs_2_on": {**band, "holds": cur.excludes_zero(band)},
                     "gap_epochs_2_on": {**gap, "holds": cur.excludes_zero(gap, -1)},
                     "in_band_last_epoch": {**band_last, "holds": cur.excludes_zero(band_last)},
                     "gap_last_epoch": {**gap_last, "holds": cur.excludes_zero(gap_last, -1)},
                     "frontier_share_epochs_2_on": {**frontier, "holds": cur.excludes_zero(frontier)},
+                    # the primary measures of aim, from the measured shape table (with_table_aim)
+                    "table_frontier_share_epochs_2_on": {**t_front, "holds": cur.excludes_zero(t_front)},
+                    "table_gap_epochs_2_on": {**t_gap, "holds": cur.excludes_zero(t_gap, -1)},
                     # not part of the claim: what the update taught instead, where it taught anything
                     "valid_rate_epochs_2_on": {**valid, "holds": cur.excludes_zero(valid)}}
         out[arm]["claim_holds"] = bool(out[arm]["in_band_epochs_2_on"]["holds"]
@@ -391,15 +422,21 @@ def markdown(record: dict[str, Any]) -> str:
              f"complete: {record['complete']}. The agent is never trained (`agent.mode = frozen`).", "",
              "Per epoch, mean [95% interval] over seeds. in band: share of the environment's batches with p̂ in "
              "[0.4, 0.6]; |p̂-α|: their mean distance from α = 0.5; kept: batches the filter kept (of "
-             "`env batches`); frontier: share of its tasks in shapes the frozen agent solves 25-75% of the time.", ""]
+             "`env batches`); frontier: share of its tasks in shapes the frozen agent solves 25-75% of the time "
+             "(its greedy held-out success, 30 exercises a shape); table frontier and table gap: the primary measures "
+             "of aim, the same share and the tasks' mean |p_shape - α| from the measured shape table "
+             "(results/env_control/shape_table-arith.md: sampled success, 100 attempts a shape). In band resolves "
+             "p̂_batch in steps of 1/(variations x K): 13-19 successes of 32 at 4 x 8, 7-9 of 16 at 2 x 8.", ""]
     for arm, data in record["arms"].items():
         lines += [f"## {arm}", "", "| epoch | in band | abs(p̂-α) | kept | env KL | env loss | trained on | weight | "
-                  "frontier | Δlogp kept - rest | s/epoch |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "frontier | table frontier | table gap | Δlogp kept - rest | s/epoch |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in data["epochs"]:
             lines.append(f"| {r['epoch']} | {_f(r['env_batch_band_share'])} | {_f(r['env_batch_gap'], False)} | "
                          f"{_f(r['env_batches_kept'], False)} | {_f(r['env_kl'], False)} | "
                          f"{_f(r['env_loss'], False)} | {_f(r['env_samples_used'], False)} | "
                          f"{_f(r['env_weight_total'], False)} | {_f(r['env_frontier_share'])} | "
+                         f"{_f(r['table_frontier_share'])} | {_f(r['table_gap'], False)} | "
                          f"{_f(r['kept_minus_rest'], False)} | {_f(r['seconds'], False)} |")
         lines.append("")
         if any(r["valid_generation_rate"] and r["valid_generation_rate"].get("mean") is not None
@@ -422,7 +459,8 @@ def markdown(record: dict[str, Any]) -> str:
     for arm, c in record["claims"].items():
         lines.append(f"- **{arm}** against {c.get('baseline', 'env-only-frozen')}: holds = {c['claim_holds']}")
         for key in ("in_band_epochs_2_on", "gap_epochs_2_on", "in_band_last_epoch", "gap_last_epoch",
-                    "frontier_share_epochs_2_on", "valid_rate_epochs_2_on"):
+                    "frontier_share_epochs_2_on", "table_frontier_share_epochs_2_on", "table_gap_epochs_2_on",
+                    "valid_rate_epochs_2_on"):
             if key not in c:  # a record made before the key was reported
                 continue
             m = c[key]
@@ -545,6 +583,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     if "movement" not in x:
                         x["movement"] = update_movement(RunDir(root), x["epoch"])
                 save(record_path(args.out, args.domain, arm, seed), args, arm, seed, r)
+    with_table_aim(per_run, TABLE)
     record = write(args, per_run)
     if per_run:
         compared = [compare_run(args, arm, seed, r) for arm, b in per_run.items() for seed, r in sorted(b.items())]

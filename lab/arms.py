@@ -40,6 +40,12 @@ ENV_ONLY = {
     "env-only-grpo": ["env.mode=genenv", "agent.mode=frozen", "env_update.algo=grpo"],
     "env-only-rwr-task": ["env.mode=genenv", "agent.mode=frozen", "env_update.algo=rwr-task", "env_update.window=1",
                           "curriculum.lam=10"],
+    # R-Zero's challenger reward, 1 - 2|p - alpha| with no task earning what p = 0 or 1 earns, learnt by GRPO, and a
+    # duplicate left out of its group (the one-digit frontier shapes have about 100 exercises each); the update the
+    # positive control (experiments/env_control.py, control-lr1e-3) moved: learning rate 1e-3, one pass
+    "env-only-uncertainty": ["env.mode=genenv", "agent.mode=frozen", "env_update.algo=grpo",
+                             "curriculum.env_reward=uncertainty", "curriculum.duplicate_reward=neutral",
+                             "env_update.learning_rate=1e-3", "env_update.passes=1"],
 }
 
 

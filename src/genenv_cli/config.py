@@ -262,6 +262,11 @@ def _check_cross(cfg: Config, where: str) -> None:
     c = cfg.curriculum
     if c.band_low > c.band_high:
         raise ConfigError(f"{where}: `curriculum.band_low` ({c.band_low}) must not exceed `curriculum.band_high` ({c.band_high}).")
+    if c.env_reward == "uncertainty" and c.invalid_reward != 0.0:
+        raise ConfigError(f"{where}: `curriculum.invalid_reward` = {c.invalid_reward:g} with `curriculum.env_reward` = "
+                          f"\"uncertainty\": under that reward a generation that became no task earns what a task at "
+                          f"p-hat = 0 or 1 earns, so invalid_reward is not used; leave it at 0 or use env_reward = "
+                          f"\"exp\".")
 
 
 def _check_sampling(cfg: Config, where: str) -> None:

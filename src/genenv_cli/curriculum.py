@@ -31,12 +31,38 @@ from typing import Any
 EPS = 1e-9
 
 
-def env_reward(*, alpha: float, beta: float, p: str = "p_batch") -> Any:
-    """R_env = exp(-beta (p_batch - alpha)^2), as a polars expression named `r_env`: 1 when the agent solves the
-    batch alpha of the time."""
+def env_reward(*, alpha: float, beta: float, p: str = "p_batch", kind: str = "exp") -> Any:
+    """R_env as a polars expression named `r_env`, 1 when the agent solves the batch alpha of the time:
+    `exp` (the paper's) exp(-beta (p - alpha)^2); `uncertainty` (R-Zero's challenger reward) 1 - 2|p - alpha|.
+
+    >>> import polars as pl
+    >>> df = pl.DataFrame({"p_batch": [0.5, 0.0, 0.75, 1.0]})
+    >>> df.select(env_reward(alpha=0.5, beta=2.0, kind="uncertainty"))["r_env"].to_list()
+    [1.0, 0.0, 0.5, 0.0]
+    """
     import polars as pl
 
+    if kind == "uncertainty":
+        return (1.0 - 2.0 * (pl.col(p) - alpha).abs()).alias("r_env")
+    if kind != "exp":
+        raise ValueError(f"unknown environment reward {kind!r}: exp or uncertainty")
     return (-beta * (pl.col(p) - alpha) ** 2).exp().alias("r_env")
+
+
+def invalid_generation_reward(c: Any) -> float:
+    """The reward of an environment generation that became no task: `curriculum.invalid_reward` under the exp reward;
+    under the uncertainty reward, what a task at p = 0 or 1 earns (the lower of the two), so that a valid task far
+    from alpha is worth no more than no task at all.
+
+    >>> from types import SimpleNamespace as C
+    >>> invalid_generation_reward(C(env_reward="uncertainty", alpha=0.5, invalid_reward=0.0))
+    0.0
+    >>> invalid_generation_reward(C(env_reward="uncertainty", alpha=0.3, invalid_reward=0.0))
+    -0.4
+    """
+    if c.env_reward == "uncertainty":
+        return round(1.0 - 2.0 * max(c.alpha, 1.0 - c.alpha), 12)
+    return float(c.invalid_reward)
 
 
 def filtered(*, alpha: float, k_min: float, p: str = "p_batch") -> Any:

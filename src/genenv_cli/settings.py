@@ -119,6 +119,18 @@ class CurriculumConfig:
                       min=0.0, max=1.0)
     lam: float = _f(1.0, "lambda: RWR weights are proportional to exp(lambda R_env) (at most 100: exp(100 R_env) "
                      "stays a finite number).", min=0.0, max=100.0)
+    env_reward: str = _f("exp", "The environment's reward for a task (or batch) the agent solves p-hat of the time: exp, "
+                         "the paper's exp(-beta (p-hat - alpha)^2), at least exp(-beta/4) for any valid task; "
+                         "uncertainty, R-Zero's 1 - 2|p-hat - alpha|, under which a generation that became no task "
+                         "earns what a task at p-hat = 0 or 1 earns (1 - 2 max(alpha, 1 - alpha): 0 at alpha 0.5), "
+                         "so validity by itself is worth nothing and only aim is (curriculum.invalid_reward must "
+                         "then stay 0). generate-tasks weights its parents by exp either way.",
+                         choices=["exp", "uncertainty"], late=True)
+    duplicate_reward: str = _f("invalid", "The reward of an environment generation rejected as a duplicate of a seed or an "
+                               "earlier task: invalid, what a generation that became no task earns; neutral, none "
+                               "(it is left out of its group, as a surplus one is), so a shape whose few exercises "
+                               "are already taken is not paid less for being aimed at.",
+                               choices=["invalid", "neutral"], late=True)
     invalid_reward: float = _f(0.0, "The reward of an environment generation that did not become a task (unparseable, "
                                "invalid, a duplicate), against exp(-beta (p_task - alpha)^2) in (0, 1] for a valid "
                                "one; what env_update.algo = \"grpo\" compares each generation with its siblings by.",

@@ -165,7 +165,8 @@ SCHEMAS: dict[str, FileSchema] = {s.key: s for s in [
        ("p_task", "float", "successes / attempts."),
        ("mean_reward", "float", "Mean R_agent over the task's rollouts."),
        ("p_batch", "float", "Successes / attempts over the batch's n x K rollouts."),
-       ("r_env", "float", "exp(-beta (p_batch - alpha)^2), the same for every task of the batch."),
+       ("r_env", "float", "R_env of p_batch (curriculum.env_reward: exp(-beta (p_batch - alpha)^2) by default, or "
+                           "1 - 2|p_batch - alpha|), the same for every task of the batch."),
        ("filtered", "bool", "|p_batch - alpha| > k_min: left out of the environment's training set."),
        ("in_band", "bool", "band_low <= p_task <= band_high."),
        ("informative", "bool", "The task's rewards are not all equal (K >= 2): its GRPO group has a non-zero advantage."),
@@ -215,9 +216,11 @@ SCHEMAS: dict[str, FileSchema] = {s.key: s for s in [
        ("valid", "bool", "It became a task the agent attempted."),
        ("reason", "str?", "Why it became no task; null when valid."),
        ("p_task", "float?", "Its task's success rate over the K rollouts; null when not valid."),
-       ("reward", "float?", "exp(-beta (p_task - alpha)^2) for a valid generation, curriculum.invalid_reward for one "
+       ("reward", "float?", "R_env of p_task (curriculum.env_reward) for a valid generation, curriculum.invalid_reward "
+                            "(under the uncertainty reward, what p = 0 or 1 earns) for one "
                             "that became no task; null for a surplus one (valid, but never attempted: no reward "
-                            "is known, so it is left out of its group)."),
+                            "is known, so it is left out of its group) and, under curriculum.duplicate_reward = "
+                            "\"neutral\", for a duplicate."),
        ("prompt", "json", "Chat messages the environment was given."),
        ("output", "str", "The raw output."),
        ("prompt_token_ids", "list[int]", "Prompt tokens."),
@@ -323,7 +326,7 @@ METRICS_DOCS: dict[str, str] = {
                   "(pools/env_gen; null for epochs that predate it)",
     "env_groups_informative_share": "share of those groups whose generations' rewards are not all equal (the ones "
                                     "env_update.algo = \"grpo\" learns from)",
-    "env_reward_valid": "mean reward of the environment's generations that became tasks, exp(-beta (p_task - alpha)^2)",
+    "env_reward_valid": "mean reward of the environment's generations that became tasks, R_env of p_task (curriculum.env_reward)",
     "env_reward_invalid": "mean reward of its generations that became no task (curriculum.invalid_reward); null when "
                           "every generation became a task",
     "env_shape_mix": "mapping: shape -> share of the environment's tasks of that shape",

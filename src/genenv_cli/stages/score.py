@@ -3,14 +3,16 @@
     genenv score --epoch 3
 
 Per rollout: R_agent, success (R_agent >= success_threshold), validity (scores.parquet). Per task: p_task
-over its K rollouts; per batch: p_batch over its n x K rollouts, R_env = exp(-beta (p_batch - alpha)^2) and
+over its K rollouts; per batch: p_batch over its n x K rollouts, R_env (`curriculum.env_reward`: by default
+exp(-beta (p_batch - alpha)^2), or 1 - 2|p_batch - alpha|) and
 the filter flag |p_batch - alpha| > k_min, carried to every task of the batch (task_stats.parquet). Then
 the epoch's pool partitions, replaced whole on a rerun so rows are never duplicated:
 `pools/agent_train/epoch=NNNN.parquet` (every trace with group ids, tokens, logprobs and rewards) and
 `pools/env_sft/epoch=NNNN.parquet` (each environment generation that became a task: context -> raw output,
 R_env, weight exp(lambda R_env), kept = passed the filter) and `pools/env_gen/epoch=NNNN.parquet` (every
-environment generation, task or not, with its own reward: exp(-beta (p_task - alpha)^2) from its task's K
-rollouts, `curriculum.invalid_reward` for one that became no task; what `env_update.algo = "grpo"` learns from).
+environment generation, task or not, with its own reward: R_env of its task's p_task over K rollouts,
+`curriculum.invalid_reward` for one that became no task (under the uncertainty reward, what p = 0 or 1 earns);
+what `env_update.algo = "grpo"` learns from).
 
 Every row carries its task's domain, and each task is graded by its own domain's scorer; a mixed run's metrics add
 `by_domain`, the epoch's numbers per domain, which add up to its totals.
@@ -34,6 +36,7 @@ from genenv_cli.curriculum import (
     epoch_statistics,
     filtered,
     informative_expr,
+    invalid_generation_reward,
     rwr_weight,
     success,
 )
@@ -253,7 +256,7 @@ def task_statistics(scored: Any, tasks: list[dict[str, Any]], c: Any) -> Any:
         (pl.col("successes").sum() / pl.col("attempts").sum()).alias("p_batch"))
     return (per_task.join(per_batch, on="batch_id")
             .with_columns((pl.col("successes") / pl.col("attempts")).alias("p_task"))
-            .with_columns(env_reward(alpha=c.alpha, beta=c.beta), filtered(alpha=c.alpha, k_min=c.k_min),
+            .with_columns(env_reward(alpha=c.alpha, beta=c.beta, kind=c.env_reward), filtered(alpha=c.alpha, k_min=c.k_min),
                           pl.col("p_task").is_between(c.band_low, c.band_high).alias("in_band"))
             .sort("task_id")
             .select(*SCHEMAS["task_stats"].names()))
@@ -293,9 +296,11 @@ def write_outputs(out: Staging, epoch: int, scores: Any, stats: Any, agent_train
 
 def generation_rewards(gens: Any, stats: Any, epoch: int, c: Any) -> Any:
     """The epoch's env_gen partition: every environment generation with its own reward. A generation that became a
-    task gets exp(-beta (p_task - alpha)^2) from that task's K rollouts (`env_reward` on p_task); one that became no
-    task gets `curriculum.invalid_reward`; a surplus one (valid, but the epoch had no room for it, so never
-    attempted) gets none and stays out of its group."""
+    task gets R_env of that task's p_task over its K rollouts (`env_reward`, `curriculum.env_reward`); one that
+    became no task gets `invalid_generation_reward` (curriculum.invalid_reward, or under the uncertainty reward what
+    p = 0 or 1 earns); a surplus one (valid, but the epoch had no room for it, so never
+    attempted) gets none and stays out of its group, as does a duplicate under `curriculum.duplicate_reward =
+    "neutral"`."""
     import polars as pl
 
     p_task = stats.select("task_id", "p_task")
@@ -305,12 +310,15 @@ def generation_rewards(gens: Any, stats: Any, epoch: int, c: Any) -> Any:
                          f"tasks.jsonl; the two files of generate-tasks disagree. Rerun `genenv generate-tasks --epoch "
                          f"{epoch} --force`.")
     surplus = pl.col("reason").is_not_null() & pl.col("reason").str.starts_with("surplus")
+    if c.duplicate_reward == "neutral":  # a duplicate, like a surplus generation, has no reward and leaves its group
+        dup = pl.col("reason").str.starts_with("duplicate of") | pl.col("reason").str.starts_with("near duplicate of")
+        surplus = surplus | (pl.col("reason").is_not_null() & dup)
     return (gens.join(p_task, on="task_id", how="left", maintain_order="left")
             .with_columns(pl.col("task_id").is_not_null().alias("valid"),
-                          env_reward(alpha=c.alpha, beta=c.beta, p="p_task").alias("_r"))
+                          env_reward(alpha=c.alpha, beta=c.beta, p="p_task", kind=c.env_reward).alias("_r"))
             .with_columns(pl.when(pl.col("valid")).then(pl.col("_r"))
                           .when(surplus).then(pl.lit(None, pl.Float64))
-                          .otherwise(pl.lit(float(c.invalid_reward))).alias("reward"),
+                          .otherwise(pl.lit(invalid_generation_reward(c))).alias("reward"),
                           pl.lit(epoch, pl.Int64).alias("epoch"))
             .select(list(polars_schema("env_gen"))))
 
