@@ -41,7 +41,7 @@ Metrics: success rate (%) overall and per task type.
 
 Paper protocol (GenEnv, arXiv 2512.19682, Table 1: "ALFWorld official validation set with multi-turn tasks
 decomposed into single steps"). Each game's expert trajectory (the handcoded expert's `walkthrough` stored in
-`game.tw-pddl` by `alfworld-generate`, which starts with "look"; else TextWorld's `extra.walkthrough`;
+`game.tw-pddl` by `alfworld-generate`; else TextWorld's `extra.walkthrough`;
 `expert_plan` for scripted games) is played once, every command checked admissible and the game won; step k
 becomes one sample whose messages are the prompt above with the expert's history: user turns holding the real
 observations, assistant turns "ACTION: <expert command>", the last user turn holding the current observation and
