@@ -2,7 +2,7 @@
 `kills` (the fault harness at every file-system operation of a whole two-epoch run), `bench` (the speed benchmarks
 in benchmarks/speed/), `demonstration` (genenv vs frozen, several epochs) and
 `curriculum` (the multi-seed curriculum experiment), both in experiments/; `alfworld` (ALFWorld's real games from
-../shared/data, with the alfworld extra; CI runs it); `tests-transformers4` (the suite on
+the project's shared data, with the alfworld extra; CI runs it); `tests-transformers4` (the suite on
 transformers 4.x), `vllm-resolve` (does `.[vllm]` resolve? needs network), `vllm` (the real vLLM engine, its CPU build: engine tests, the
 fast tests on the transformers release vLLM accepts, a two-epoch co-evolution on vLLM; CI runs it).
 
@@ -139,23 +139,17 @@ def vllm(session: nox.Session) -> None:
 def alfworld(session: nox.Session) -> None:
     """ALFWorld's real games (CI runs it): the alfworld extra (alfworld 0.4.2; its fast-downward-textworld and jericho
     build from source, about 5.5 minutes on 2 cores), then the tests marked `alfworld`, which unpack the games from
-    ../shared/data and skip without them: the 274 evaluation games collected, a fixed sample of 12 played (walkthrough
-    through the episode loop and `score`, every paper-protocol step), the scripted engine against the real one, the
-    promise on real training games, the import refusing the evaluation splits. `nox -s alfworld -- all` also runs the
-    whole oracle and agreement over the 274 games (experiments/alfworld_checks.py; about 21 minutes on 2 cores)."""
+    the project's shared data (tests/alfworld_real.py says where) and skip without them: the 274 evaluation games
+    collected, a fixed sample of 12 played (walkthrough through the episode loop and `score`, every paper-protocol
+    step), the scripted engine against the real one, the promise on real training games, the import refusing the
+    evaluation splits. `nox -s alfworld -- DIR` also runs the whole oracle and agreement over the 274 games in DIR
+    (the folder holding json_2.1.1/; experiments/alfworld_checks.py, about 21 minutes on 2 idle cores)."""
     install(session, "test", "alfworld")
-    session.run("python", "-c", "import alfworld, textworld; print('alfworld', alfworld.__version__ if "
-                "hasattr(alfworld, '__version__') else '', '| textworld', textworld.__version__)")
+    session.run("python", "-c", "import textworld; from importlib.metadata import version; "
+                "print('alfworld', version('alfworld'), '| textworld', textworld.__version__)")
     session.run("pytest", "-q", "-m", "alfworld", "-n", "auto", "-p", "no:cacheprovider", "--durations", "5")
-    if "all" in session.posargs:
-        import tarfile
-        from pathlib import Path
-
-        data = Path(session.create_tmp()) / "alfworld-data"
-        if not (data / "json_2.1.1" / "valid_unseen").is_dir():
-            with tarfile.open(Path("..", "shared", "data", "alfworld", "json_2.1.1-valid.tar.xz")) as tar:
-                tar.extractall(data, filter="data")
-        session.run("python", "-m", "experiments.alfworld_checks", "--data", str(data), "--workers", "2")
+    for data in session.posargs:
+        session.run("python", "-m", "experiments.alfworld_checks", "--data", data, "--workers", "2")
 
 
 @nox.session
