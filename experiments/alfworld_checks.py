@@ -153,6 +153,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--no-agreement", action="store_true")
     ap.add_argument("--no-score", action="store_true", help="leave out check 2 (a third game load per game)")
     ap.add_argument("--resume", action="store_true", help="keep the records in <out>/games.jsonl, play the rest")
+    ap.add_argument("--summarize-only", action="store_true",
+                    help="write summary.json from the records in <out>/games.jsonl, playing nothing")
+    ap.add_argument("--note", default="", help="a line recorded in summary.json (why a run is partial, the load)")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
     jobs = []
@@ -161,9 +164,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         jobs += [(split, r) for r in refs]
     args.out.mkdir(parents=True, exist_ok=True)
     log = args.out / "games.jsonl"
-    records = [json.loads(line) for line in log.read_text().splitlines()] if args.resume and log.exists() else []
+    keep = (args.resume or args.summarize_only) and log.exists()
+    records = [json.loads(line) for line in log.read_text().splitlines()] if keep else []
     done = {(r["split"], r["game"]) for r in records}
     jobs = [(split, ref) for split, ref in jobs if (split, ref.id) not in done]
+    planned = len(done) + len(jobs)
+    if args.summarize_only:
+        jobs = []
     log.write_text("".join(json.dumps(r) + "\n" for r in records))
     start = time.perf_counter()
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
@@ -182,6 +189,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     summary = {"what": "walkthrough oracle (official protocol through genenv's episode loop and through score; "
                        "paper protocol's steps) and the scripted engine's agreement with the real one",
                "data": str(args.data.resolve()), "splits": args.splits, "limit": args.limit, "every": args.every,
+               "games_planned": planned, "games_recorded": len(records), "note": args.note,
                "workers": args.workers, "wall_seconds_last_session": round(time.perf_counter() - start, 1),
                "alfworld": alfworld_version(), "machine": machine(), "versions": versions(),
                "commit": git_commit(), "created": time.strftime("%Y-%m-%dT%H:%M:%S"),

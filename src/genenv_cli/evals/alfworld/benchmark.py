@@ -271,6 +271,7 @@ class ALFWorld(Benchmark):
     splits = SPLITS
     versions = VERSIONS
     interactive = True
+    engine_seconds = 300.0  # `score` loads the game and replays up to 50 commands: 3-5 s idle, a minute under load
 
     def __init__(self, max_steps: int = MAX_STEPS):
         self.max_steps = max_steps
