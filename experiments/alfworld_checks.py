@@ -14,7 +14,7 @@ process:
    walkthrough (games the scripted engine cannot express are counted with the reason).
 
 Writes `<out>/games.jsonl` (a record per game, appended as each finishes) and `<out>/summary.json` with the
-machine, versions, commit and settings. `nox -s alfworld -- all` runs it on the shared data; needs the alfworld
+machine, versions, commit and settings. `nox -s alfworld -- DIR` runs it on DIR; needs the alfworld
 extra:
 
     python -m experiments.alfworld_checks --data DIR [--splits valid_seen valid_unseen] [--workers 2] [--limit N]
@@ -188,7 +188,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     log.write_text("".join(json.dumps(r) + "\n" for r in records))
     summary = {"what": "walkthrough oracle (official protocol through genenv's episode loop and through score; "
                        "paper protocol's steps) and the scripted engine's agreement with the real one",
-               "data": str(args.data.resolve()), "splits": args.splits, "limit": args.limit, "every": args.every,
+               "data": f"<the folder holding json_2.1.1/, named {args.data.name!r}>", "splits": args.splits,
+               "limit": args.limit, "every": args.every,
                "games_planned": planned, "games_recorded": len(records), "note": args.note,
                "workers": args.workers, "wall_seconds_last_session": round(time.perf_counter() - start, 1),
                "alfworld": alfworld_version(), "machine": machine(), "versions": versions(),

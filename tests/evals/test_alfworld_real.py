@@ -5,7 +5,7 @@ protocol) and scoring every step (paper protocol), `genenv evaluate` on real gam
 
 CI runs these in `nox -s alfworld` (the alfworld extra builds from source there). They play a fixed sample, every
 SAMPLE_EVERY-th of the 274 evaluation games in sorted order (12 games, about 3 loads of 3-5 s each); the whole set
-is `python -m experiments.alfworld_checks` (`nox -s alfworld -- all`), recorded in experiments/results/alfworld/.
+is `python -m experiments.alfworld_checks` (`nox -s alfworld -- DIR`), recorded in experiments/results/alfworld/.
 Skipped, with the reason, where alfworld is not installed or ../shared/data is absent."""
 
 from __future__ import annotations
