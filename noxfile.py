@@ -1,7 +1,8 @@
 """Sessions: `nox -s tests` (the whole suite), `lint`, `demo` (one whole co-evolution epoch on the embedded model),
 `kills` (the fault harness at every file-system operation of a whole two-epoch run), `bench` (the speed benchmarks
 in benchmarks/speed/), `demonstration` (genenv vs frozen, several epochs) and
-`curriculum` (the multi-seed curriculum experiment), both in experiments/; `tests-transformers4` (the suite on
+`curriculum` (the multi-seed curriculum experiment), both in experiments/; `alfworld` (ALFWorld's real games from
+the project's shared data, with the alfworld extra; CI runs it); `tests-transformers4` (the suite on
 transformers 4.x), `vllm-resolve` (does `.[vllm]` resolve? needs network), `vllm` (the real vLLM engine, its CPU build: engine tests, the
 fast tests on the transformers release vLLM accepts, a two-epoch co-evolution on vLLM; CI runs it).
 
@@ -132,6 +133,23 @@ def vllm(session: nox.Session) -> None:
     # the trained agent as a standalone model folder, which vLLM loads (and transformers, compared with the run)
     session.run("genenv", "export", "--run", run, "--epoch", "1", "--model", "agent", "--out", run + "-agent", "--force")
     session.run("python", "tests/check_export.py", run, "1", run + "-agent", "--vllm")
+
+
+@nox.session
+def alfworld(session: nox.Session) -> None:
+    """ALFWorld's real games (CI runs it): the alfworld extra (alfworld 0.4.2; its fast-downward-textworld and jericho
+    build from source, about 5.5 minutes on 2 cores), then the tests marked `alfworld`, which unpack the games from
+    the project's shared data (tests/alfworld_real.py says where) and skip without them: the 274 evaluation games
+    collected, a fixed sample of 12 played (walkthrough through the episode loop and `score`, every paper-protocol
+    step), the scripted engine against the real one, the promise on real training games, the import refusing the
+    evaluation splits. `nox -s alfworld -- DIR` also runs the whole oracle and agreement over the 274 games in DIR
+    (the folder holding json_2.1.1/; experiments/alfworld_checks.py, about 21 minutes on 2 idle cores)."""
+    install(session, "test", "alfworld")
+    session.run("python", "-c", "import textworld; from importlib.metadata import version; "
+                "print('alfworld', version('alfworld'), '| textworld', textworld.__version__)")
+    session.run("pytest", "-q", "-m", "alfworld", "-n", "auto", "-p", "no:cacheprovider", "--durations", "5")
+    for data in session.posargs:
+        session.run("python", "-m", "experiments.alfworld_checks", "--data", data, "--workers", "2")
 
 
 @nox.session

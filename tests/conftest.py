@@ -23,8 +23,9 @@ if TESTS not in sys.path:
 
 from tiny import SMALL, TWO_EPOCHS, build_tiny_model  # noqa: E402 - after the path above
 
-# fixtures shared across folders live in helper modules, registered here: `epoch1` (score's hand-made epoch)
-pytest_plugins = ["score_epoch"]
+# fixtures shared across folders live in helper modules, registered here: `epoch1` (score's hand-made epoch),
+# `alfworld_valid` and `alfworld_train_sample` (ALFWorld's real games, unpacked from ../shared/data)
+pytest_plugins = ["score_epoch", "alfworld_real"]
 
 # A test that uses the tiny model (directly, or through make_run) or a whole finished run on it is slow, whatever
 # its own body costs: the fast tier (`-m "not slow"`) then never imports transformers' models, builds the model

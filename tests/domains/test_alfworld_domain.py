@@ -192,3 +192,38 @@ def test_a_game_whose_task_does_not_fit_its_type_gives_no_tasks(tmp_path):
     result = invoke("init", tmp_path / "run", "--domain", "alfworld", "--seeds", game, ok=False)
     assert "none of its 6 steps is a usable alfworld task" in result.output
     assert "is not worded as a pick_heat_then_place_in_recep task" in result.output
+
+
+def test_init_seeds_from_a_folder_of_games_takes_every_game(tmp_path):
+    games = tmp_path / "data" / "json_2.1.1" / "train"
+    shutil.copytree(SPLIT, games)
+    invoke("init", tmp_path / "run", "--domain", "alfworld", "--seeds", tmp_path / "data")  # json_2.1.1/train inside
+    seeds = [json.loads(x) for x in (tmp_path / "run" / "seeds" / "seeds.jsonl").read_text().splitlines()]
+    assert {s["shape"] for s in seeds} == set(TASK_TYPES)
+    heat = [s for s in seeds if s["id"].startswith(f"alfworld-{HEAT.parent.name}/{HEAT.name}/")]
+    assert [s["id"].rsplit("#", 1)[1] for s in heat] == [f"step{k}" for k in range(6)]
+    copied = tmp_path / "run" / "seeds" / "files" / "0" / HEAT.parent.name / HEAT.name / "game.scripted.json"
+    assert copied.read_bytes() == (HEAT / "game.scripted.json").read_bytes()
+
+
+def _as_evaluation_game(tmp_path: Path, trial: str) -> Path:
+    """The scripted heat game under the trial name of one of ALFWorld's evaluation games."""
+    dest = tmp_path / "mixed" / HEAT.parent.name / trial
+    shutil.copytree(HEAT, dest)
+    mug = "pick_and_place_simple-Mug-None-Desk-901"
+    shutil.copytree(SPLIT / mug, tmp_path / "mixed" / mug)
+    return dest / "game.scripted.json"
+
+
+def test_the_import_refuses_evaluation_games_as_a_folder_or_a_file(tmp_path):
+    from genenv_cli.domains.alfworld import evaluation_trials
+
+    trials = evaluation_trials()
+    assert len(trials) == 274 and sum(v.startswith("valid_unseen/") for v in trials.values()) == 134
+    trial = sorted(trials)[0]
+    game = _as_evaluation_game(tmp_path, trial)
+    for source in (tmp_path / "mixed", game):
+        result = invoke("init", tmp_path / "run", "--domain", "alfworld", "--seeds", source, ok=False)
+        assert "ALFWorld evaluation games" in result.output and trials[trial] in result.output, result.output
+        assert "never from valid_seen or valid_unseen" in result.output
+        assert not (tmp_path / "run" / "genenv.toml").exists() and not (tmp_path / "run" / "seeds").exists()

@@ -453,3 +453,21 @@ def test_real_layout_filters_and_plays_through_textworld(bench, tmp_path, fake_t
 def test_degenerate_action_lists_are_commands_never_a_crash():
     for output in ["[" + "1" * 5000 + "]", "[" * 3000 + "]" * 3000]:
         assert isinstance(parse_action_list(output), list)
+
+
+def test_scoring_a_replay_is_not_cut_by_the_parse_limit(bench, monkeypatch):
+    """`evaluate --predictions` scores each output under score.item_timeout_s, a limit on parsing model text; an
+    official ALFWorld verdict loads the game and replays it (3-5 s for a real game, a minute on a loaded machine),
+    which the suite's engine_seconds adds to the limit. Without it a winning walkthrough scored 0 (seen: a real
+    game under load, past the 10 s default)."""
+    import time
+
+    from genenv_cli.evals.run import score_safely
+
+    sample = next(s for s in _load(bench).samples if s.id == MUG)
+    reset = ScriptedGame.reset
+    monkeypatch.setattr(ScriptedGame, "reset", lambda self: (time.sleep(0.15), reset(self))[1])
+    assert score_safely(bench, sample, "\n".join(PLANS[MUG]), "official", 0.1).correct
+    monkeypatch.setattr(ALFWorld, "engine_seconds", 0.0)
+    verdict = score_safely(bench, sample, "\n".join(PLANS[MUG]), "official", 0.1)
+    assert not verdict.correct and "0.1" in verdict.reason, verdict

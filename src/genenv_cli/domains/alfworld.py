@@ -31,9 +31,13 @@ shorter than the suite's 50-step limit. Not checked: that the prefix could reall
 commands' preconditions), that the observations are what ALFWorld would answer, or that the gold action is a good
 move -- only that it is an available one.
 
-**Seeds**: the built-in `data/alfworld_seeds.jsonl` (hand-written step items), or `genenv init --seeds FILE` with
-an ALFWorld game file (`game.tw-pddl`, needing the alfworld extra, or the project's `game.scripted.json`): the
-suite's loader plays its trial folder's expert trajectory and each expert step becomes one base task.
+**Seeds**: the built-in `data/alfworld_seeds.jsonl` (hand-written step items), or `genenv init --seeds PATH` with
+an ALFWorld game file (`game.tw-pddl`, needing the alfworld extra, or the project's `game.scripted.json`) or a
+folder of them: ALFWorld's training split, `json_2.1.1/train` (3,553 games; the folder holding `json_2.1.1/` is
+taken too). The suite's loader plays each game's expert walkthrough in alfworld's TextWorld environment and each
+expert step becomes one base task, with the real observations. The import refuses any game among ALFWorld's 274
+evaluation games (valid_seen, valid_unseen; their trial names are listed in `data/alfworld_eval_games.json`), so
+a run never trains on what `genenv evaluate --bench alfworld` scores.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ from typing import Any
 from genenv_cli.domains.base import EnvContext, Reject, SeedTask
 from genenv_cli.domains.family import FamilyDomain
 from genenv_cli.errors import InputError
-from genenv_cli.evals.alfworld.benchmark import MAX_STEPS, normalize, resolve
+from genenv_cli.evals.alfworld.benchmark import MAX_STEPS, collect_games, normalize, resolve
 from genenv_cli.evals.alfworld.games import SCRIPTED_FILE, TASK_TYPES
 from genenv_cli.evals.base import EvalSample
 
@@ -150,6 +154,33 @@ def payload_problem(p: Any) -> str | None:
     return None
 
 
+EVAL_GAMES = Path(__file__).parent / "data" / "alfworld_eval_games.json"
+TRAIN_SPLIT = ("json_2.1.1", "train")
+
+
+def evaluation_trials() -> dict[str, str]:
+    """ALFWorld's evaluation games by trial folder name (`trial_T20190909_044715_250790`) -> "<split>/<task>/<trial>".
+    Trial names are ALFRED's recording times, unique across ALFWorld's splits."""
+    listed = json.loads(EVAL_GAMES.read_text(encoding="utf-8"))["splits"]
+    return {game.rsplit("/", 1)[1]: f"{split}/{game}" for split, games in listed.items() for game in games}
+
+
+def refuse_evaluation_games(source: Path, trials: list[Path]) -> None:
+    """InputError when any of the trial folders is one of ALFWorld's evaluation games."""
+    known = evaluation_trials()
+    hits = [known[t.name] for t in trials if t.name in known]
+    if hits:
+        raise InputError(f"--seeds {source}: {len(hits)} of its {len(trials)} games are ALFWorld evaluation games "
+                         f"(first: {hits[0]}). Training seeds come from the training split (json_2.1.1/train), "
+                         f"never from valid_seen or valid_unseen, which `genenv evaluate --bench alfworld` scores.")
+
+
+def game_folder(path: Path) -> Path:
+    """The folder of games a `--seeds` folder means: itself, or its json_2.1.1/train when it holds one."""
+    inner = path.joinpath(*TRAIN_SPLIT)
+    return inner if inner.is_dir() else path
+
+
 class ALFWorldDomain(FamilyDomain):
     name = "alfworld"
     description = "ALFWorld: the next action of a household text game given the trajectory so far (paper protocol)."
@@ -157,9 +188,11 @@ class ALFWorldDomain(FamilyDomain):
     benchmark = "alfworld"
     protocol = "paper"
     seed_file = "alfworld_seeds.jsonl"
+    seed_folders = True
     env_system = ENV_SYSTEM
-    seed_format = ("an ALFWorld game file, game.tw-pddl (alfworld-download's json_2.1.1/<split>/<task>/<trial>/, "
-                   "needs the alfworld extra) or game.scripted.json: each step of its expert trajectory is a task")
+    seed_format = ("an ALFWorld game file, game.tw-pddl (alfworld-download's json_2.1.1/train/<task>/<trial>/, "
+                   "needs the alfworld extra) or game.scripted.json, or a folder of them (json_2.1.1/train): each "
+                   "step of a game's expert trajectory is a task; evaluation games are refused")
 
     # ------------------------------------------------------------ suite bridge
 
@@ -186,18 +219,33 @@ class ALFWorldDomain(FamilyDomain):
         return SeedTask(f"alfworld-{sample.id}", "", sample.category, payload)
 
     def read_seeds(self, path: Path) -> list[SeedTask]:
-        """The suite's loader plays the game file's trial folder (bad files are named there, with the line)."""
+        """The suite's loader plays the game file's trial folder, or every game of a folder (bad files are named
+        there, with the line); evaluation games are refused first. Ids are `alfworld-<task>/<trial>/<file>#step<k>`
+        either way."""
         from genenv_cli.paths import cache_dir
 
         path = Path(path)
-        if path.name not in GAME_FILES:
+        if path.is_dir():
+            folder = game_folder(path)
+            refs = collect_games(folder)
+            if not refs:
+                raise InputError(f"--seeds {path}: no ALFWorld games in it (expected {self.seed_format}).")
+            refuse_evaluation_games(path, [r.path.parent for r in refs])
+            data, where = folder, ""
+        elif path.name in GAME_FILES:
+            refuse_evaluation_games(path, [path.parent])
+            data, where = path.parent, f"{path.parent.parent.name}/{path.parent.name}/"  # unique across files
+        else:
             raise InputError(f"{path}: expected {self.seed_format}.")
-        loaded = self.suite.load(data=path.parent, split=None, version=None, protocol=self.protocol,
+        loaded = self.suite.load(data=data, split=None, version=None, protocol=self.protocol,
                                  cache_dir=cache_dir() / "benchmarks" / self.benchmark)
-        where = f"{path.parent.parent.name}/{path.parent.name}/"   # <task folder>/<trial>/: unique across files
         return self.checked_seeds(path, loaded.samples, lambda s: f"alfworld-{where}{s.id}", what="steps")
 
     def seed_files(self, path: Path) -> list[tuple[Path, str]]:
+        if path.is_dir():
+            folder = game_folder(path)
+            return [(f, f.relative_to(folder).as_posix()) for r in collect_games(folder) for f in r.files
+                    if f.is_file()]
         traj = path.parent / "traj_data.json"
         return [(path, path.name)] + ([(traj, traj.name)] if path.name == "game.tw-pddl" and traj.is_file() else [])
 

@@ -68,6 +68,9 @@ class Benchmark(ABC):
     interactive: bool = False             # True: samples are episodes played with run_episode
     paper_column: PaperColumn | None = None  # the suite's column in the paper's Table 1 (None: not in it)
     answer_tokens: int = DEFAULT_ANSWER_TOKENS  # the longest answer per turn it needs (evaluate.max_new_tokens = 0)
+    # seconds a verdict may take on top of score.item_timeout_s (the limit on parsing a model's text) because scoring
+    # runs a game engine: ALFWorld's official score replays the commands in a freshly loaded game
+    engine_seconds: float = 0.0
 
     def needed_tokens(self, cfg: Any) -> int:
         """New tokens per turn when `evaluate.max_new_tokens` is 0 (its default): what the suite's answers need."""

@@ -316,6 +316,7 @@ def score_safely(bench: Benchmark, sample: EvalSample, output: str, protocol: st
     is a data error (the benchmark's files, not the model's text) and stops the evaluation with its message."""
     from genenv_cli.watchdog import ItemTimeout, Watchdog, reason
 
+    limit += getattr(bench, "engine_seconds", 0.0)  # a game engine's own time (ALFWorld's replay) is not the model text's
     with Watchdog(limit) as dog:
         try:
             dog.arm()

@@ -41,7 +41,7 @@ Metrics: success rate (%) overall and per task type.
 
 Paper protocol (GenEnv, arXiv 2512.19682, Table 1: "ALFWorld official validation set with multi-turn tasks
 decomposed into single steps"). Each game's expert trajectory (the handcoded expert's `walkthrough` stored in
-`game.tw-pddl` by `alfworld-generate`, which starts with "look"; else TextWorld's `extra.walkthrough`;
+`game.tw-pddl` by `alfworld-generate`; else TextWorld's `extra.walkthrough`;
 `expert_plan` for scripted games) is played once, every command checked admissible and the game won; step k
 becomes one sample whose messages are the prompt above with the expert's history: user turns holding the real
 observations, assistant turns "ACTION: <expert command>", the last user turn holding the current observation and
@@ -197,11 +197,19 @@ def _read_json(path: Path) -> Any:
 
 
 def _has_games(folder: Path) -> bool:
-    return any(folder.rglob(SCRIPTED_FILE)) or any(folder.rglob("traj_data.json"))
+    return any(folder.rglob(SCRIPTED_FILE)) or any(folder.rglob("game.tw-pddl"))
+
+
+def folder_task_type(trial: Path) -> str | None:
+    """The task type a trial folder's parent names (`pick_two_obj_and_place-CD-None-Safe-307`), or None."""
+    head = trial.parent.name.split("-", 1)[0]
+    return head if head in TASK_TYPES else None
 
 
 def collect_games(split_dir: Path) -> list[GameRef]:
-    """The playable games under a split folder, sorted by id (filters as AlfredTWEnv.collect_game_files)."""
+    """The playable games under a split folder, sorted by id (filters as AlfredTWEnv.collect_game_files; a
+    `game.tw-pddl` without `traj_data.json` beside it, as in the training split's archive, takes its task type from
+    its task folder's name, where alfworld's collector would skip it)."""
     refs: list[GameRef] = []
     for root, _dirs, files in os.walk(split_dir):
         folder = Path(root)
@@ -211,12 +219,14 @@ def collect_games(split_dir: Path) -> list[GameRef]:
             refs.append(GameRef(path.relative_to(split_dir).as_posix(), path, spec["task_type"], "scripted",
                                 list(spec["expert_plan"]), [path]))
             continue
-        if "traj_data.json" not in files:
+        if "traj_data.json" not in files and "game.tw-pddl" not in files:
             continue
         if "movable" in root or "Sliced" in root:
             continue
-        traj = _read_json(folder / "traj_data.json")
-        task_type = traj.get("task_type") if isinstance(traj, dict) else None
+        task_type = folder_task_type(folder)
+        if "traj_data.json" in files:
+            traj = _read_json(folder / "traj_data.json")
+            task_type = traj.get("task_type") if isinstance(traj, dict) else None
         if task_type not in TASK_TYPES:
             continue
         game_file = folder / "game.tw-pddl"
@@ -261,6 +271,7 @@ class ALFWorld(Benchmark):
     splits = SPLITS
     versions = VERSIONS
     interactive = True
+    engine_seconds = 300.0  # `score` loads the game and replays up to 50 commands: 3-5 s idle, a minute under load
 
     def __init__(self, max_steps: int = MAX_STEPS):
         self.max_steps = max_steps

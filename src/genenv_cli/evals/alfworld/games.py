@@ -29,6 +29,7 @@ Scripted game file (`<split>/<task folder>/<trial>/game.scripted.json`), all nam
                      {"name": "microwave 1", "openable": true, "heats": true},   # or "cools" / "cleans"
                      {"name": "diningtable 1"}],
      "toggleable": ["desklamp 1"],                          # objects that `use` turns on (never picked up)
+     "fixed": ["houseplant 1"],                             # optional: objects seen but never picked up
      "goal": {"object": "egg", "receptacle": "diningtable", "state": "hot", "count": 1},
      "expert_plan": ["go to countertop 1", "take egg 1 from countertop 1", ...]}
 
@@ -154,9 +155,10 @@ def load_scripted_spec(path: Path) -> dict[str, Any]:
             if n in names:
                 raise _bad(where, f"the name {n!r} is used twice")
             names.add(n)
-    toggles = spec.get("toggleable", [])
-    if not isinstance(toggles, list) or not all(isinstance(t, str) and t in names for t in toggles):
-        raise _bad(where, "toggleable must list objects placed in the receptacles")
+    for key in ("toggleable", "fixed"):
+        listed = spec.get(key, [])
+        if not isinstance(listed, list) or not all(isinstance(t, str) and t in names for t in listed):
+            raise _bad(where, f"{key} must list objects placed in the receptacles")
     goal = spec.get("goal")
     if not isinstance(goal, dict) or not isinstance(goal.get("object"), str):
         raise _bad(where, "goal needs an object type")
@@ -196,6 +198,7 @@ class ScriptedGame:
             cools=bool(r.get("cools", False)), cleans=bool(r.get("cleans", False)))
             for r in self.spec["receptacles"]}
         self.toggleable = set(self.spec.get("toggleable", []))
+        self.fixed = set(self.spec.get("fixed", []))
         self.toggled: set[str] = set()
         self.location: str | None = None
         self.held: str | None = None
@@ -222,13 +225,11 @@ class ScriptedGame:
             cmds.add(f"examine {here.name}")
             if here.openable:
                 cmds.add(f"close {here.name}" if here.opened else f"open {here.name}")
-            for obj in here.contents:
+            for obj in here.contents:  # ALFWorld offers `examine` for the held object and the receptacle only
                 if obj in self.toggleable:
                     cmds.add(f"use {obj}")
-                if here.visible:
-                    cmds.add(f"examine {obj}")
-                    if self.held is None and obj not in self.toggleable:
-                        cmds.add(f"take {obj} from {here.name}")
+                if here.visible and self.held is None and obj not in self.toggleable and obj not in self.fixed:
+                    cmds.add(f"take {obj} from {here.name}")
             if self.held:
                 if here.visible:
                     cmds.add(f"move {self.held} to {here.name}")
