@@ -82,14 +82,13 @@ def exercises(per_shape: int, seed: int) -> dict[str, list[dict[str, Any]]]:
 
 
 def measure(per_shape: int, seed: int, dtype: str, batch_size: int) -> dict[str, Any]:
-    from genenv_cli.config import config_from_dict
+    from lab.arms import COMMON
+
+    from genenv_cli.config import apply_overrides, config_from_dict
     from genenv_cli.domains import get_domain
     from genenv_cli.engines.base import SamplingParams
     from genenv_cli.engines.hf import HFEngine
     from genenv_cli.models import resolve
-
-    from genenv_cli.config import apply_overrides
-    from lab.arms import COMMON
 
     # the rollouts' settings as the experiments set them (rollout.max_new_tokens 16, not the default)
     cfg = config_from_dict(apply_overrides({"run": {"domain": "arith"}}, COMMON), "shape table").rollout

@@ -65,6 +65,7 @@ from genenv_cli.rundir import (
     write_bytes_atomic,
     write_new,
 )
+from genenv_cli.rundir.committed import require_committed_inputs
 from genenv_cli.rundir.ranks import launch_store, rank0_decides
 from genenv_cli.safefiles import link_refusal, read_regular, refuse_links_below, remove_entry
 from genenv_cli.staleness import Change, config_changes, value_changes
@@ -358,61 +359,6 @@ def require_models(run: RunDir, cfg: Config, plan: StagePlan) -> None:
             raise checkpoint_gone(run, cfg, folder, f"{plan.stage} --epoch {plan.epoch}")
 
 
-def require_committed_inputs(run: RunDir, plan: StagePlan) -> None:
-    """Before a stage runs its body: every input that a stage of the run wrote is still exactly what that stage's
-    manifest records (its fingerprint), else an InputError naming the file and the stage to rerun. A stage reads
-    only inputs that are committed and whole: a pool or a checkpoint edited by hand (NaN rewards), truncated, or
-    left by a write that never committed is refused before anything is trained on it; a Parquet file that no
-    longer reads is named as such. Not checked here: a JSONL task file, which its readers check line by line with
-    each task's domain once it differs from what its manifest records (a task edited by hand is allowed, and its
-    damage is named by line); and inputs no manifest records (the run's config, imported seeds, an upstream
-    manifest), which are the staleness check's."""
-    writers = _input_writers(run, plan)
-    for name, p in plan.inputs.items():
-        found = writers.get(run.rel(p))
-        if not found or p.suffix == ".jsonl":
-            continue
-        if p.is_symlink() or not any(unchanged(p, fp) for _, _, fp in found):
-            epoch, stage, _ = found[0]
-            rerun = f"Rerun `genenv {stage} --epoch {epoch} --force`"
-            if p.suffix == ".parquet" and p.is_file():
-                _require_readable_parquet(p, rerun)
-            raise InputError(f"{run.rel(p)}: `{plan.stage} --epoch {plan.epoch}` reads it as its input {name}, but "
-                             f"it is not what `{stage} --epoch {epoch}` wrote (its manifest's fingerprint differs: "
-                             f"changed since, or a write that never committed); nothing was trained or written. "
-                             f"{rerun}, or put the file back as it was.")
-
-
-def _require_readable_parquet(path: Path, rerun: str) -> None:
-    """An InputError when a Parquet file's footer does not read (empty, truncated, not Parquet): said as such."""
-    import polars as pl
-
-    try:
-        pl.read_parquet_schema(path)
-    except Exception as exc:  # noqa: BLE001 - polars raises several error types for a damaged file
-        raise InputError(f"{path}: not a readable Parquet file ({str(exc)[:160]}); it is empty, truncated or "
-                         f"damaged. {rerun} to write it again.") from None
-
-
-def _input_writers(run: RunDir, plan: StagePlan) -> dict[str, list[tuple[int, str, dict[str, Any]]]]:
-    """{path: [(epoch, stage, fingerprint)]} of the plan's inputs that epoch stages' manifests record as their
-    output: the plan's own epoch, then the earlier ones while an input is still unaccounted for (a window of
-    earlier pools)."""
-    wanted = {run.rel(p) for p in plan.inputs.values()}
-    found: dict[str, list[tuple[int, str, dict[str, Any]]]] = {}
-    for e in [plan.epoch] + [e for e in reversed(run.epochs()) if e < plan.epoch]:
-        if not wanted - set(found):
-            break
-        for stage, manifest in run.manifests(e).items():
-            try:
-                for rec in manifest.get("outputs", {}).values():
-                    if rec["path"] in wanted and isinstance(rec["fingerprint"], dict):
-                        found.setdefault(rec["path"], []).append((e, stage, rec["fingerprint"]))
-            except (KeyError, AttributeError, TypeError):  # a manifest of another shape records nothing usable
-                continue
-    return found
-
-
 def require_done(run: RunDir, epoch: int, stage: str, needed_by: str) -> dict[str, Any]:
     """The manifest of an upstream stage, or a clear error telling what to run."""
     path = run.manifest_path(epoch, stage)
@@ -506,7 +452,7 @@ def _execute(run: RunDir, cfg: Config, plan: StagePlan, body: Callable[[Staging]
             _say(announce, "done", message)
             return StageResult(plan.stage, plan.epoch, True, state.manifest or {}, message)
         require_models(run, cfg, plan)
-        require_committed_inputs(run, plan)
+        require_committed_inputs(run, plan.stage, plan.epoch, plan.inputs)
         _say(announce, "run")
     known = _recorded_outputs(run, plan.epoch)
     inputs_fp = {name: {"path": run.rel(p), "fingerprint": _fingerprint_reusing(p, known.get(run.rel(p)))}

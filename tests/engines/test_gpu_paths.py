@@ -21,7 +21,7 @@ from genenv_cli.errors import ConfigError, ModelError
 from genenv_cli.models import pick_device, resolve
 from genenv_cli.rundir import RunDir
 from genenv_cli.stages import update_agent
-from paths import FIXTURES, ROOT
+from paths import FIXTURES
 from stagekit import agent_pool
 
 FIX = FIXTURES

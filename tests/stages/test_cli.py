@@ -101,10 +101,12 @@ def test_epoch_data_path_end_to_end(tmp_path, tiny_model, monkeypatch):
     again = invoke("score", "--epoch", "1")
     assert "up to date" in again.stdout
     # an edited input makes the downstream stage stale
+    rollouts = (e / "rollouts.parquet").read_bytes()
     edited = read_parquet(e / "rollouts.parquet", "rollouts").with_columns(pl.col("completion") + " (edited)")
     edited.write_parquet(e / "rollouts.parquet")
     status = json.loads(invoke("status", "--json").stdout)
     assert status["epochs"][0]["stages"]["score"]["state"] == "stale"
+    (e / "rollouts.parquet").write_bytes(rollouts)      # score refuses an edited input: put it back
 
     # a malformed tasks.jsonl line: non-zero exit naming file and line, and nothing overwritten
     before = {p: p.read_bytes() for p in [e / "scores.parquet", run / "pools/agent_train/epoch=0001.parquet"]}

@@ -15,6 +15,7 @@ from episode_domains import NAME, register
 from genenv_cli.rundir import RunDir
 from genenv_cli.rundir.datafiles import read_parquet, write_parquet
 from genenv_cli.stages import generate_tasks, rollout, score, update_agent
+from hostile import vouch
 from stagekit import complete_as, jsonl
 
 # the columns single-turn runs have always written (and still do)
@@ -84,6 +85,7 @@ def test_episodes_are_recorded_turn_by_turn_and_trained_on_the_agents_tokens(mak
     path = run.pool_partition("agent_train", 1)
     write_parquet(read_parquet(path, "agent_train").with_columns(pl.Series("reward", [float(i % 2) for i in range(12)])),
                   path, "agent_train")
+    vouch(run.root, run.rel(path))      # as if score had written these rewards: an edited pool is refused
     update_agent.run(run, cfg, 1, force=True)
     used = read_parquet(run.epoch_dir(1) / "agent_update.parquet", "agent_update").filter(pl.col("used"))
     assert used.height == 12
