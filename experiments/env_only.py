@@ -155,6 +155,8 @@ def advantage_sources(run: RunDir, epoch: int) -> dict[str, Any] | None:
         return None
     gen = read_parquet(path, "env_gen")
     cfg = run.load_config().curriculum
+    # a generation without a reward (a neutral duplicate, a surplus one) leaves its group, as in the update
+    gen = gen.filter(pl.col("reward").is_not_null())
     rewards, groups = gen["reward"].to_list(), gen["batch_id"].to_list()
     adv, _ = group_advantages(rewards, groups)
     gen = gen.with_columns(pl.Series("adv", adv, dtype=pl.Float64))

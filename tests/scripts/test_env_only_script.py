@@ -90,3 +90,24 @@ def test_the_validity_share_splits_the_reward_spread_within_groups():
     assert mod.validity_share([0.0, 1.0], [True, True], ["a", "a"]) == 0.0  # only the valid spread
     assert mod.validity_share([0.0, 0.6], [False, True], ["a", "a"]) == 1.0  # only validity
     assert mod.validity_share([0.5, 0.5], [True, True], ["a", "a"]) is None  # no spread at all
+
+
+def test_the_signal_leaves_generations_without_a_reward_out_of_their_groups(tmp_path, monkeypatch):
+    """A neutral duplicate (curriculum.duplicate_reward = "neutral") has no reward, as in the update: the analysis
+    of where the signal comes from must leave it out of its group, not fail on it (env-only-uncertainty did)."""
+    import polars as pl
+    from types import SimpleNamespace
+
+    mod = _load()
+    gen = pl.DataFrame({"batch_id": list("aaaabb"), "reward": [0.0, 1.0, None, 0.5, None, 0.2],
+                        "valid": [False, True, True, True, True, True], "p_task": [None, 0.5, 0.5, 0.9, 0.5, 0.1]})
+    path = tmp_path / "env_gen.parquet"
+    path.write_bytes(b"")
+    run = SimpleNamespace(pool_partition=lambda pool, epoch: path, load_config=lambda: SimpleNamespace(
+        curriculum=SimpleNamespace(band_low=0.4, band_high=0.6)))
+    monkeypatch.setattr(mod, "read_parquet", lambda p, key: gen)
+    got = mod.advantage_sources(run, 1)
+    # group a keeps 0, 1, 0.5 (mean 0.5): the in-band valid one is above it, the invalid one below; group b keeps
+    # one generation, which has no spread and no advantage
+    assert got["adv_valid_in_band"] > 0 > got["adv_invalid"]
+    assert 0.0 < got["validity_share"] < 1.0
