@@ -95,8 +95,9 @@ def test_the_validity_share_splits_the_reward_spread_within_groups():
 def test_the_signal_leaves_generations_without_a_reward_out_of_their_groups(tmp_path, monkeypatch):
     """A neutral duplicate (curriculum.duplicate_reward = "neutral") has no reward, as in the update: the analysis
     of where the signal comes from must leave it out of its group, not fail on it (env-only-uncertainty did)."""
-    import polars as pl
     from types import SimpleNamespace
+
+    import polars as pl
 
     mod = _load()
     gen = pl.DataFrame({"batch_id": list("aaaabb"), "reward": [0.0, 1.0, None, 0.5, None, 0.2],
