@@ -41,7 +41,7 @@ def tests(session: nox.Session) -> None:
     # the trackers' extras: their tests write and read back real event files, W&B offline runs and trackio's store
     install(session, "test", *TRACKER_EXTRAS)
     session.install(*BFCL_DATA)
-    session.run("pytest", *(session.posargs or ["-q", "-n", "auto"]))
+    session.run("pytest", *(session.posargs or ["-q", "-n", "auto", "--durations", "15"]))
 
 
 @nox.session
