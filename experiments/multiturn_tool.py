@@ -92,7 +92,7 @@ def update(policy: Any, cfg: Any, groups: list[list[dict[str, Any]]], epoch: int
     flat = [(j, r) for j, g in enumerate(groups) for r in g]
     adv, why = group_advantages([r["reward"] for _, r in flat], [str(j) for j, _ in flat])
     rows = []
-    for (j, r), a, w in zip(flat, adv, why, strict=True):
+    for (_, r), a, w in zip(flat, adv, why, strict=True):
         if w is not None or not r["completion_token_ids"]:
             continue
         row = {"prompt_ids": list(r["prompt_token_ids"]), "completion_ids": list(r["completion_token_ids"]),
