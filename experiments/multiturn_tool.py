@@ -305,7 +305,7 @@ def markdown(rec: dict[str, Any]) -> str:
     s = rec["summary"]
     lines = [f"# Multi-turn GRPO with a calculator against single-turn GRPO without it ({rec['tag']})", "",
              f"{rec['date']}, commit {rec['commit']}, {rec['machine'].get('cpu')} ({rec['machine'].get('cpus')} "
-             f"cores, shared with other sessions), torch {rec['versions'].get('torch')}, transformers "
+             f"cores, shared with other jobs), torch {rec['versions'].get('torch')}, transformers "
              f"{rec['versions'].get('transformers')}; model `{rec['model']}`; {rec['epochs']} epochs of "
              f"{rec['tasks']} train exercises x {rec['group']} episodes (the same exercises for both arms of a "
              f"seed), {rec['tokens']} tokens a turn, agent_update defaults; held out: {rec['heldout_n']} validation "

@@ -27,16 +27,18 @@ def read_episodes(run: Any, epoch: int) -> dict[str, Any] | None:
     """The epoch's episode numbers (`episode_numbers`), None when it has no episodes (single-turn, or no rollouts)."""
     import polars as pl
 
+    from genenv_cli.rundir.datafiles import scan_parquet
+
     files = rollout_files(run, epoch)
     if not files:
         return None
     cols = ("domain", "turns", "end", "observations")
     frames = []
     for f in files:
-        names = pl.scan_parquet(f).collect_schema().names()
-        if not all(c in names for c in cols):
+        scan = scan_parquet(f)
+        if not all(c in scan.collect_schema().names() for c in cols):
             return None  # rollouts written before episodes existed
-        frames.append(pl.scan_parquet(f).select(*cols).filter(pl.col("turns").is_not_null()).collect())
+        frames.append(scan.select(*cols).filter(pl.col("turns").is_not_null()).collect())
     rows = pl.concat(frames).to_dicts()
     return episode_numbers(rows) if rows else None
 
