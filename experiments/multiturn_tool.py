@@ -278,6 +278,20 @@ def summarize(args: argparse.Namespace, runs: dict[str, dict[int, dict[str, Any]
             "multi-turn minus single-turn, no-tool protocol": paired(mt, "arith", st, "arith"),
             "tool share, multi-turn minus single-turn (tool protocol)": paired(mt, "calc", st, "calc", "tool_share"),
         }
+        def gain(runs_of: dict[int, dict[str, Any]], s: int) -> float:
+            rows = runs_of[s]["rows"]
+            return rows[-1]["success"] - rows[0]["success"]
+
+        for name, diffs in (
+                ("not held out: temperature-1 success on each epoch's new train exercises, the last epoch (after "
+                 "every update but the last) minus the first (the base model), multi-turn minus single-turn",
+                 [gain(mt, s) - gain(st, s) for s in seeds]),
+                ("not held out: the same gain, multi-turn", [gain(mt, s) for s in seeds]),
+                ("not held out: the same gain, single-turn", [gain(st, s) for s in seeds])):
+            m = _ci(diffs)
+            m["per_seed"] = [round(d, 4) for d in diffs]
+            m["holds"] = len(diffs) >= 3 and m["low"] is not None and (m["low"] > 0 or m["high"] < 0)
+            out["claims"][name] = m
         if base is not None:
             out["claims"].update({
                 "multi-turn minus base model, tool protocol": paired(mt, "calc", None, "calc"),
