@@ -164,6 +164,7 @@ def evaluate(policy: Any, args: argparse.Namespace) -> dict[str, Any]:
 def run_one(arm: str, seed: int, args: argparse.Namespace, path: Path) -> dict[str, Any]:
     from genenv_cli.domains import get_domain
     from genenv_cli.engines.base import SamplingParams
+    from genenv_cli.models import write_checkpoint_meta
     from genenv_cli.ui import UI
 
     ui = UI(quiet=True)
@@ -173,6 +174,8 @@ def run_one(arm: str, seed: int, args: argparse.Namespace, path: Path) -> dict[s
     if record is None or record.get("settings") != settings(args):
         record = {"arm": arm, "seed": seed, "settings": settings(args), "commit": git_commit(),
                   "machine": machine(), "rows": []}
+    if len(record["rows"]) == args.epochs and "heldout" in record:
+        return record  # finished
     policy = load(args.model, adapter if record["rows"] else None, cfg, seed)
     train = get_domain("arith").seeds("train")
     for epoch in range(len(record["rows"]) + 1, args.epochs + 1):
@@ -191,6 +194,7 @@ def run_one(arm: str, seed: int, args: argparse.Namespace, path: Path) -> dict[s
         upd = update(policy, cfg, groups, epoch, cfg.rollout.temperature, ui)
         policy.model.save_pretrained(str(adapter))
         policy.tokenizer.save_pretrained(str(adapter))
+        write_checkpoint_meta(adapter, kind="lora", base=args.model, role="agent", epoch=epoch)  # a genenv checkpoint
         record["rows"].append({"epoch": epoch, **numbers, "update": upd, "seconds_play": round(t_play, 1),
                                "seconds_update": round(time.time() - t1, 1),
                                "cpu_seconds": round(time.process_time() - c0, 1)})
