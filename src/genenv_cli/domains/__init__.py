@@ -38,6 +38,8 @@ DOMAINS = Registry("domain", "genenv.domains", {
                          {"family": True, "test_answers": "genenv_cli.domains.answers.travelplanner:contract_answers"}),
     "alfworld": Row("genenv_cli.domains.alfworld:ALFWorldDomain",
                     {"family": True, "test_answers": "genenv_cli.domains.answers.alfworld:contract_answers"}),
+    "alfworld-game": Row("genenv_cli.domains.alfworld_game:ALFWorldGameDomain",
+                         {"test_answers": "genenv_cli.domains.answers.alfworld_game:contract_answers"}),
 })
 
 

@@ -344,6 +344,11 @@ class Domain(ABC):
         `threshold`: the reward that counts as a success in its result."""
         return DomainEpisode(self.environment(payload), self.max_turns, self.name, threshold=threshold)
 
+    def call_valid(self, observation: str) -> bool | None:
+        """Whether the agent's turn that got `observation` back was a call (or command) the environment could carry
+        out, for the report's tool-call validity; None, the default, when the domain does not say."""
+        return None
+
     @property
     def episodic(self) -> bool:
         """Whether the domain's tasks are played as multi-turn episodes (its rollouts record every turn)."""

@@ -87,3 +87,7 @@ class CalcDomain(ArithDomain):
 
     def environment(self, payload: dict[str, Any]) -> Environment:
         return CalcEnvironment(self, payload)
+
+    def call_valid(self, observation: str) -> bool | None:
+        """Every observation is the calculator's reply to a call: valid unless it is `calc error: ...`."""
+        return not observation.startswith("calc error")

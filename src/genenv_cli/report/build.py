@@ -68,7 +68,9 @@ def build_report(run: RunDir, cfg: Config, out: Path | None = None) -> dict[str,
     if cfg.env.mode == "seeds":
         mode_note = ('<p class="note">env.mode = seeds: no environment model writes tasks, so there are no '
                      "environment generations, rewards or updates to show.</p>")
-    inputs = _Run(cfg, epochs, mrows, metrics, stats, evals, mode_note)
+    from genenv_cli.report.episodes import read_episodes
+
+    inputs = _Run(cfg, epochs, mrows, metrics, stats, evals, mode_note, {e: read_episodes(run, e) for e in epochs})
     pngs: dict[str, bytes] = {}
     sections: list[str] = []
     for cid, build, needs_epoch in BUILDERS:

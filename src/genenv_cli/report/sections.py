@@ -30,6 +30,7 @@ CHARTS: list[tuple[str, str]] = [
     ("informative", "Informative GRPO groups and environment batches in the band"),
     ("env-kl", "Environment KL to its initial model"),
     ("domains", "By domain"),
+    ("episodes", "Episodes: turns, ends and calls"),
     ("evals", "Evaluation scores by benchmark"),
 ]
 HEADINGS = dict(CHARTS)
@@ -51,6 +52,7 @@ class _Run:
     stats: dict[int, dict[str, list[Any]] | None]    # each epoch's task_stats columns
     evals: list[dict[str, Any]]
     mode_note: str                                   # what env.mode leaves out, for the environment's charts
+    episodes: dict[int, dict[str, Any] | None] | None = None  # each epoch's episode numbers (report/episodes.py)
 
     @property
     def c(self) -> Any:
@@ -317,6 +319,20 @@ def _domains(r: _Run) -> Built:
         "The counts add up over the domains to the epoch's totals above.", body)
 
 
+def _episodes(r: _Run) -> Built:
+    """A multi-turn run's episodes per epoch; nothing when no epoch has any."""
+    from genenv_cli.report.episodes import episodes_body
+
+    numbers, png, body = episodes_body(r.epochs, r.episodes or {})
+    if not body:
+        return None, None, ""
+    return numbers, png, _section(
+        "episodes", "Rollouts of a multi-turn domain are episodes: how many agent turns they took, why they ended "
+        "(done: the environment ended it; turn_cap: the domain's max_turns reached; context_overflow: the next "
+        "prompt would not fit), the share of episodes with a call (a turn the environment replied to) and the "
+        "share of calls the domain judged valid.", body)
+
+
 BUILDERS: list[tuple[str, Callable[[_Run], Built], bool]] = [
     ("success-rate", _success_rate, True),
     ("p-task", _p_task, True),
@@ -329,6 +345,7 @@ BUILDERS: list[tuple[str, Callable[[_Run], Built], bool]] = [
     ("informative", _informative, True),
     ("env-kl", _env_kl, True),
     ("domains", _domains, True),
+    ("episodes", _episodes, True),
     ("evals", _evals, False),
 ]
 

@@ -132,8 +132,11 @@ def _bad(path: str, what: str) -> InputError:
 
 def load_scripted_spec(path: Path) -> dict[str, Any]:
     """Read and check a `game.scripted.json` file; raises InputError naming the file and the problem."""
-    where = str(path)
-    spec = json_document(path, "a scripted ALFWorld game (a JSON object)")
+    return check_scripted_spec(json_document(path, "a scripted ALFWorld game (a JSON object)"), str(path))
+
+
+def check_scripted_spec(spec: Any, where: str) -> dict[str, Any]:
+    """`spec` when it is a well-formed scripted game; raises InputError saying at `where` what is wrong."""
     if not isinstance(spec, dict):
         raise _bad(where, "the file is not a JSON object")
     if spec.get("format") != SCRIPTED_FORMAT:
