@@ -42,7 +42,7 @@ activations of a GRPO batch or vLLM's KV cache). The formulas, in bytes, with P 
   weights in host memory; each holds its libraries and CUDA context (PROCESS_HOST_BYTES, an estimate) and, in
   transit, the largest tensor converted to float32 (the embedding: 4 x vocab x hidden). The checkpoint being read
   sits in the page cache, shared by the processes and given back under pressure (2 P for the bf16 base, 4 P for a
-  float32 full fine-tuning checkpoint). Read onto the CPU first, as before, each training process held its float32
+  float32 full fine-tuning checkpoint). Read onto the CPU first instead, each training process would hold its float32
   copy (4 P) and its reference (2 P): 245 GB plus 15 GB per reference for 8 ranks at 7B.
 """
 

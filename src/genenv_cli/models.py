@@ -302,7 +302,7 @@ def load_model(ref: ModelRef, *, device: str = "auto", dtype: str = "auto", trus
     trainable PEFT model (`trainable_adapter=True`) for the next update.
 
     On a GPU the weights are read straight onto it (`device_map`), one tensor at a time: loaded on the CPU first,
-    a 7B model in float32 took 30 GB of host memory in every training process (245 GB for 8 ranks) before it moved."""
+    a 7B model in float32 would take 30 GB of host memory in every training process (245 GB for 8 ranks)."""
     from transformers import AutoModelForCausalLM
 
     dev = pick_device(device)
