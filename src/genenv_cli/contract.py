@@ -48,10 +48,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from genenv_cli import __version__
+from genenv_cli import __version__, commit_hooks
 from genenv_cli.config import Config
 from genenv_cli.errors import DiskError, GenenvError, InputError, disk_full
-from genenv_cli.metrics import after_stage
 from genenv_cli.rundir import (
     EpochLock,
     RunDir,
@@ -73,9 +72,13 @@ from genenv_cli.ui import open_log
 
 
 def derived_files(run: RunDir, cfg: Config, plan: StagePlan, manifest: dict[str, Any] | None) -> dict[Path, bytes]:
-    """The files derived from the epoch's manifests (metrics.json), with `manifest` (None: the manifests as they
-    are) in place of the stage's own: committed with every epoch stage's outputs."""
-    return after_stage(run, cfg, plan.epoch, plan.stage, manifest)
+    """The files derived from the epoch's manifests (those `commit_hooks.DERIVED` names: metrics.json), with
+    `manifest` (None: the manifests as they are) in place of the stage's own: committed with every epoch stage's
+    outputs."""
+    out: dict[Path, bytes] = {}
+    for derive in commit_hooks.DERIVED:
+        out.update(derive(run, cfg, plan.epoch, plan.stage, manifest))
+    return out
 
 
 def process_rank() -> int:
@@ -382,11 +385,10 @@ def execute(run: RunDir, cfg: Config, stage: str, epoch: int, build_plan: Callab
     """Run one stage under the contract. `build_plan` is called under the epoch's lock, so a second writer
     fails on the lock before it looks at any input. The files computed from the epoch's manifests
     (metrics.json, `derived_files`) are committed with the outputs, and rewritten by a no-op run when they no
-    longer match. The trackers of `run.report_to` are checked first (one not installed stops the stage before any
-    work) and, once the stage is committed or found up to date, sent the points they lack (trackers/)."""
-    from genenv_cli import trackers
-
-    trackers.check_installed(cfg, f"`{stage} --epoch {epoch}`")
+    longer match. What subscribed to the commit (`commit_hooks`) is called before any work and, once the stage is
+    committed or found up to date, after it (the trackers: checked installed, then sent the points they lack)."""
+    for before in commit_hooks.BEFORE:
+        before(cfg, f"`{stage} --epoch {epoch}`")
     # under a launcher rank 0 decides, after its recovery, and the other ranks follow (rundir/ranks.py)
     store = launch_store(cfg.run.dist_timeout) if int(os.environ.get("WORLD_SIZE", "1") or 1) > 1 else None
     rank = process_rank()
@@ -419,7 +421,8 @@ def execute(run: RunDir, cfg: Config, stage: str, epoch: int, build_plan: Callab
             result = _execute(run, cfg, build_plan(), body, force=force, is_main=True, derived=not shared,
                               announce=announce)
             if not shared:
-                trackers.publish(run, cfg)
+                for after in commit_hooks.AFTER:
+                    after(run, cfg)
     except BaseException as exc:
         if not said:  # an error after the decision is the body's: every rank is in it
             announce("error", str(exc) or type(exc).__name__)

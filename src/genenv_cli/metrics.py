@@ -4,7 +4,7 @@ It is derived state: `gather` computes it from the manifests alone. A stage comm
 outputs and manifest (contract.py, "Commit order"), a no-op rerun rewrites it when it no longer matches, and
 `status`, `report` and `compare` take the numbers from the manifests, not from the file, so a copy left stale
 (by a hand edit, or a kill under an older genenv) never shows. Every key is present; a number is null until the
-stage that produces it has run.
+stage that produces it has run. It subscribes to the commit (commit_hooks.DERIVED) when imported.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from genenv_cli.commit_hooks import DERIVED, subscribe
 from genenv_cli.rundir import RunDir, json_bytes
 from genenv_cli.rundir.schemas import METRICS_DOCS
 from genenv_cli.stages import STAGES
@@ -77,3 +78,6 @@ def after_stage(run: RunDir, cfg: Config, epoch: int, stage: str, manifest: dict
     data = gather(run, epoch, (c.band_low, c.band_high), c.alpha,
                   override={stage: manifest} if manifest is not None else None)
     return {run.metrics_path(epoch): json_bytes(data)}
+
+
+subscribe(DERIVED, after_stage)  # committed with every epoch stage's outputs (commit_hooks)

@@ -39,7 +39,7 @@ FLOORS: list[tuple[str, list[str]]] = [
     ("basics", ["", "errors", "paths", "plaintext", "callparse", "curriculum", "watchdog", "memory_plan", "ui",
                 "registry", "safefiles", "writers", "jsonio", "reject_reasons", "plugin_guard"]),
     ("catalogues and config", ["stages", "domains", "evals", "settings", "config", "presets"]),
-    ("run directory", ["rundir", "rundir.*", "contract", "staleness", "metrics", "trackers", "trackers.*"]),
+    ("run directory", ["rundir", "rundir.*", "commit_hooks", "contract", "staleness", "metrics", "trackers", "trackers.*"]),
     ("benchmark suites", ["evals.*"]),
     ("domains", ["domains.*"]),
     ("models and machinery", ["models", "engines", "engines.*", "launch", "training", "training.*", "grading",

@@ -35,6 +35,7 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
+from genenv_cli.commit_hooks import AFTER, BEFORE, subscribe
 from genenv_cli.config import TRACKERS, Config
 from genenv_cli.errors import ConfigError
 
@@ -67,3 +68,8 @@ def publish(run: Any, cfg: Config, ui: Any = None) -> dict[str, Any]:
     from genenv_cli.trackers.sync import sync
 
     return sync(run, cfg, ui)
+
+
+# every stage: refused before any work when a named tracker is missing, and published after its commit
+subscribe(BEFORE, check_installed)
+subscribe(AFTER, publish)
