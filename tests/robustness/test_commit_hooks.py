@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -19,7 +20,7 @@ from genenv_cli.rundir import RunDir
 
 
 def test_the_contract_imports_nothing_that_follows_a_commit():
-    tree = ast.parse(open(contract.__file__, encoding="utf-8").read())
+    tree = ast.parse(Path(contract.__file__).read_text(encoding="utf-8"))
     names = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
