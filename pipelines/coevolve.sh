@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # N co-evolution epochs, resuming: completed stages are no-ops, so after a crash run it again.
 #
-#   stages/coevolve.sh RUN_DIR EPOCHS
+#   pipelines/coevolve.sh RUN_DIR EPOCHS
 #
 # Same environment variables as epoch.sh (TRAIN, GENENV). The same as one command: genenv run --epochs N (it also
 # runs every stage in a process of its own, but cannot put the training stages under a launcher).

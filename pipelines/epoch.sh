@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # One co-evolution epoch as a shell pipeline over the genenv CLI.
 #
-#   stages/epoch.sh RUN_DIR EPOCH
+#   pipelines/epoch.sh RUN_DIR EPOCH
 #
 # Each stage is skipped when it is already done with unchanged inputs, so rerunning this script after a
 # failure resumes at the stage that failed. The training stages can run under a launcher for several GPUs:
 #
-#   TRAIN="accelerate launch --config_file stages/accelerate/ddp.yaml -m genenv_cli" stages/epoch.sh runs/exp1 3
-#   TRAIN="accelerate launch --config_file stages/accelerate/fsdp-full-shard.yaml -m genenv_cli" ...  # full fine-tuning
+#   TRAIN="accelerate launch --config_file pipelines/accelerate/ddp.yaml -m genenv_cli" pipelines/epoch.sh runs/exp1 3
+#   TRAIN="accelerate launch --config_file pipelines/accelerate/fsdp-full-shard.yaml -m genenv_cli" ...  # full fine-tuning
 #
-# The config file says how training shards (stages/accelerate/: ddp.yaml, fsdp-full-shard.yaml, zero3.yaml; add
+# The config file says how training shards (pipelines/accelerate/: ddp.yaml, fsdp-full-shard.yaml, zero3.yaml; add
 # --num_processes N for other than 8 GPUs).
 #
 # GENENV (default: genenv) is the command used for the other stages.

@@ -4,14 +4,14 @@
 #
 #   genenv init RUN --preset paper --domain alfworld --domain bfcl --domain api-bank --domain bamboogle \
 #     --domain travelplanner             # once; --set overrides what you need to change
-#   ALFWORLD_DATA=... BFCL_DATA=... API_BANK_DATA=... BAMBOOGLE_DATA=... TRAVELPLANNER_DATA=... stages/paper.sh RUN
+#   ALFWORLD_DATA=... BFCL_DATA=... API_BANK_DATA=... BAMBOOGLE_DATA=... TRAVELPLANNER_DATA=... pipelines/paper.sh RUN
 #
 # EPOCHS (default 10, the paper's) epochs run through coevolve.sh, so a rerun resumes where it stopped. Each
 # *_DATA is the benchmark's official files (a file or folder, as `genenv evaluate --data` takes); one left unset
 # makes evaluate use its cached download, which needs the network. GENENV and TRAIN as in epoch.sh; TRAIN defaults
 # to the sharded launch the preset's full fine-tuning needs, FSDP over every GPU (GPUS, by default the number
 # nvidia-smi lists; with one GPU or none, plain $GENENV):
-#   accelerate launch --config_file stages/accelerate/fsdp-full-shard.yaml --num_processes 8 -m genenv_cli
+#   accelerate launch --config_file pipelines/accelerate/fsdp-full-shard.yaml --num_processes 8 -m genenv_cli
 set -euo pipefail
 if [ $# -ne 1 ]; then
   echo "usage: $0 RUN_DIR" >&2

@@ -5,7 +5,7 @@ plan for the same shape, method, workload and allocator setting, and what its lo
 Two parts use them (check.py):
 
 - `updates`, Qwen2.5-0.5B's shape: LoRA in one process (the one-GPU route), and full fine-tuning under
-  `accelerate launch --num_processes 1` with stages/accelerate/fsdp-full-shard.yaml (FSDP2 over one process: its
+  `accelerate launch --num_processes 1` with pipelines/accelerate/fsdp-full-shard.yaml (FSDP2 over one process: its
   wrapping, mixed precision and gathered root, not its communication);
 - `big`, Qwen2.5-7B's shape with random weights, the one-GPU LoRA route at the paper preset's sizes: update-env at
   8 outputs of 2,560 tokens (prompts of about 2,048), update-agent at 8 rows of 9,000 tokens (1,024 of them the
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-FSDP_CONFIG = ROOT / "stages" / "accelerate" / "fsdp-full-shard.yaml"
+FSDP_CONFIG = ROOT / "pipelines" / "accelerate" / "fsdp-full-shard.yaml"
 
 # pools: agent rows (groups x k, prompt and completion tokens); env pairs (prompt and output tokens, about)
 POOLS = {

@@ -1,7 +1,7 @@
 """Launch checks for the training stages: what a launch will shard, and the launches that cannot work, refused
 before any model is loaded (a ConfigError, exit 2, naming the key or the config file to use).
 
-A launch shards when `accelerate launch --config_file stages/accelerate/fsdp-full-shard.yaml` (or zero3.yaml) said
+A launch shards when `accelerate launch --config_file pipelines/accelerate/fsdp-full-shard.yaml` (or zero3.yaml) said
 so (accelerate's launcher passes its choice to the process in ACCELERATE_USE_FSDP / ACCELERATE_USE_DEEPSPEED and the
 FSDP_* / ACCELERATE_DEEPSPEED_* variables, which is what is read here), or when `run.sharding` says so under a
 distributed launcher (it reaches the trainer's own options, torchrun included). A single process started without a
@@ -20,8 +20,8 @@ from genenv_cli.config import Config
 from genenv_cli.errors import ConfigError
 from genenv_cli.settings import TrainingConfig
 
-FSDP_FILE = "stages/accelerate/fsdp-full-shard.yaml"
-ZERO3_FILE = "stages/accelerate/zero3.yaml"
+FSDP_FILE = "pipelines/accelerate/fsdp-full-shard.yaml"
+ZERO3_FILE = "pipelines/accelerate/zero3.yaml"
 FSDP_LAUNCH = f"accelerate launch --config_file {FSDP_FILE} -m genenv_cli"
 
 
@@ -164,7 +164,7 @@ def check_update_launch(cfg: Config, section: str, model_name: str) -> str:
             f"{gpus} GPUs are visible but `{section.replace('_', '-')}` was not started by a distributed launcher: "
             f"transformers would wrap the model in nn.DataParallel (the whole batch's logits on cuda:0, a different "
             f"number of optimizer steps). Use one GPU (CUDA_VISIBLE_DEVICES=0 genenv ...) or launch it on all of "
-            f"them: {FSDP_LAUNCH} (full fine-tuning; stages/accelerate/ddp.yaml for LoRA), or torchrun with "
+            f"them: {FSDP_LAUNCH} (full fine-tuning; pipelines/accelerate/ddp.yaml for LoRA), or torchrun with "
             f"run.sharding set.")
     sharding = effective_sharding(cfg)
     if _true("ACCELERATE_USE_FSDP") and _true("FSDP_ACTIVATION_CHECKPOINTING") and train.gradient_checkpointing:

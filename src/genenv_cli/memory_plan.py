@@ -260,10 +260,10 @@ def vllm_bytes(shape: Shape, w: Workload = Workload()) -> dict[str, float]:
 
 
 LAUNCH = {
-    "lora": "accelerate launch --config_file stages/accelerate/ddp.yaml -m genenv_cli",
+    "lora": "accelerate launch --config_file pipelines/accelerate/ddp.yaml -m genenv_cli",
     "full": "genenv (one GPU)",
-    "fsdp": "accelerate launch --config_file stages/accelerate/fsdp-full-shard.yaml -m genenv_cli",
-    "zero3": "accelerate launch --config_file stages/accelerate/zero3.yaml -m genenv_cli",
+    "fsdp": "accelerate launch --config_file pipelines/accelerate/fsdp-full-shard.yaml -m genenv_cli",
+    "zero3": "accelerate launch --config_file pipelines/accelerate/zero3.yaml -m genenv_cli",
 }
 METHOD_NAMES = {"lora": "LoRA (r 16)", "fsdp": "full / FSDP", "zero3": "full / ZeRO-3"}
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from genenv_cli.errors import ConfigError
 
 PAPER_MODEL = "Qwen/Qwen2.5-7B-Instruct"
-PAPER_TRAIN = "accelerate launch --config_file stages/accelerate/fsdp-full-shard.yaml --num_processes 8 -m genenv_cli"
-LAUNCH_NOTE = f'TRAIN="{PAPER_TRAIN}" stages/paper.sh RUN (stages/paper.sh uses it when TRAIN is unset)'
+PAPER_TRAIN = "accelerate launch --config_file pipelines/accelerate/fsdp-full-shard.yaml --num_processes 8 -m genenv_cli"
+LAUNCH_NOTE = f'TRAIN="{PAPER_TRAIN}" pipelines/paper.sh RUN (pipelines/paper.sh uses it when TRAIN is unset)'
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ PRESETS: dict[str, Preset] = {
             "run.keep_checkpoints": 1,
             "run.keep_checkpoints_every": 5,
         },
-        stated_notes=["10 epochs (stages/paper.sh runs EPOCHS=10 unless told otherwise)",
+        stated_notes=["10 epochs (pipelines/paper.sh runs EPOCHS=10 unless told otherwise)",
                       "the vLLM engine for generation (run.engine stays auto: vLLM wherever it is installed with a GPU)"],
         ours_notes=["full fine-tuning rather than LoRA, the group size K, beta, the KL terms, the sampling "
                     "temperatures and the completion length are not given by the paper; full fine-tuning because "

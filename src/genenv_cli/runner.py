@@ -98,7 +98,7 @@ TRAINING_STAGES = ("update-agent", "update-env")
 def child_env(stage: str, gpus: int) -> dict[str, str] | None:
     """The environment of a stage's process: a training stage sees one GPU when several are visible and none was
     chosen, since it is not under a distributed launcher here (transformers would otherwise wrap the model in
-    nn.DataParallel; stages/coevolve.sh with TRAIN= launches training on all of them). None: inherit as is."""
+    nn.DataParallel; pipelines/coevolve.sh with TRAIN= launches training on all of them). None: inherit as is."""
     if stage in TRAINING_STAGES and gpus > 1 and "CUDA_VISIBLE_DEVICES" not in os.environ:
         return {**os.environ, "CUDA_VISIBLE_DEVICES": "0"}
     return None
@@ -140,8 +140,8 @@ def spawn_epochs(run: RunDir, epochs: int, *, ui: UI, sets: list[str] | None = N
     gpus = _visible_gpus()
     if gpus > 1 and "CUDA_VISIBLE_DEVICES" not in os.environ:
         ui.info(f"{gpus} GPUs visible: genenv run trains on GPU 0 alone (CUDA_VISIBLE_DEVICES=0 for update-agent and "
-                f"update-env); to train on all of them use stages/coevolve.sh with TRAIN=\"accelerate launch "
-                f"--config_file stages/accelerate/fsdp-full-shard.yaml -m genenv_cli\" (docs/gpus.md)")
+                f"update-env); to train on all of them use pipelines/coevolve.sh with TRAIN=\"accelerate launch "
+                f"--config_file pipelines/accelerate/fsdp-full-shard.yaml -m genenv_cli\" (docs/gpus.md)")
     for epoch in range(start, epochs + 1):
         for i, stage in enumerate(EPOCH_STAGES):
             force = restart is not None and (epoch, i) >= restart

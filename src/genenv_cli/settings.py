@@ -38,7 +38,7 @@ class RunConfig:
     sharding: str = _f("none", "How a launched update (update-agent, update-env) spreads its state over the GPUs: none "
                        "(each rank holds a whole copy: DDP), fsdp (FSDP full shard), zero3 (DeepSpeed ZeRO-3). Set here, "
                        "it reaches the trainer under any launcher (torchrun included); `accelerate launch --config_file "
-                       "stages/accelerate/fsdp-full-shard.yaml` (or zero3.yaml) chooses it too. Full fine-tuning of a "
+                       "pipelines/accelerate/fsdp-full-shard.yaml` (or zero3.yaml) chooses it too. Full fine-tuning of a "
                        "7B model needs fsdp or zero3 (docs/gpus.md).", choices=["none", "fsdp", "zero3"])
     dist_timeout: int = _f(1800, "Seconds a training rank waits in a collective (the barrier while rank 0 writes a "
                            "checkpoint, the gather before it) before torch.distributed gives up; raise it for a slow "

@@ -16,7 +16,7 @@ from genenv_cli.rundir import RunDir
 from paths import ROOT
 from stagekit import agent_pool
 
-CONFIGS = ROOT / "stages" / "accelerate"
+CONFIGS = ROOT / "pipelines" / "accelerate"
 
 
 def _launch_env() -> dict[str, str]:
@@ -150,7 +150,7 @@ def _fake_tools(tmp_path: Path, gpus: int) -> tuple[dict[str, str], Path]:
 
 def test_epoch_script_gives_every_rollout_shard_its_own_gpu(tmp_path):
     env, calls = _fake_tools(tmp_path, 4)
-    out = subprocess.run(["bash", str(ROOT / "stages" / "epoch.sh"), "RUN", "2"], env=env, capture_output=True,
+    out = subprocess.run(["bash", str(ROOT / "pipelines" / "epoch.sh"), "RUN", "2"], env=env, capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     lines = calls.read_text().splitlines()
@@ -159,14 +159,14 @@ def test_epoch_script_gives_every_rollout_shard_its_own_gpu(tmp_path):
     assert any(line.endswith("score --run RUN --epoch 2") for line in lines)
     # tensor parallel 2: two shards of two GPUs each
     calls.unlink()
-    out = subprocess.run(["bash", str(ROOT / "stages" / "epoch.sh"), "RUN", "2"], env=dict(env, TP="2"),
+    out = subprocess.run(["bash", str(ROOT / "pipelines" / "epoch.sh"), "RUN", "2"], env=dict(env, TP="2"),
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert sorted(x for x in calls.read_text().splitlines() if "rollout" in x) == [
         "0,1|rollout --run RUN --epoch 2 --shard 1/2", "2,3|rollout --run RUN --epoch 2 --shard 2/2"]
     # one GPU: one rollout process, no shard
     env1, calls1 = _fake_tools(tmp_path / "one", 1) if (tmp_path / "one").mkdir() is None else (None, None)
-    out = subprocess.run(["bash", str(ROOT / "stages" / "epoch.sh"), "RUN", "2"], env=env1, capture_output=True,
+    out = subprocess.run(["bash", str(ROOT / "pipelines" / "epoch.sh"), "RUN", "2"], env=env1, capture_output=True,
                          text=True, timeout=60)
     assert [x for x in calls1.read_text().splitlines() if "rollout" in x] == ["|rollout --run RUN --epoch 2"]
 
@@ -175,11 +175,11 @@ def test_paper_script_launches_training_sharded_over_every_gpu(tmp_path):
     env, calls = _fake_tools(tmp_path, 8)
     (tmp_path / "bin" / "accelerate").write_text(f'#!/bin/sh\necho "accelerate $*" >> {calls}\n')
     (tmp_path / "bin" / "accelerate").chmod(0o755)
-    out = subprocess.run(["bash", str(ROOT / "stages" / "paper.sh"), "RUN"], env=dict(env, EPOCHS="1"),
+    out = subprocess.run(["bash", str(ROOT / "pipelines" / "paper.sh"), "RUN"], env=dict(env, EPOCHS="1"),
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     launches = [line for line in calls.read_text().splitlines() if line.startswith("accelerate")]
-    fsdp = f"accelerate launch --config_file {ROOT}/stages/accelerate/fsdp-full-shard.yaml --num_processes 8"
+    fsdp = f"accelerate launch --config_file {ROOT}/pipelines/accelerate/fsdp-full-shard.yaml --num_processes 8"
     assert launches == [f"{fsdp} -m genenv_cli update-agent --run RUN --epoch 1",
                         f"{fsdp} -m genenv_cli update-env --run RUN --epoch 1"]
 

@@ -16,7 +16,7 @@ import pytest
 
 from paths import ROOT
 
-SCANNED = ["README.md", "noxfile.py", "pyproject.toml", "docs", "src", "benchmarks", "experiments", "stages",
+SCANNED = ["README.md", "noxfile.py", "pyproject.toml", "docs", "src", "benchmarks", "experiments", "pipelines",
            "examples"]
 
 FORBIDDEN = {

@@ -190,7 +190,7 @@ def test_static_mode_reuses_one_variation_set(tmp_path, arith_model, monkeypatch
 @pytest.mark.e2e
 def test_shell_pipeline_runs_an_epoch_and_resumes(tmp_path, arith_model):
     run = arith_run(tmp_path, arith_model)
-    script = ROOT / "stages" / "coevolve.sh"
+    script = ROOT / "pipelines" / "coevolve.sh"
     env = dict(os.environ, GENENV=f"{sys.executable} -m genenv_cli")
     first = subprocess.run(["bash", str(script), str(run.root), "1"], capture_output=True, text=True, env=env,
                            timeout=600)

@@ -1,5 +1,5 @@
 """Sharded training equals unsharded training: update-agent and update-env launched with each shipped accelerate config
-file (stages/accelerate/) on 2 gloo processes end with the weights one process reaches on the same pool, and every
+file (pipelines/accelerate/) on 2 gloo processes end with the weights one process reaches on the same pool, and every
 trainable tensor moved.
 
 The runs are the real CLI stages. Two processes take micro-batches of `batch_size` rows each per optimizer step, so
@@ -39,7 +39,7 @@ from paths import ROOT
 from stagekit import agent_pool, env_pool
 from tiny import SMALL
 
-CONFIGS = ROOT / "stages" / "accelerate"
+CONFIGS = ROOT / "pipelines" / "accelerate"
 DRIVER = Path(__file__).with_name("fsdp_on_cpu.py")
 WORST, MEAN = 0.10, 0.01   # of each tensor's largest and mean move in the one-process run (module docstring)
 FULL_LR = 2e-6          # full fine-tuning: a step far below bf16's resolution at the tiny model's weights (~0.02)

@@ -126,7 +126,7 @@ def _page(run: RunDir, cfg: Config, epochs: list[int], mrows: list[dict[str, Any
     if not epochs:
         parts.append('<section id="no-epochs"><h2>No epochs yet</h2><p class="empty">This run has no epoch yet, so '
                      "there is no curriculum to chart. Start one with <code>genenv generate-tasks --epoch 1</code> "
-                     "(or <code>stages/coevolve.sh</code>), then run <code>genenv report</code> again.</p></section>")
+                     "(or <code>pipelines/coevolve.sh</code>), then run <code>genenv report</code> again.</p></section>")
     parts += [f'<p class="note">{esc(n)}</p>' for n in notes]
     parts += sections
     if epochs:

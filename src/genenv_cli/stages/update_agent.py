@@ -1,7 +1,7 @@
 """update-agent: GRPO on the epoch's scored rollouts, with no regeneration.
 
     genenv update-agent --epoch 3
-    accelerate launch --config_file stages/accelerate/fsdp-full-shard.yaml -m genenv_cli update-agent --epoch 3
+    accelerate launch --config_file pipelines/accelerate/fsdp-full-shard.yaml -m genenv_cli update-agent --epoch 3
 
 Reads `pools/agent_train/epoch=NNNN.parquet` (the K samples per task that `rollout` generated and `score`
 graded), computes group-relative advantages, skips (and counts) groups whose rewards are all equal, and

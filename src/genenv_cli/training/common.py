@@ -12,7 +12,7 @@ backward passes run in the run's compute dtype under autocast (Trainer's bf16/fp
 would round an AdamW step of about 1e-6 away: bf16 keeps 8 bits of mantissa, so a weight of 0.02 moves in steps
 of 1e-4. Frozen weights (a LoRA base, the reference model) are loaded in the compute dtype.
 
-Sharded training (FSDP or DeepSpeed ZeRO-3: `run.sharding`, or the launch's config file in stages/accelerate/) is
+Sharded training (FSDP or DeepSpeed ZeRO-3: `run.sharding`, or the launch's config file in pipelines/accelerate/) is
 what a 7B full fine-tune needs;
 the checkpoint is then written from accelerate's `get_state_dict`, which gathers the shards on the main process.
 """
