@@ -226,7 +226,7 @@ def _check_domains(cfg: Config, where: str) -> None:
                           f"shares, e.g. domains = {{arith = 0.5, tool_call = 0.5}}; got {r.domains or '{}'}. For one "
                           f"domain set run.domain = NAME.")
     for name, share in r.domains.items():
-        if name not in DOMAINS.builtins and name not in DOMAINS.names():
+        if name not in DOMAINS.rows and name not in DOMAINS.names():
             raise ConfigError(f"{where}: `run.domains` names an unknown domain {quoted(name)}."
                               f"{_suggest(name, DOMAINS.names())} Known: {', '.join(DOMAINS.names())}.")
         if not math.isfinite(share) or share <= 0:

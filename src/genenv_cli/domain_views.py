@@ -29,7 +29,9 @@ def domain_source(name: str, dom: Domain) -> str:
 
     module = sys.modules[type(dom).__module__]
     where = getattr(module, "__file__", None) or module.__name__
-    kind = "built in" if name in DOMAINS.builtins else f"plugin (entry point `{name}` in {DOMAINS.group})"
+    origin = DOMAINS.origin(name)
+    kind = (f"plugin (entry point `{name}` in {DOMAINS.group})" if origin == "plugin"
+            else "registered at run time" if origin == "added" else origin)
     return f"{kind}: {type(dom).__name__} from {where}"
 
 
@@ -120,7 +122,7 @@ def _owner(name: str) -> str:
     """How a domain's own failure is attributed: a plugin by its entry point, a built-in domain by its name."""
     from genenv_cli.domains import DOMAINS
 
-    return f"domain `{name}`" if name in DOMAINS.builtins else f"plugin `{name}` (entry point in {DOMAINS.group})"
+    return f"domain `{name}`" if name in DOMAINS.rows else f"plugin `{name}` (entry point in {DOMAINS.group})"
 
 
 def _limit(run_root: Path | None) -> float:

@@ -3,7 +3,8 @@
 Each built-in is one row: its "module:attribute" string, imported only when asked for (so listing them costs
 nothing), and the facts the rest of genenv reads without importing it (a domain's output lengths, whether it is a
 benchmark family; where the project's tests find its test answers). A new component is its own files plus one
-row; `register` adds a row at run time (a test's throwaway domain, a script's own suite). An unknown name gets the
+row; `register` adds a row at run time (a test's throwaway domain, a script's own suite), kept apart from
+the built-ins. An unknown name gets the
 nearest known one as a suggestion (lm-evaluation-harness does this).
 """
 
@@ -25,23 +26,42 @@ class Row:
 
 
 class Registry:
+    """`builtins`: the rows the project ships, fixed when the registry is made; `added`: rows `register` added in
+    this process (a test's throwaway component, a script's own suite), which take precedence over a built-in of the
+    same name; then the entry-point group. Looked-up objects and instances are cached per name, and forgotten when
+    the name is registered again or unregistered."""
+
     def __init__(self, kind: str, group: str, rows: dict[str, str | Row]):
         self.kind = kind
         self.group = group
-        self.rows = {name: row if isinstance(row, Row) else Row(row) for name, row in rows.items()}
-        self.builtins = {name: row.target for name, row in self.rows.items()}
+        self.builtins: dict[str, Row] = {name: row if isinstance(row, Row) else Row(row) for name, row in rows.items()}
+        self.added: dict[str, Row] = {}
         self._loaded: dict[str, Any] = {}
+        self._instances: dict[str, Any] = {}
+
+    @property
+    def rows(self) -> dict[str, Row]:
+        """Every row known without the entry points: the built-ins, with the added rows over them."""
+        return {**self.builtins, **self.added}
 
     def register(self, name: str, target: str, **facts: Any) -> None:
         """Add (or replace) the row `name` for this process: `target` is "module:attribute"."""
-        self.rows[name] = Row(target, facts)
-        self.builtins[name] = target
-        self._loaded.pop(name, None)
+        self.added[name] = Row(target, facts)
+        self.forget(name)
 
     def unregister(self, name: str) -> None:
-        self.rows.pop(name, None)
-        self.builtins.pop(name, None)
+        """Remove a row `register` added (a built-in stays), and forget what was looked up under its name."""
+        self.added.pop(name, None)
+        self.forget(name)
+
+    def forget(self, name: str) -> None:
+        """Drop the cached object and instance of `name`: the next lookup reads the rows again."""
         self._loaded.pop(name, None)
+        self._instances.pop(name, None)
+
+    def origin(self, name: str) -> str:
+        """Where the row of `name` comes from: "added" (at run time), "built in", or "plugin" (an entry point)."""
+        return "added" if name in self.added else "built in" if name in self.builtins else "plugin"
 
     def facts(self, name: str) -> dict[str, Any]:
         """What the row of `name` says besides its target; {} for a plugin from the entry-point group."""
@@ -54,14 +74,15 @@ class Registry:
         return {ep.name: ep for ep in entry_points(group=self.group)}
 
     def names(self) -> list[str]:
-        return sorted(set(self.builtins) | set(self._entry_points()))
+        return sorted(set(self.rows) | set(self._entry_points()))
 
     def get(self, name: str) -> Any:
         """The registered object (a class or instance factory) for `name`."""
         if name in self._loaded:
             return self._loaded[name]
-        if name in self.builtins:
-            module, attr = self.builtins[name].split(":")
+        row = self.rows.get(name)
+        if row is not None:
+            module, attr = row.target.split(":")
             obj = getattr(importlib.import_module(module), attr)
         else:
             eps = self._entry_points()
@@ -75,3 +96,9 @@ class Registry:
             obj = eps[name].load()
         self._loaded[name] = obj
         return obj
+
+    def instance(self, name: str) -> Any:
+        """One instance per process of the class registered as `name` (a domain caches its data)."""
+        if name not in self._instances:
+            self._instances[name] = self.get(name)()
+        return self._instances[name]

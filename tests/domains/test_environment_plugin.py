@@ -24,7 +24,6 @@ def plugin(tmp_path, monkeypatch):
     DOMAINS.register("unitconv-tool", "genenv_unitconv.tool:UnitConvToolDomain")
     yield get_domain("unitconv-tool")
     DOMAINS.unregister("unitconv-tool")
-    get_domain.cache_clear()
 
 
 def test_the_example_environment_passes_the_contract_and_plays_episodes(plugin):

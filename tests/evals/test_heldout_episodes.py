@@ -26,7 +26,6 @@ def three_turns():
     register()
     yield get_domain(NAME)
     DOMAINS.unregister(NAME)
-    get_domain.cache_clear()
 
 
 def test_evaluation_and_training_episodes_of_a_task_take_the_same_turns(three_turns, arith_model):

@@ -20,7 +20,7 @@ SECTIONS = ["## Data", "## Protocol", "## Official source followed", "## Modules
 
 @pytest.mark.parametrize("name", sorted(BENCHMARKS.builtins))
 def test_suite_folder_readme_and_exports(name):
-    module, attr = BENCHMARKS.builtins[name].split(":")
+    module, attr = BENCHMARKS.builtins[name].target.split(":")
     package = importlib.import_module(module)
     folder = EVALS / module.rsplit(".", 1)[1]
     assert module.startswith("genenv_cli.evals.") and module.count(".") == 2, module

@@ -97,7 +97,6 @@ def test_a_throwaway_domain_registered_from_a_folder_passes_the_contract(on_path
         assert mine.generate.max_new_tokens == 99  # a value the user set wins
     finally:
         DOMAINS.unregister("throwaway")
-        get_domain.cache_clear()
     assert "throwaway" not in DOMAINS.names()
 
 

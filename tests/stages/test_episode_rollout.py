@@ -39,10 +39,9 @@ def _run(make_run, domain: str) -> RunDir:
 def three_turns():
     register()
     yield
-    from genenv_cli.domains import DOMAINS, get_domain
+    from genenv_cli.domains import DOMAINS
 
     DOMAINS.unregister(NAME)
-    get_domain.cache_clear()
 
 
 def test_episodes_are_recorded_turn_by_turn_and_trained_on_the_agents_tokens(make_run, three_turns):

@@ -120,15 +120,13 @@ class NoSeeds(BamboogleDomain):
 
 
 def test_a_domain_without_builtin_seeds_requires_seeds(tmp_path, monkeypatch):
-    from genenv_cli.domains import DOMAINS, get_domain
+    from genenv_cli.domains import DOMAINS
 
-    monkeypatch.setitem(DOMAINS._loaded, "no-seeds", NoSeeds)
-    monkeypatch.setitem(DOMAINS.builtins, "no-seeds", "test_seeds_init:NoSeeds")
-    get_domain.cache_clear()
+    DOMAINS.register("no-seeds", "test_seeds_init:NoSeeds")
     try:
         result = invoke("init", tmp_path / "run", "--domain", "no-seeds", ok=False)
     finally:
-        get_domain.cache_clear()
+        DOMAINS.unregister("no-seeds")
     assert result.exit_code != 0 and "--seeds FILE is required" in result.output
     assert not (tmp_path / "run" / "genenv.toml").exists()
     with pytest.raises(Exception, match="--seeds FILE"):

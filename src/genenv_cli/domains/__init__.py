@@ -1,7 +1,6 @@
 """Task families, registered by name; users add theirs under the `genenv.domains` entry-point group (the
 object registered is a `Domain` subclass)."""
 
-import functools
 
 from genenv_cli.registry import Registry, Row
 
@@ -47,10 +46,10 @@ def domain_default(key: str, domains: list[str]) -> int | None:
     return max((v for v in values if v is not None), default=None)
 
 
-@functools.cache
 def get_domain(name: str):
-    """The instance of the domain registered as `name` (one per process: domains cache their data)."""
-    return DOMAINS.get(name)()
+    """The instance of the domain registered as `name` (one per process: domains cache their data; forgotten when
+    the name is registered again or unregistered)."""
+    return DOMAINS.instance(name)
 
 
 def run_domains(cfg) -> dict:
