@@ -154,8 +154,8 @@ def measures(counts: dict[str, Any], table: dict[str, float]) -> dict[str, Any]:
 
 def update(policy: Any, cfg: Any, rows: list[dict[str, Any]], seed: int, epoch: int, ui: Any) -> dict[str, Any]:
     """The environment's GRPO step on this epoch's generations (as update-env's, held in memory)."""
-    from genenv_cli.training.common import train_policy
     from genenv_cli.training.grpo import make_trainer
+    from genenv_cli.training.policy import train_policy
     from genenv_cli.training.rwr import KLCapReached
 
     u = cfg.env_update
@@ -176,8 +176,8 @@ def run_one(arm: str, seed: int, args: argparse.Namespace, table: dict[str, floa
     from genenv_cli.engines.base import SamplingParams
     from genenv_cli.engines.hf import HFEngine
     from genenv_cli.models import resolve
-    from genenv_cli.training.common import load_policy
     from genenv_cli.training.grpo import group_advantages
+    from genenv_cli.training.policy import load_policy
     from genenv_cli.ui import UI
 
     ui = UI(quiet=True)

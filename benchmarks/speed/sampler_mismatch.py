@@ -31,8 +31,8 @@ def one_arm(root: Path, args: argparse.Namespace, sampler_dtype: str) -> dict:
     from genenv_cli.rundir import RunDir
     from genenv_cli.rundir.datafiles import read_parquet
     from genenv_cli.stages import generate_tasks, rollout
-    from genenv_cli.training.common import load_policy, training_arguments
     from genenv_cli.training.grpo import make_trainer, sample_mismatch
+    from genenv_cli.training.policy import load_policy, training_arguments
 
     root.mkdir(parents=True)
     data = apply_overrides({"run": {"domain": args.domain}, "env": {"mode": "seeds"}}, [

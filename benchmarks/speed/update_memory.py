@@ -65,8 +65,8 @@ def child(args: argparse.Namespace) -> None:
     from torch.utils._python_dispatch import TorchDispatchMode
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from genenv_cli.training.common import Policy
     from genenv_cli.training.logits import pad_pairs
+    from genenv_cli.training.policy import Policy
 
     def build(seed):
         torch.manual_seed(seed)

@@ -112,7 +112,7 @@ def _ui(run_dir: Any, command: str, quiet: bool, as_json: bool, start: str | Non
 def _stage(stage: str, run: Path | None, sets: list[str] | None, quiet: bool, as_json: bool,
            call: Callable[[Any, Any, Any, Any], Any], epoch: int | None) -> None:
     """Run `call(stage module, run_dir, cfg, ui)` for a stage command, with its log and its summary line."""
-    from genenv_cli.views import summarize
+    from genenv_cli.command_output import summarize
 
     with reported() as where:
         module = STAGES[stage].load()
@@ -199,7 +199,7 @@ def run_cmd(epochs: Annotated[int, typer.Option("--epochs", min=1, max=EPOCH_MAX
 def status(run: RunOpt = None, sets: SetOpt = None,
            as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
     """Each epoch's stages (done / stale / incomplete / missing / running) and its curriculum numbers."""
-    from genenv_cli.views import print_status
+    from genenv_cli.command_output import print_status
 
     with reported() as where:
         print_status(*_open(run, sets, where), as_json=as_json)
@@ -224,7 +224,7 @@ def evaluate(
     run: RunOpt = None, sets: SetOpt = None, quiet: QuietOpt = False, as_json: JsonOpt = False,
 ) -> None:
     """Run an agent on a benchmark, or score predictions made elsewhere, with the benchmark's metric."""
-    from genenv_cli import views
+    from genenv_cli import command_output as views
     from genenv_cli.evals import run as evaluation
 
     with reported() as where:
@@ -348,7 +348,7 @@ def domains(ctx: typer.Context) -> None:
     """List the task domains (built-in and plugins)."""
     if ctx.invoked_subcommand is not None:
         return
-    from genenv_cli.domain_views import listing
+    from genenv_cli.domain_commands import listing
 
     with reported():
         code = listing()
@@ -360,7 +360,7 @@ def domains_check(name: NameArg, run: DomainRunOpt = None,
                   as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
     """Run the domain contract on NAME with the answers it declares: seeds, scorer, parser, prompts, fingerprints
     (exit status 1 when a clause fails). No model is loaded."""
-    from genenv_cli.domain_views import check
+    from genenv_cli.domain_commands import check
 
     with reported():
         code = check(name, run, as_json=as_json)
@@ -380,7 +380,7 @@ def domains_preview(
     """Show the environment's and the agent's prompts for a seed, the parser's verdict on an environment output and
     the score of an answer, with no model loaded (exit status 1 when the output is rejected or the answer is not
     right)."""
-    from genenv_cli.domain_views import preview
+    from genenv_cli.domain_commands import preview
 
     with reported():
         code = preview(name, run, seed_id=seed, output=output, answer=answer, as_json=as_json)

@@ -22,7 +22,7 @@ writer exists and the committed manifest is still the one it records it supersed
 reached and its swap is undone; an intent that a later commit superseded is discarded, never undone; without
 one the commit happened, and the old copies are deleted. So the outputs always agree with the manifest beside
 them. A writer is dead when no process with its PID runs, or one does that started at another time (the PID
-was reused: `writers.py`).
+was reused: `process_identity.py`).
 
 Nothing is written through a symbolic link: a link at a lock, an output, a manifest or any folder of the
 run between its root and them is refused with its name; temporary files are created afresh (O_EXCL,

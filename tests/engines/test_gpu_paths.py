@@ -66,7 +66,7 @@ def test_policy_and_reference_land_on_the_ranks_device(four_gpus, recorded_loads
     """Full fine-tuning with a KL term: the trained model and the separate reference both go to cuda:2 on rank 2
     (before the fix: `to("cuda")`, i.e. cuda:0, for every rank), read straight onto it."""
     from genenv_cli.settings import AgentUpdateConfig
-    from genenv_cli.training.common import load_policy
+    from genenv_cli.training.policy import load_policy
 
     moved: dict[int, list[str]] = {}
     real_to = torch.nn.Module.to
@@ -129,7 +129,7 @@ def test_checkpoint_is_written_from_the_gathered_state_dict(tiny_model, tmp_path
     from transformers import AutoModelForCausalLM
 
     from genenv_cli.models import load_tokenizer
-    from genenv_cli.training.common import Policy, gather_state_dict, save_checkpoint
+    from genenv_cli.training.policy import Policy, gather_state_dict, save_checkpoint
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model)
     gathered = {k: v.clone() + 1.0 for k, v in model.state_dict().items()}
@@ -429,7 +429,7 @@ def test_micro_steps_do_not_wait_for_the_device(make_run, tiny_model, monkeypatc
     """GRPO's compute_loss reads nothing back (its numbers are read once per optimizer step); RWR's reads one
     number, the KL its cap decides on (it read five before)."""
     from genenv_cli.training import grpo, rwr
-    from genenv_cli.training.common import load_policy, materialize, training_arguments
+    from genenv_cli.training.policy import load_policy, materialize, training_arguments
 
     cfg = Config()
     policy = load_policy(str(tiny_model), "t", base_name=str(tiny_model), train=cfg.agent_update,
@@ -508,7 +508,7 @@ def test_digest_reads_gathered_values_under_activation_checkpointing_wrappers(ti
     )
     from transformers import AutoModelForCausalLM
 
-    from genenv_cli.training.common import parameter_digest
+    from genenv_cli.training.policy import parameter_digest
 
     wrapped = AutoModelForCausalLM.from_pretrained(tiny_model)
     layer = type(wrapped.model.layers[0])
@@ -580,7 +580,7 @@ def test_under_fsdp_every_rank_reads_the_trained_weights(four_gpus, recorded_loa
     accelerate's FSDP2 preparation finds each optimizer slot's shard by the old parameter's address, and every meta
     parameter's address is 0 (all of rank 1's slots landed on one parameter)."""
     from genenv_cli.settings import AgentUpdateConfig
-    from genenv_cli.training.common import load_policy
+    from genenv_cli.training.policy import load_policy
 
     train = AgentUpdateConfig(lora=False)
     monkeypatch.setenv("WORLD_SIZE", "2")

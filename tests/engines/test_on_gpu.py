@@ -120,7 +120,7 @@ def test_both_updates_train_in_bf16_on_the_gpu(make_run, tiny_model):
     from transformers import AutoModelForCausalLM
 
     from genenv_cli.rundir import RunDir
-    from genenv_cli.training.common import parameter_digest
+    from genenv_cli.training.policy import parameter_digest
     from stagekit import agent_pool, env_pool
 
     run = RunDir(make_run("agent_update.lora=false", "agent_update.learning_rate=1e-6", "agent_update.batch_size=4",

@@ -37,7 +37,7 @@ PACKAGES = {PKG: SRC, "lab": ROOT, "benchmarks": ROOT, "experiments": ROOT}
 # matching pattern's: `evals` (the registry) is a catalogue, `evals.*` (the suites) sit higher.
 FLOORS: list[tuple[str, list[str]]] = [
     ("basics", ["", "errors", "paths", "plaintext", "callparse", "curriculum", "watchdog", "memory_plan", "ui",
-                "registry", "safefiles", "writers", "jsonio", "reject_reasons", "plugin_guard"]),
+                "registry", "safefiles", "process_identity", "jsonio", "reject_reasons", "plugin_guard"]),
     ("catalogues and config", ["stages", "domains", "evals", "settings", "config", "presets"]),
     ("run directory", ["rundir", "rundir.*", "commit_hooks", "contract", "staleness", "metrics", "trackers", "trackers.*"]),
     ("benchmark suites", ["evals.*"]),
@@ -45,8 +45,8 @@ FLOORS: list[tuple[str, list[str]]] = [
     ("models and machinery", ["models", "engines", "engines.*", "launch", "training", "training.*", "grading",
                               "taskfile", "checkpoints", "pruning"]),
     ("stages", ["stages.*", "evals.run"]),
-    ("views", ["status", "views", "report", "report.*", "paper_table", "runner",
-               "create_run", "domain_views", "export"]),
+    ("views", ["status_table", "command_output", "report", "report.*", "paper_table", "runner",
+               "create_run", "domain_commands", "export"]),
     ("command line", ["cli", "errorpath", "__main__"]),
     ("shared by the measurements", ["lab", "lab.*"]),
     ("measurements", ["benchmarks", "benchmarks.*", "experiments", "experiments.*"]),

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from genenv_cli import status
+from genenv_cli import status_table as status
 from genenv_cli.cli import app
 from genenv_cli.config import apply_overrides, config_from_dict, render_config
 from genenv_cli.rundir import RunDir

@@ -89,7 +89,7 @@ def _start(pid: int) -> int:
 
 
 def _alive(pid: int, record: dict | None = None) -> bool:
-    from genenv_cli import writers
+    from genenv_cli import process_identity as writers
 
     return writers.alive(pid, record)
 
@@ -163,7 +163,7 @@ def test_a_live_process_holding_a_dead_writers_pid_is_told_apart_by_its_start_ti
 
 
 def test_a_writer_recorded_with_its_own_start_time_is_alive(stranger):
-    from genenv_cli import writers
+    from genenv_cli import process_identity as writers
 
     me = writers.identity(os.getpid())
     assert writers.alive(os.getpid(), me)

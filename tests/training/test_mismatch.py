@@ -90,7 +90,7 @@ def test_step_one_ratio_is_exactly_one_and_the_gap_is_recorded(make_run, tiny_mo
     assert metrics["agent_is_truncated"] == 0.0
     assert result.manifest["metrics"]["mismatch_logp_abs_diff"] == metrics["agent_logp_mismatch"]
     # genenv status shows the three numbers of the epoch
-    from genenv_cli.status import collect, table_cells
+    from genenv_cli.status_table import collect, table_cells
 
     header, cells = table_cells(collect(run, run.load_config()))
     shown = dict(zip(header, [text for text, _ in cells[0]], strict=True))

@@ -122,7 +122,7 @@ def _trainable(folder: Path | str, role: str, base: Path, sets: list[str]) -> di
     """The trainable tensors of a model as genenv loads it to train (for a checkpoint: the way the next epoch reads
     it back), by plain name, float32 as trained."""
     from genenv_cli.config import apply_overrides, config_from_dict
-    from genenv_cli.training.common import load_policy, plain_name
+    from genenv_cli.training.policy import load_policy, plain_name
 
     train = getattr(config_from_dict(apply_overrides({}, sets), "t"), f"{role}_update")
     policy = load_policy(str(folder), "x", base_name=str(base), train=train, need_reference=False,

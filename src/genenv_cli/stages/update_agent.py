@@ -139,9 +139,9 @@ def select_samples(pool: Path, replay: list[Path], temperature: float | None = N
 
 def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
     from genenv_cli.launch import trainer_sharding
-    from genenv_cli.training.common import load_policy, publish_update, train_policy
     from genenv_cli.training.distributed import all_mean, world
     from genenv_cli.training.grpo import make_trainer, mismatch_records
+    from genenv_cli.training.policy import load_policy, publish_update, train_policy
 
     u = cfg.agent_update
     import polars as pl

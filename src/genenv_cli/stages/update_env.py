@@ -229,9 +229,9 @@ def select_group_samples(paths: list[Path]) -> tuple[list[dict[str, Any]], Any, 
 
 
 def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
-    from genenv_cli.training.common import load_policy
     from genenv_cli.training.distributed import world
     from genenv_cli.training.grpo import mismatch_records
+    from genenv_cli.training.policy import load_policy
 
     u = cfg.env_update
     paths = [p for n, p in sorted(out.plan.inputs.items()) if n.startswith(("pool_", "gen_"))]
@@ -285,7 +285,7 @@ def _tokenize_pairs(tok: Any, pairs: list[dict[str, Any]]) -> list[dict[str, Any
 def _train_rwr(policy: Any, cfg: Config, epoch: int, rows: list[dict[str, Any]],
                ui: UI) -> tuple[list[dict[str, Any]], Any, dict[str, Any] | None]:
     from genenv_cli.launch import trainer_sharding
-    from genenv_cli.training.common import train_policy
+    from genenv_cli.training.policy import train_policy
     from genenv_cli.training.rwr import KLCapReached, make_trainer
 
     u = cfg.env_update
@@ -309,8 +309,8 @@ def _train_grpo(policy: Any, cfg: Config, epoch: int, rows: list[dict[str, Any]]
     """The environment's GRPO update: the agent's trainer (training/grpo.py) on the environment's generations, with
     the leash's cap (`kl_max`) stopping it."""
     from genenv_cli.launch import trainer_sharding
-    from genenv_cli.training.common import train_policy
     from genenv_cli.training.grpo import make_trainer
+    from genenv_cli.training.policy import train_policy
     from genenv_cli.training.rwr import KLCapReached
 
     u = cfg.env_update
@@ -352,7 +352,7 @@ def _publish(policy: Any, cfg: Config, epoch: int, out: Staging, ui: UI, *, tag:
              extra: dict[str, Any]) -> None:
     import polars as pl
 
-    from genenv_cli.training.common import publish_update
+    from genenv_cli.training.policy import publish_update
 
     u = cfg.env_update
     digest = publish_update(policy, out, role="env", epoch=epoch, trained_from=tag, records=records, steps=steps,

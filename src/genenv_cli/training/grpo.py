@@ -240,9 +240,9 @@ def make_trainer(policy: Any, args: Any, rows: list[dict[str, Any]], *, clip_eps
     import torch
     from transformers import Trainer
 
-    from genenv_cli.training.common import attach_recorder, grouped_order
     from genenv_cli.training.distributed import all_mean
     from genenv_cli.training.logits import token_logps
+    from genenv_cli.training.policy import attach_recorder, grouped_order
     from genenv_cli.training.rwr import KLCapReached
 
     measure_kl = kl_coef != 0.0 or kl_max is not None

@@ -122,8 +122,8 @@ def make_trainer(policy: Any, args: Any, rows: list[dict[str, Any]], *, kl_coef:
     one group, the generations of one conditioning context, share micro-batches; see common.grouped_order)."""
     from transformers import Trainer
 
-    from genenv_cli.training.common import attach_recorder, grouped_order
     from genenv_cli.training.distributed import all_mean
+    from genenv_cli.training.policy import attach_recorder, grouped_order
     pad_id = policy.tokenizer.pad_token_id
     groups = [r.get("group", i) for i, r in enumerate(rows)]
 

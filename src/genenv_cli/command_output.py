@@ -1,5 +1,5 @@
 """What the commands show: a stage's one-line summary and its `--json` fields (from its manifest), `genenv status`
-(its table is built in status.py) and `genenv evaluate`'s tables.
+(its table is built in status_table.py) and `genenv evaluate`'s tables.
 Imported only when something is shown; rich only when a rich table is."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 import sys
 from typing import Any
 
-from genenv_cli import status
+from genenv_cli import status_table as status
 from genenv_cli.config import Config
 from genenv_cli.contract import StageResult
 from genenv_cli.pruning import disk_lines
