@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import genenv_cli.metrics  # noqa: F401  (metrics.json subscribes to the commit, as in the stage modules)
-import genenv_cli.trackers  # noqa: F401
+import genenv_cli.trackers.sync  # noqa: F401
 from genenv_cli.contract import StagePlan, execute
 from genenv_cli.engines import SamplingParams
 from genenv_cli.engines.hf import HFEngine

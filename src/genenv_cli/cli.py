@@ -163,10 +163,6 @@ def _stage_command(name: str) -> Callable[..., None]:
     return command
 
 
-app.command("generate-tasks", help=STAGES["generate-tasks"].help)(_stage_command("generate-tasks"))
-
-
-@app.command("rollout", help=STAGES["rollout"].help)
 def rollout(epoch: EpochOpt, run: RunOpt = None, sets: SetOpt = None, force: ForceOpt = False,
             shard: Annotated[str | None, typer.Option(help="Do shard I of N of the tasks, e.g. 2/4; `score` merges them.")] = None,
             quiet: QuietOpt = False, as_json: JsonOpt = False) -> None:
@@ -174,8 +170,8 @@ def rollout(epoch: EpochOpt, run: RunOpt = None, sets: SetOpt = None, force: For
            lambda m, r, c, ui: m.run(r, c, epoch, shard=m.parse_shard(shard), force=force, ui=ui), epoch)
 
 
-for _name in ("score", "update-agent", "update-env"):
-    app.command(_name, help=STAGES[_name].help)(_stage_command(_name))
+for _name in STAGES.builtins:  # one command per stage, in epoch order; rollout's (above) has --shard too
+    app.command(_name, help=STAGES[_name].help)(rollout if _name == "rollout" else _stage_command(_name))
 
 
 @app.command("run")
@@ -184,8 +180,8 @@ def run_cmd(epochs: Annotated[int, typer.Option("--epochs", min=1, max=EPOCH_MAX
             from_stage: Annotated[str | None, typer.Option("--from", help="Redo this stage and every later one.")] = None,
             from_epoch: Annotated[int | None, typer.Option("--from-epoch", min=1, max=EPOCH_MAX, help="Epoch of --from (default 1).")] = None,
             quiet: QuietOpt = False, as_json: JsonOpt = False) -> None:
-    """Run whole epochs (generate-tasks -> rollout -> score -> update-agent -> update-env), each stage in its own
-    process, resuming where it stopped."""
+    """Run whole epochs (every stage in order: generate-tasks -> rollout -> score -> update-agent -> update-env),
+    each stage in its own process, resuming where it stopped."""
     from genenv_cli.runner import spawn_epochs
 
     with reported() as where:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_type_hints
 
+from genenv_cli import trackers
 from genenv_cli.domains import DOMAINS, domain_default
 from genenv_cli.errors import ConfigError, quoted
 from genenv_cli.settings import (
@@ -42,7 +43,6 @@ from genenv_cli.settings import (
 CONFIG_NAME = "genenv.toml"
 SHARE_TOLERANCE = 1e-6  # how far the shares of run.domains may sum from 1
 VLLM_MIN_TEMPERATURE = 0.01  # vLLM's SamplingParams raise any temperature in (0, 0.01) to this
-TRACKERS = ("tensorboard", "wandb", "trackio")  # run.report_to's choices, each an extra (trackers/)
 
 
 def _late_default(section: str, key: str, value: Any) -> bool:
@@ -249,9 +249,10 @@ def _check_domains(cfg: Config, where: str) -> None:
 
 def _check_trackers(cfg: Config, where: str) -> None:
     for name in cfg.run.report_to:
-        if name not in TRACKERS:
-            raise ConfigError(f"{where}: `run.report_to` names {quoted(name)}.{_suggest(name, list(TRACKERS))} "
-                              f"Trackers: {', '.join(TRACKERS)}.")
+        if not trackers.known(name):
+            names = trackers.TRACKERS.names()
+            raise ConfigError(f"{where}: `run.report_to` names {quoted(name)}.{_suggest(name, names)} "
+                              f"Trackers: {', '.join(names)}.")
     if len(set(cfg.run.report_to)) < len(cfg.run.report_to):
         raise ConfigError(f"{where}: `run.report_to` names a tracker twice ({', '.join(cfg.run.report_to)}).")
     if not cfg.run.tracker_project.strip():

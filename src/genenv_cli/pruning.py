@@ -40,7 +40,7 @@ from genenv_cli.rundir import (
     write_json_atomic,
 )
 from genenv_cli.safefiles import remove_entry
-from genenv_cli.stages import EPOCH_STAGES, stage_module
+from genenv_cli.stages import epoch_stages, stage_module
 from genenv_cli.ui import UI
 
 ROLES = {"agent": AGENT_STAGE, "env": ENV_STAGE}
@@ -53,7 +53,7 @@ def pruned_record(run: RunDir, epoch: int) -> dict[str, Any]:
 def epoch_done(run: RunDir, cfg: Config, epoch: int) -> bool:
     """Every stage of the epoch is done: complete, and up to date with its inputs (the previous epoch's
     checkpoints among them) and the config. Rollout shards stand for the rollout when it ran sharded."""
-    names = list(EPOCH_STAGES)
+    names = epoch_stages()
     if not run.manifest_path(epoch, "rollout").exists():
         shards = [shard_stage("rollout", s) for s in run.rollout_shards(epoch)]
         names[names.index("rollout"):names.index("rollout") + 1] = shards or ["rollout"]

@@ -27,7 +27,7 @@ from genenv_cli.config import Config
 from genenv_cli.contract import StageResult
 from genenv_cli.errors import ConfigError, GenenvError
 from genenv_cli.rundir import RunDir
-from genenv_cli.stages import EPOCH_STAGES, stage_module
+from genenv_cli.stages import STAGES, epoch_stages, stage_module
 from genenv_cli.ui import UI
 
 
@@ -37,7 +37,7 @@ def run_epochs(run: RunDir, cfg: Config, epochs: int, *, ui: UI, start: int = 1,
     restart = _restart_point(from_stage, from_epoch, start)
     results = []
     for epoch in range(start, epochs + 1):
-        for i, stage in enumerate(EPOCH_STAGES):
+        for i, stage in enumerate(epoch_stages()):
             force = restart is not None and (epoch, i) >= restart
             result = stage_module(stage).run(run, cfg, epoch, force=force, ui=ui)
             results.append(result)
@@ -55,9 +55,10 @@ class StageFailed(GenenvError):
 
 
 def _restart_point(from_stage: str | None, from_epoch: int | None, start: int) -> tuple[int, int] | None:
-    if from_stage is not None and from_stage not in EPOCH_STAGES:
-        raise ConfigError(f"--from {from_stage!r}: choose one of {', '.join(EPOCH_STAGES)}.")
-    return (from_epoch or start, EPOCH_STAGES.index(from_stage)) if from_stage else None
+    order = epoch_stages()
+    if from_stage is not None and from_stage not in order:
+        raise ConfigError(f"--from {from_stage!r}: choose one of {', '.join(order)}.")
+    return (from_epoch or start, order.index(from_stage)) if from_stage else None
 
 
 def stage_command(stage: str, run: RunDir, epoch: int, *, sets: list[str], force: bool, quiet: bool,
@@ -92,14 +93,13 @@ def _die_with_parent(parent: int) -> Callable[[], None]:
     return setup
 
 
-TRAINING_STAGES = ("update-agent", "update-env")
 
 
 def child_env(stage: str, gpus: int) -> dict[str, str] | None:
     """The environment of a stage's process: a training stage sees one GPU when several are visible and none was
     chosen, since it is not under a distributed launcher here (transformers would otherwise wrap the model in
     nn.DataParallel; pipelines/coevolve.sh with TRAIN= launches training on all of them). None: inherit as is."""
-    if stage in TRAINING_STAGES and gpus > 1 and "CUDA_VISIBLE_DEVICES" not in os.environ:
+    if STAGES[stage.split(".")[0]].training and gpus > 1 and "CUDA_VISIBLE_DEVICES" not in os.environ:
         return {**os.environ, "CUDA_VISIBLE_DEVICES": "0"}
     return None
 
@@ -143,7 +143,7 @@ def spawn_epochs(run: RunDir, epochs: int, *, ui: UI, sets: list[str] | None = N
                 f"update-env); to train on all of them use pipelines/coevolve.sh with TRAIN=\"accelerate launch "
                 f"--config_file pipelines/accelerate/fsdp-full-shard.yaml -m genenv_cli\" (docs/gpus.md)")
     for epoch in range(start, epochs + 1):
-        for i, stage in enumerate(EPOCH_STAGES):
+        for i, stage in enumerate(epoch_stages()):
             force = restart is not None and (epoch, i) >= restart
             cmd = stage_command(stage, run, epoch, sets=sets or [], force=force, quiet=quiet, as_json=as_json)
             ui.log(f"epoch {epoch} {stage}: {' '.join(cmd)}")

@@ -23,7 +23,7 @@ from genenv_cli.errors import GenenvError
 from genenv_cli.metrics import gather
 from genenv_cli.reject_reasons import describe
 from genenv_cli.rundir import RunDir, shard_of, shard_stage
-from genenv_cli.stages import EPOCH_STAGES, STAGES, available, stage_module
+from genenv_cli.stages import STAGES, available, epoch_stages, stage_module
 
 UPDATES = ("update-agent", "update-env")
 
@@ -163,7 +163,7 @@ def collect(run: RunDir, cfg: Config) -> list[dict[str, Any]]:
     for epoch in run.epochs():
         running = run.running(epoch)
         stages: dict[str, Any] = {}
-        names = [s for s in EPOCH_STAGES if available(s)]
+        names = [s for s in epoch_stages() if available(s)]
         shards = sorted(shard_stage("rollout", s) for s in run.rollout_shards(epoch))
         if shards and not run.manifest_path(epoch, "rollout").exists():
             names = [n for n in names if n != "rollout"]
@@ -202,7 +202,7 @@ COLUMNS = ("p̂ batch", "in band", "inform.", "R_env", "valid gen", "env inf.", 
 
 def table_cells(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[tuple[str, str]]]]:
     """(header, rows of (text, state) cells): what both the rich and the plain table show."""
-    stages = [n for n in EPOCH_STAGES if available(n)]
+    stages = [n for n in epoch_stages() if available(n)]
     header = ["epoch", *(STAGES[n].column for n in stages), *COLUMNS]
     out = []
     for row in rows:

@@ -38,8 +38,8 @@ PACKAGES = {PKG: SRC, "lab": ROOT, "benchmarks": ROOT, "experiments": ROOT}
 FLOORS: list[tuple[str, list[str]]] = [
     ("basics", ["", "errors", "paths", "plaintext", "callparse", "curriculum", "watchdog", "memory_plan", "ui",
                 "registry", "safefiles", "process_identity", "jsonio", "reject_reasons", "plugin_guard"]),
-    ("catalogues and config", ["stages", "domains", "evals", "settings", "config", "presets"]),
-    ("run directory", ["rundir", "rundir.*", "commit_hooks", "contract", "staleness", "metrics", "trackers", "trackers.*"]),
+    ("catalogues and config", ["stages", "domains", "evals", "trackers", "settings", "config", "presets"]),
+    ("run directory", ["rundir", "rundir.*", "commit_hooks", "contract", "staleness", "metrics", "trackers.*"]),
     ("benchmark suites", ["evals.*"]),
     ("domains", ["domains.*"]),
     ("models and machinery", ["models", "engines", "engines.*", "launch", "training", "training.*", "grading",

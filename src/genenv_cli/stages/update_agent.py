@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import genenv_cli.metrics  # noqa: F401  (metrics.json and the trackers subscribe to the commit: commit_hooks)
-import genenv_cli.trackers  # noqa: F401
+import genenv_cli.trackers.sync  # noqa: F401
 from genenv_cli.checkpoints import AGENT_STAGE, agent_model_for, agent_trained
 from genenv_cli.config import Config
 from genenv_cli.contract import StagePlan, StageResult, Staging, execute, process_rank

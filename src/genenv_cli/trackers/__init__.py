@@ -28,6 +28,14 @@ Why not transformers' own `report_to` inside the updates: its callbacks key poin
 which restarts at 1 in every update process (every epoch's update would land on steps 1..n of one tracker run), and
 they see only Trainer's log (loss, gradient norm, learning rate), not the KL, clip and importance-weight figures
 genenv's losses record per step; points they send before a failed update commits cannot be taken back.
+
+Each tracker is one row of `TRACKERS` below: the function that sends it points ("module:function", imported only
+when the tracker is named) and what is known without importing it: the package that must be importable, the pip
+extra that installs it (pyproject's optional-dependencies; the noxfile installs the same), how it takes points
+(`files`: it rewrites its own folder of RUN/trackers/ from every point, `send(folder, points)`; `append`: it gets
+only the points it has not had, `send(folder, identity, points, cfg)`, and genenv keeps the ledger) and its folder
+under RUN/trackers/, if any. `TRACKERS.register` adds one for this process; the entry-point group
+`genenv.trackers` adds a plugin's. Publishing after every stage is `trackers/sync.py`'s.
 """
 
 from __future__ import annotations
@@ -35,41 +43,36 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
-from genenv_cli.commit_hooks import AFTER, BEFORE, subscribe
-from genenv_cli.config import TRACKERS, Config
 from genenv_cli.errors import ConfigError
+from genenv_cli.registry import Registry, Row
 
-# tracker -> (the module imported to use it, the extra that installs it)
-MODULES = {"tensorboard": "tensorboard", "wandb": "wandb", "trackio": "trackio"}
-assert set(MODULES) == set(TRACKERS)
+TRACKERS = Registry("tracker", "genenv.trackers", {
+    "tensorboard": Row("genenv_cli.trackers.tensorboard_files:write_event_files",
+                       {"package": "tensorboard", "extra": "tensorboard", "takes": "files", "folder": "tensorboard"}),
+    "wandb": Row("genenv_cli.trackers.wandb_run:log_points",
+                 {"package": "wandb", "extra": "wandb", "takes": "append", "folder": "wandb"}),
+    "trackio": Row("genenv_cli.trackers.trackio_run:log_points",
+                   {"package": "trackio", "extra": "trackio", "takes": "append"}),
+})
 
 
-def missing(cfg: Config) -> list[str]:
+def known(name: str) -> bool:
+    """Whether `name` is a tracker (a row, else a plugin: the entry points are read only then)."""
+    return name in TRACKERS.rows or name in TRACKERS.names()
+
+
+def missing(cfg: Any) -> list[str]:
     """The trackers `run.report_to` names that are not installed (found without importing them)."""
-    return [name for name in cfg.run.report_to if importlib.util.find_spec(MODULES[name]) is None]
+    return [name for name in cfg.run.report_to
+            if importlib.util.find_spec(TRACKERS.facts(name).get("package", name)) is None]
 
 
-def check_installed(cfg: Config, what: str = "this command") -> None:
+def check_installed(cfg: Any, what: str = "this command") -> None:
     """Refuse, before any work, a tracker that is named but not installed, naming the extra to install."""
     absent = missing(cfg)
     if absent:
-        extras = ",".join(absent)
+        extras = ",".join(TRACKERS.facts(name).get("extra", name) for name in absent)
         raise ConfigError(f"run.report_to names {', '.join(absent)}, which {'is' if len(absent) == 1 else 'are'} not "
                           f"installed, so {what} would run without {'its' if len(absent) == 1 else 'their'} curves. "
                           f"Install {'it' if len(absent) == 1 else 'them'}: pip install 'genenv-cli[{extras}]' (or "
                           f"take {'it' if len(absent) == 1 else 'them'} out of run.report_to in genenv.toml).")
-
-
-def publish(run: Any, cfg: Config, ui: Any = None) -> dict[str, Any]:
-    """Send every tracker in `run.report_to` the run's points it does not have yet; returns what each got. Never
-    raises for a tracker's own failure (the stage before it has committed): it warns and the next call retries."""
-    if not cfg.run.report_to:
-        return {}
-    from genenv_cli.trackers.sync import sync
-
-    return sync(run, cfg, ui)
-
-
-# every stage: refused before any work when a named tracker is missing, and published after its commit
-subscribe(BEFORE, check_installed)
-subscribe(AFTER, publish)
