@@ -30,7 +30,7 @@ from benchmarks.speed.common import write_result
 
 def right_answer(name: str, payload: dict[str, Any]) -> str:
     if name == "bfcl":
-        from genenv_cli.domains.bfcl import gold_answer
+        from genenv_cli.families.bfcl.domain import gold_answer
 
         return gold_answer(payload)
     if name == "api-bank":

@@ -79,8 +79,8 @@ def main() -> None:
     from genenv_cli.config import Config
     from genenv_cli.domains import get_domain
     from genenv_cli.evals import get_benchmark
-    from genenv_cli.evals.bamboogle.benchmark import extract_answer
     from genenv_cli.evals.travelplanner.plans import extract_plan
+    from genenv_cli.families.bamboogle.benchmark import extract_answer
     from genenv_cli.grading import grade_pairs
 
     arith = get_domain("arith")

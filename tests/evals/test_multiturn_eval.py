@@ -210,7 +210,7 @@ def test_a_decomposed_turn_that_does_not_fit_is_a_failure_with_its_reason(tokeni
     """BFCL's multi-turn dialogues are scored turn by turn; a turn whose history outgrows the context is not
     sent and fails, even where the empty answer would pass (a turn whose ground truth is no call)."""
     import genenv_cli.engines as engines
-    from genenv_cli.evals.bfcl import BFCL
+    from genenv_cli.families.bfcl import BFCL
 
     samples = BFCL().load(data=FIX / "bfcl", split=None, version=None, protocol="paper",
                           cache_dir=Path("/nonexistent")).samples

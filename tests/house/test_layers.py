@@ -42,6 +42,7 @@ FLOORS: list[tuple[str, list[str]]] = [
     ("run directory", ["rundir", "rundir.*", "commit_hooks", "contract", "staleness", "metrics", "trackers.*"]),
     ("benchmark suites", ["evals.*"]),
     ("domains", ["domains.*"]),
+    ("benchmark families", ["families.*"]),
     ("models and machinery", ["models", "engines", "engines.*", "launch", "training", "training.*", "grading",
                               "taskfile", "checkpoints", "pruning"]),
     ("stages", ["stages.*", "evals.run"]),
@@ -198,7 +199,8 @@ def test_the_cycle_finder_finds_a_circle():
 
 
 @pytest.mark.parametrize("module, floor", [("genenv_cli.evals", "catalogues and config"),
-                                           ("genenv_cli.evals.bfcl.checker", "benchmark suites"),
+                                           ("genenv_cli.evals.heldout.data", "benchmark suites"),
+                                           ("genenv_cli.families.bfcl.domain", "benchmark families"),
                                            ("genenv_cli.report.read", "views"), ("genenv_cli", "basics"),
                                            ("benchmarks.speed.common", "measurements"),
                                            ("lab.record", "shared by the measurements")])

@@ -91,8 +91,8 @@ def test_a_huge_bamboogle_cell_is_refused_whatever_read_a_csv_before(tmp_path):
     import csv
 
     from genenv_cli.errors import InputError
-    from genenv_cli.evals.bamboogle.benchmark import read_bamboogle
     from genenv_cli.evals.travelplanner.benchmark import _read_records
+    from genenv_cli.families.bamboogle.benchmark import read_bamboogle
 
     split = tmp_path / "validation.csv"
     split.write_text("query,days\n" + '"' + "q" * 200_000 + '",3\n')

@@ -28,9 +28,9 @@ from genenv_cli.domains.arith import ArithDomain, read_answer
 from genenv_cli.domains.base import EnvContext
 from genenv_cli.evals import get_benchmark
 from genenv_cli.evals.alfworld.benchmark import parse_action
-from genenv_cli.evals.bamboogle.benchmark import _last_tag, extract_answer
-from genenv_cli.evals.bfcl.decode import decode_answer
 from genenv_cli.evals.travelplanner.plans import _balanced, _drop_think, extract_plan
+from genenv_cli.families.bamboogle.benchmark import _last_tag, extract_answer
+from genenv_cli.families.bfcl.decode import decode_answer
 from paths import FIXTURES
 
 FIX = FIXTURES

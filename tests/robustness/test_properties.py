@@ -28,10 +28,10 @@ from genenv_cli.domains.arith import ArithDomain, ArithError, evaluate_expressio
 from genenv_cli.domains.base import EnvContext, Reject, TaskVerdict
 from genenv_cli.domains.tool_call import ToolCallDomain
 from genenv_cli.errors import InputError
-from genenv_cli.evals.api_bank import parsing as api_bank_parsing
-from genenv_cli.evals.api_bank import scoring as api_bank_scoring
-from genenv_cli.evals.bfcl.calls import DecodeError
-from genenv_cli.evals.bfcl.decode import decode_answer
+from genenv_cli.families.api_bank import parsing as api_bank_parsing
+from genenv_cli.families.api_bank import scoring as api_bank_scoring
+from genenv_cli.families.bfcl.calls import DecodeError
+from genenv_cli.families.bfcl.decode import decode_answer
 from genenv_cli.jsonio import json_lines
 from genenv_cli.rundir.datafiles import iter_jsonl
 

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from genenv_cli.cli import app
-from genenv_cli.domains.bamboogle import BamboogleDomain
+from genenv_cli.families.bamboogle.domain import BamboogleDomain
 from genenv_cli.rundir.datafiles import read_jsonl
 from paths import FIXTURES
 

@@ -4,9 +4,9 @@
 from genenv_cli.registry import Registry
 
 BENCHMARKS = Registry("benchmark", "genenv.benchmarks", {
-    "bfcl": "genenv_cli.evals.bfcl:BFCL",
-    "api-bank": "genenv_cli.evals.api_bank:APIBank",
-    "bamboogle": "genenv_cli.evals.bamboogle:Bamboogle",
+    "bfcl": "genenv_cli.families.bfcl:BFCL",
+    "api-bank": "genenv_cli.families.api_bank:APIBank",
+    "bamboogle": "genenv_cli.families.bamboogle:Bamboogle",
     "travelplanner": "genenv_cli.evals.travelplanner:TravelPlanner",
     "alfworld": "genenv_cli.evals.alfworld:ALFWorld",
     "heldout": "genenv_cli.evals.heldout:HeldOut",

@@ -13,11 +13,11 @@ from __future__ import annotations
 from typing import Any
 
 from genenv_cli.evals.base import EvalSample, Verdict
-from genenv_cli.evals.bfcl.ast_checker import check_calls
-from genenv_cli.evals.bfcl.calls import DecodeError
-from genenv_cli.evals.bfcl.categories import PAPER_CATEGORY, checker_kind, language_of
-from genenv_cli.evals.bfcl.decode import decode_answer
-from genenv_cli.evals.bfcl.multi_turn import _score_turn
+from genenv_cli.families.bfcl.ast_checker import check_calls
+from genenv_cli.families.bfcl.calls import DecodeError
+from genenv_cli.families.bfcl.categories import PAPER_CATEGORY, checker_kind, language_of
+from genenv_cli.families.bfcl.decode import decode_answer
+from genenv_cli.families.bfcl.multi_turn import _score_turn
 
 
 def score(sample: EvalSample, output: str) -> Verdict:

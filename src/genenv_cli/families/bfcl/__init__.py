@@ -7,6 +7,6 @@ The data, the protocol and the official sources followed: README.md beside this 
 `multi_turn` (the paper protocol) and `benchmark` (the `BFCL` class, all the registry needs).
 """
 
-from genenv_cli.evals.bfcl.benchmark import BFCL
+from genenv_cli.families.bfcl.benchmark import BFCL
 
 __all__ = ["BFCL"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from genenv_cli.evals.bfcl.calls import CheckError
+from genenv_cli.families.bfcl.calls import CheckError
 
 JAVA_TYPES: dict[str, type] = {
     "byte": int, "short": int, "integer": int, "float": float, "double": float, "long": int,

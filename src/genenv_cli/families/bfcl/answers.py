@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from genenv_cli.domains.answers import Payload, family_item_text, seed_of_sample
-from genenv_cli.domains.bfcl import gold_answer
 from genenv_cli.domains.checks import DomainCase, SuiteData
+from genenv_cli.families.bfcl.domain import gold_answer
 from genenv_cli.plaintext import plain_answer_problem
 
 # the categories of BFCL's files the contract loads (the multi-turn and relevance files are not the domain's)

@@ -6,7 +6,7 @@ answer chain it was composed from: `"facts": [first-hop fact, second-hop fact]` 
 entity. Shapes are the hop type, the kind of thing the second hop asks for: `person`, `place`, `date`, `number`,
 `other` (from the question's wording and the answer).
 
-**Agent prompt and R_agent**: the `bamboogle` suite's official protocol (`evals/bamboogle/`): the question
+**Agent prompt and R_agent**: the `bamboogle` suite's official protocol (`families/bamboogle/`): the question
 asked directly, answer inside `<answer>...</answer>`, extracted and compared by SQuAD exact match; reward 1 on
 EM (the suite's `correct`), `partial` is the token F1.
 
@@ -36,8 +36,8 @@ from typing import Any
 from genenv_cli.domains.base import EnvContext, Reject, SeedTask
 from genenv_cli.domains.family import FamilyDomain
 from genenv_cli.errors import InputError
-from genenv_cli.evals.bamboogle.benchmark import _qa, normalize_answer
 from genenv_cli.evals.base import EvalSample
+from genenv_cli.families.bamboogle.benchmark import _qa, normalize_answer
 
 SHAPES = ("person", "place", "date", "number", "other")
 MAX_ANSWER_WORDS = 6

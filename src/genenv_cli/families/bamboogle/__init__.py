@@ -2,6 +2,6 @@
 
 The data, the protocol and the official source followed: README.md beside this file."""
 
-from genenv_cli.evals.bamboogle.benchmark import Bamboogle
+from genenv_cli.families.bamboogle.benchmark import Bamboogle
 
 __all__ = ["Bamboogle"]

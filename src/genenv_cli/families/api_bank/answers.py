@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from genenv_cli.domains.answers import Payload, family_item_text
-from genenv_cli.domains.api_bank import gold_answer
 from genenv_cli.domains.checks import DomainCase, SuiteData
+from genenv_cli.families.api_bank.domain import gold_answer
 
 
 def _api_call(p: Payload) -> dict[str, Any]:

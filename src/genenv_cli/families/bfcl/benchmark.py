@@ -8,17 +8,17 @@ from typing import Any
 
 from genenv_cli.errors import InputError
 from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, PaperColumn, Verdict
-from genenv_cli.evals.bfcl import scoring, summary
-from genenv_cli.evals.bfcl.categories import (
+from genenv_cli.evals.datasource import sha256_paths
+from genenv_cli.families.bfcl import scoring, summary
+from genenv_cli.families.bfcl.categories import (
     COMMITS,
     OFFICIAL_CATEGORIES,
     PAPER_CATEGORY,
     PAPER_REFERENCE,
     UNSUPPORTED,
 )
-from genenv_cli.evals.bfcl.data import load_single_turn, locate, resolve_categories, resolve_version
-from genenv_cli.evals.bfcl.multi_turn import load_multi_turn
-from genenv_cli.evals.datasource import sha256_paths
+from genenv_cli.families.bfcl.data import load_single_turn, locate, resolve_categories, resolve_version
+from genenv_cli.families.bfcl.multi_turn import load_multi_turn
 
 
 class BFCL(Benchmark):

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from genenv_cli.evals.bfcl.calls import BCall, DecodeError
+from genenv_cli.families.bfcl.calls import BCall, DecodeError
 
 _TOKEN = re.compile(r"""
     (?P<ws>\s+|//[^\n]*)

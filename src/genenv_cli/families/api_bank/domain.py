@@ -6,7 +6,7 @@
 "apis": [API descriptions {"name", "description", "input_parameters", "output_parameters"}, as apis/*.py declare
 them], "requirement": level 3's user requirement (level 3 only)}`. The shape is the level.
 
-**Agent prompt and R_agent**: the `api-bank` suite's official protocol (`evals/api_bank/`): the point is built
+**Agent prompt and R_agent**: the `api-bank` suite's official protocol (`families/api_bank/`): the point is built
 with the suite's own `_points_from_dialogue` and turned into its prompt by `point_sample` (API-call
 instruction, the descriptions, the history); the answer `[ApiName(key='value')]` (or a `<tool_call>` block) is
 judged by `APIBank.score` with each API's own correctness rule. Reward 1 when correct, else 0.
@@ -34,16 +34,16 @@ from typing import Any
 from genenv_cli.domains.base import EnvContext, Reject, SeedTask
 from genenv_cli.domains.family import FamilyDomain
 from genenv_cli.errors import InputError
-from genenv_cli.evals.api_bank.apis import TOOL_SEARCHER_DOC, _catalog
-from genenv_cli.evals.api_bank.benchmark import point_sample
-from genenv_cli.evals.api_bank.data import (
+from genenv_cli.evals.base import EvalSample
+from genenv_cli.families.api_bank.apis import TOOL_SEARCHER_DOC, _catalog
+from genenv_cli.families.api_bank.benchmark import point_sample
+from genenv_cli.families.api_bank.data import (
     LEVELS,
     _layout,
     _points_from_dialogue,
     _read_dialogue,
     _read_level3,
 )
-from genenv_cli.evals.base import EvalSample
 
 TYPES = ("str", "int", "float", "bool", "list", "list(str)", "dict", "datetime")
 _INT = re.compile(r"^[+-]?\d+$")
@@ -190,7 +190,7 @@ class APIBankDomain(FamilyDomain):
     def shared_seed_files(self, paths: list[Path], tasks: list[SeedTask]) -> list[tuple[Path, str]]:
         """The apis/*.py files that declare an API the imported tasks call (each once, whatever the number of
         dialogue files), as `apis/<file>`."""
-        from genenv_cli.evals.api_bank.apis import api_files
+        from genenv_cli.families.api_bank.apis import api_files
 
         used = {t["api_name"] for task in tasks for t in _api_turns(task.payload["dialogue"])}
         out: dict[str, Path] = {}

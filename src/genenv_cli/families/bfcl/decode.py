@@ -32,8 +32,8 @@ from genenv_cli.callparse import (
     parse_literal_source,
     parse_tool_calls,
 )
-from genenv_cli.evals.bfcl.calls import BCall, DecodeError
-from genenv_cli.evals.bfcl.decode_java_js import decode_java, decode_javascript
+from genenv_cli.families.bfcl.calls import BCall, DecodeError
+from genenv_cli.families.bfcl.decode_java_js import decode_java, decode_javascript
 
 _MAX_FOLD = 10_000  # largest string / exponent that literal folding will build
 

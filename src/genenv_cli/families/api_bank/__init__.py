@@ -6,6 +6,6 @@ descriptions), `prompts`, `parsing`, `scoring`, `summary` and `benchmark` (the `
 registry needs).
 """
 
-from genenv_cli.evals.api_bank.benchmark import APIBank
+from genenv_cli.families.api_bank.benchmark import APIBank
 
 __all__ = ["APIBank"]

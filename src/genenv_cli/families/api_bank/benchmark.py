@@ -7,9 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from genenv_cli.errors import InputError
-from genenv_cli.evals.api_bank import scoring, summary
-from genenv_cli.evals.api_bank.apis import _catalog, _tool_schema
-from genenv_cli.evals.api_bank.data import (
+from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, PaperColumn, Verdict
+from genenv_cli.evals.datasource import no_data_error, sha256_paths
+from genenv_cli.families.api_bank import scoring, summary
+from genenv_cli.families.api_bank.apis import _catalog, _tool_schema
+from genenv_cli.families.api_bank.data import (
     COMMIT,
     HF_REPO,
     HF_REVISION,
@@ -22,9 +24,7 @@ from genenv_cli.evals.api_bank.data import (
     download,
     read_points,
 )
-from genenv_cli.evals.api_bank.prompts import _doc, _official_messages, _paper_messages, _result_output
-from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, PaperColumn, Verdict
-from genenv_cli.evals.datasource import no_data_error, sha256_paths
+from genenv_cli.families.api_bank.prompts import _doc, _official_messages, _paper_messages, _result_output
 
 
 class APIBank(Benchmark):

@@ -26,8 +26,8 @@ from typing import Any
 from genenv_cli.callparse import (
     standardize_string,  # BFCL's string normalisation; the tool_call domain uses it too
 )
-from genenv_cli.evals.bfcl.calls import BCall, CheckError
-from genenv_cli.evals.bfcl.values import (
+from genenv_cli.families.bfcl.calls import BCall, CheckError
+from genenv_cli.families.bfcl.values import (
     JAVA_TYPES,
     JS_TYPES,
     NESTED_CONVERTED,

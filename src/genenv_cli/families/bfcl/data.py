@@ -26,7 +26,8 @@ from typing import Any
 
 from genenv_cli.errors import InputError
 from genenv_cli.evals.base import EvalSample
-from genenv_cli.evals.bfcl.categories import (
+from genenv_cli.evals.datasource import no_data_error, try_download
+from genenv_cli.families.bfcl.categories import (
     ALIASES,
     COMMITS,
     GROUPS,
@@ -39,8 +40,7 @@ from genenv_cli.evals.bfcl.categories import (
     file_name,
     language_of,
 )
-from genenv_cli.evals.bfcl.prompts import annotate_functions, prompt_messages
-from genenv_cli.evals.datasource import no_data_error, try_download
+from genenv_cli.families.bfcl.prompts import annotate_functions, prompt_messages
 from genenv_cli.jsonio import json_records
 
 # ----------------------------------------------------------------------------- reading files

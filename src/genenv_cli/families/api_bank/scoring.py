@@ -30,8 +30,8 @@ import re
 from typing import Any
 
 from genenv_cli.callparse import Call, CallParseError, load_json, parse_literal
-from genenv_cli.evals.api_bank.parsing import parse_official, parse_paper
 from genenv_cli.evals.base import EvalSample, Verdict
+from genenv_cli.families.api_bank.parsing import parse_official, parse_paper
 
 # Per-API value rules, from each API's check_api_call_correctness (apis/*.py). Default: "exact".
 _RULES: dict[str, dict[str, str]] = {

@@ -7,7 +7,7 @@ v3: the prompt lists the documents as that version did). Categories are BFCL's A
 the shape is the kind of item: `simple`, `multiple`, `parallel`, `parallel_multiple`, `irrelevance`.
 `live_relevance` items have no ground truth; as seeds they are left out (category not trainable).
 
-**Agent prompt and R_agent**: the `bfcl` suite's (`evals/bfcl/`: `prompt_messages`, `annotate_functions`,
+**Agent prompt and R_agent**: the `bfcl` suite's (`families/bfcl/`: `prompt_messages`, `annotate_functions`,
 `BFCL.score` with the official protocol): the answer `[func(a=1), g(b='x')]` is decoded and judged by BFCL's AST
 rules; reward 1 when the suite says correct, else 0.
 
@@ -36,11 +36,11 @@ from typing import Any
 from genenv_cli.domains.base import EnvContext, Reject, SeedTask, TaskVerdict
 from genenv_cli.domains.family import FamilyDomain
 from genenv_cli.evals.base import EvalSample
-from genenv_cli.evals.bfcl.calls import BCall
-from genenv_cli.evals.bfcl.categories import AST_CATEGORIES, language_of
-from genenv_cli.evals.bfcl.multi_turn import render_calls
-from genenv_cli.evals.bfcl.prompts import annotate_functions, prompt_messages, system_prompt
-from genenv_cli.evals.bfcl.values import PY_TYPES
+from genenv_cli.families.bfcl.calls import BCall
+from genenv_cli.families.bfcl.categories import AST_CATEGORIES, language_of
+from genenv_cli.families.bfcl.multi_turn import render_calls
+from genenv_cli.families.bfcl.prompts import annotate_functions, prompt_messages, system_prompt
+from genenv_cli.families.bfcl.values import PY_TYPES
 from genenv_cli.plaintext import plain_answer_problem
 
 SHAPES = ("simple", "multiple", "parallel", "parallel_multiple", "irrelevance")

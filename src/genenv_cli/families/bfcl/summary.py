@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from genenv_cli.evals.base import EvalSample, Verdict
-from genenv_cli.evals.bfcl.categories import (
+from genenv_cli.families.bfcl.categories import (
     OFFICIAL_CATEGORIES,
     PAPER_CATEGORY,
     PAPER_REFERENCE,
