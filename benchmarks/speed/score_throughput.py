@@ -28,7 +28,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1)
     args = ap.parse_args()
 
-    from genenv_cli.config import Config, render_config
+    from genenv_cli.catalogue.config import Config, render_config
     from genenv_cli.rundir import RunDir
     from genenv_cli.stages import generate_tasks, rollout
 

@@ -17,11 +17,11 @@ from typing import Annotated, Any
 
 import typer
 
-from genenv_cli import __version__
-from genenv_cli.errorpath import DEBUG, Where, reported
-from genenv_cli.errors import ConfigError
-from genenv_cli.stages import STAGES
-from genenv_cli.ui import UI
+from genenv_cli.catalogue.stages import STAGES
+from genenv_cli.core.errors import ConfigError
+from genenv_cli.core.ui import UI
+from genenv_cli.core.version import __version__
+from genenv_cli.views.errorpath import DEBUG, Where, reported
 
 app = typer.Typer(
     name="genenv",
@@ -88,7 +88,7 @@ def _note_sets(run_dir: Any, cfg: Any, sets: list[str], recorded: list[str]) -> 
     """A one-off --set that differs from genenv.toml in a section the command's manifests record: what it writes
     records the --set value, so status (which reads genenv.toml) will show it stale. Said before the work starts,
     on stderr."""
-    from genenv_cli.staleness import override_changes
+    from genenv_cli.rundir.staleness import override_changes
 
     for c in override_changes(run_dir.load_config(), cfg, sets):
         if c.key not in recorded and c.key.split(".")[0] not in recorded:
@@ -112,7 +112,7 @@ def _ui(run_dir: Any, command: str, quiet: bool, as_json: bool, start: str | Non
 def _stage(stage: str, run: Path | None, sets: list[str] | None, quiet: bool, as_json: bool,
            call: Callable[[Any, Any, Any, Any], Any], epoch: int | None) -> None:
     """Run `call(stage module, run_dir, cfg, ui)` for a stage command, with its log and its summary line."""
-    from genenv_cli.command_output import summarize
+    from genenv_cli.views.command_output import summarize
 
     with reported() as where:
         module = STAGES[stage].load()
@@ -145,7 +145,7 @@ def init(
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing genenv.toml (and RUN/seeds).")] = False,
 ) -> None:
     """Create a run directory with a genenv.toml listing every setting (defaults visible)."""
-    from genenv_cli.create_run import create_run
+    from genenv_cli.views.create_run import create_run
 
     with reported():
         created = create_run(directory, domain, agent_model=agent_model, env_model=env_model, preset=preset,
@@ -182,7 +182,7 @@ def run_cmd(epochs: Annotated[int, typer.Option("--epochs", min=1, max=EPOCH_MAX
             quiet: QuietOpt = False, as_json: JsonOpt = False) -> None:
     """Run whole epochs (every stage in order: generate-tasks -> rollout -> score -> update-agent -> update-env),
     each stage in its own process, resuming where it stopped."""
-    from genenv_cli.runner import spawn_epochs
+    from genenv_cli.views.runner import spawn_epochs
 
     with reported() as where:
         recorded = [s for name in STAGES for s in getattr(STAGES[name].load(), "CONFIG_SECTIONS", [])]
@@ -195,7 +195,7 @@ def run_cmd(epochs: Annotated[int, typer.Option("--epochs", min=1, max=EPOCH_MAX
 def status(run: RunOpt = None, sets: SetOpt = None,
            as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
     """Each epoch's stages (done / stale / incomplete / missing / running) and its curriculum numbers."""
-    from genenv_cli.command_output import print_status
+    from genenv_cli.views.command_output import print_status
 
     with reported() as where:
         print_status(*_open(run, sets, where), as_json=as_json)
@@ -220,8 +220,8 @@ def evaluate(
     run: RunOpt = None, sets: SetOpt = None, quiet: QuietOpt = False, as_json: JsonOpt = False,
 ) -> None:
     """Run an agent on a benchmark, or score predictions made elsewhere, with the benchmark's metric."""
-    from genenv_cli import command_output as views
-    from genenv_cli.evals import run as evaluation
+    from genenv_cli.stages import evaluate as evaluation
+    from genenv_cli.views import command_output as views
 
     with reported() as where:
         if list_:
@@ -254,7 +254,7 @@ def report(run: RunOpt = None, sets: SetOpt = None,
                                                    "the PNG charts go beside it.")] = None,
            as_json: Annotated[bool, typer.Option("--json", help="Print the paths and the numbers as JSON.")] = False) -> None:
     """One self-contained HTML report of the curriculum (opens offline), plus each chart as a PNG."""
-    from genenv_cli.report import build_report, report_output
+    from genenv_cli.views.report import build_report, report_output
 
     with reported() as where:
         run_dir, cfg = _open(run, sets, where)
@@ -279,7 +279,7 @@ def compare(runs: Annotated[list[Path], typer.Argument(help="Run directories; ru
             as_json: Annotated[bool, typer.Option("--json", help="Print the paths, arms, flags and numbers as JSON.")] = False) -> None:
     """Several runs on one offline HTML page: per claim (in-band share, informative groups, held-out success) each
     arm minus its baseline with a 95% interval across seeds, then each arm's own curves, the shape mix, and tables."""
-    from genenv_cli.report.compare import build_compare
+    from genenv_cli.views.report.compare import build_compare
 
     with reported():
         result = build_compare(runs, out, labels=label, baselines=baseline)
@@ -304,7 +304,7 @@ def export(epoch: Annotated[int, typer.Option("--epoch", min=1, max=EPOCH_MAX, h
     """A trained checkpoint as a standard transformers model folder: the weights (LoRA merged, or the adapter with
     its base named portably), the tokenizer and chat template, the run's sampling as generation_config.json, and
     a model card. Loads with AutoModelForCausalLM and `vllm serve`."""
-    from genenv_cli.export import export_checkpoint
+    from genenv_cli.views.export import export_checkpoint
 
     with reported() as where:
         run_dir, cfg = _open(run, sets, where)
@@ -323,7 +323,7 @@ def table(run: RunOpt = None,
           as_json: JsonOpt = False) -> None:
     """Table 1's layout (ALFWorld, BFCL, API-Bank, Bamboogle, TravelPlanner, avg) from the run's evaluate results,
     beside the paper's reference rows."""
-    from genenv_cli.paper_table import render_table, table_rows
+    from genenv_cli.views.paper_table import render_table, table_rows
 
     with reported() as where:
         rows = table_rows(_open(run, None, where)[0], protocol, model_tag)
@@ -344,7 +344,7 @@ def domains(ctx: typer.Context) -> None:
     """List the task domains (built-in and plugins)."""
     if ctx.invoked_subcommand is not None:
         return
-    from genenv_cli.domain_commands import listing
+    from genenv_cli.views.domain_commands import listing
 
     with reported():
         code = listing()
@@ -356,7 +356,7 @@ def domains_check(name: NameArg, run: DomainRunOpt = None,
                   as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
     """Run the domain contract on NAME with the answers it declares: seeds, scorer, parser, prompts, fingerprints
     (exit status 1 when a clause fails). No model is loaded."""
-    from genenv_cli.domain_commands import check
+    from genenv_cli.views.domain_commands import check
 
     with reported():
         code = check(name, run, as_json=as_json)
@@ -376,7 +376,7 @@ def domains_preview(
     """Show the environment's and the agent's prompts for a seed, the parser's verdict on an environment output and
     the score of an answer, with no model loaded (exit status 1 when the output is rejected or the answer is not
     right)."""
-    from genenv_cli.domain_commands import preview
+    from genenv_cli.views.domain_commands import preview
 
     with reported():
         code = preview(name, run, seed_id=seed, output=output, answer=answer, as_json=as_json)

@@ -8,11 +8,11 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from genenv_cli.catalogue.config import Config, config_from_dict
 from genenv_cli.cli import app
-from genenv_cli.config import Config, config_from_dict
-from genenv_cli.errors import ConfigError
-from genenv_cli.launch import check_update_launch
-from genenv_cli.memory_plan import QWEN25
+from genenv_cli.core.errors import ConfigError
+from genenv_cli.core.memory_plan import QWEN25
+from genenv_cli.machinery.launch import check_update_launch
 
 runner = CliRunner()
 LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "ACCELERATE_USE_FSDP", "ACCELERATE_USE_DEEPSPEED",
@@ -31,7 +31,7 @@ def gpus(monkeypatch):
     def fake(n: int, gb: float = 80.0) -> None:
         monkeypatch.setattr(torch.cuda, "is_available", lambda: n > 0)
         monkeypatch.setattr(torch.cuda, "device_count", lambda: n)
-        monkeypatch.setattr("genenv_cli.launch.device_bytes", lambda: int(gb * 1e9))
+        monkeypatch.setattr("genenv_cli.machinery.launch.device_bytes", lambda: int(gb * 1e9))
 
     return fake
 
@@ -137,7 +137,7 @@ def test_temperatures_vllm_would_raise_are_refused(key):
 
 
 def test_genenv_run_trains_on_one_gpu_when_several_are_visible(monkeypatch):
-    from genenv_cli.runner import child_env
+    from genenv_cli.views.runner import child_env
 
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert child_env("update-agent", 8)["CUDA_VISIBLE_DEVICES"] == "0"
@@ -151,7 +151,7 @@ def test_one_process_drops_the_sharding_setting_and_says_so(gpus):
     """`--preset paper` sets run.sharding = "fsdp"; its one-GPU route adds LoRA. One process without a launcher has
     nothing to shard over: the setting is dropped (transformers would refuse FSDP when the Trainer is built, after
     the models, generation and scoring), the trainer gets no FSDP options, and the stage's log says why."""
-    from genenv_cli.launch import effective_sharding, sharding_line, trainer_sharding
+    from genenv_cli.machinery.launch import effective_sharding, sharding_line, trainer_sharding
 
     cfg = config_from_dict({"run": {"sharding": "fsdp"}, "agent_update": {"lora": True},
                             "env_update": {"lora": True}}, "t")
@@ -206,8 +206,8 @@ def test_the_preset_one_gpu_lora_route_trains_in_one_process(gpus, tiny_model, t
     from stagekit import agent_pool, env_pool
 
     gpus(0)  # torch itself sees no GPU: the models train on this CPU ...
-    monkeypatch.setattr("genenv_cli.launch.visible_gpus", lambda device: 1)  # ... and the launch checks see one
-    monkeypatch.setattr("genenv_cli.launch.device_bytes", lambda: int(80e9))
+    monkeypatch.setattr("genenv_cli.machinery.launch.visible_gpus", lambda device: 1)  # ... and the launch checks see one
+    monkeypatch.setattr("genenv_cli.machinery.launch.device_bytes", lambda: int(80e9))
     root = tmp_path / "run"
     sets = ["agent_update.lora=true", "env_update.lora=true", "agent_update.learning_rate=0.0001",
             "env_update.learning_rate=0.0001", "agent_update.batch_size=4", "env_update.batch_size=4",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from genenv_cli.errors import InputError
+from genenv_cli.core.errors import InputError
 from genenv_cli.families.bamboogle import benchmark as bb
 from genenv_cli.families.bamboogle.benchmark import (
     Bamboogle,

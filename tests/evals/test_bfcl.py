@@ -14,8 +14,8 @@ import sys
 
 import pytest
 
-from genenv_cli.callparse import standardize_string
-from genenv_cli.errors import InputError
+from genenv_cli.core.callparse import standardize_string
+from genenv_cli.core.errors import InputError
 from genenv_cli.families.bfcl import BFCL
 from genenv_cli.families.bfcl import categories as bfcl_categories
 from genenv_cli.families.bfcl import data as bfcl_data

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from genenv_cli.evals import BENCHMARKS
+from genenv_cli.catalogue.suites import BENCHMARKS
 from genenv_cli.evals.base import Benchmark
-from genenv_cli.paper_table import columns
+from genenv_cli.views.paper_table import columns
 from paths import SRC
 
 EVALS = SRC / "genenv_cli" / "evals"  # the READMEs are not installed
@@ -40,7 +40,7 @@ def test_suite_folder_readme_and_exports(name):
 
 def test_no_suite_module_left_flat():
     flat = sorted(p.stem for p in EVALS.glob("*.py"))
-    assert flat == ["__init__", "base", "datasource", "episodes", "run", "toolrl"], flat
+    assert flat == ["__init__", "base", "datasource", "episodes", "toolrl"], flat
 
 
 def test_table_columns_come_from_the_registry_in_the_papers_order():

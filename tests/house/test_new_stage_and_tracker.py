@@ -18,18 +18,18 @@ import tomllib
 import pytest
 from typer.testing import CliRunner
 
-from genenv_cli import runner
+from genenv_cli.catalogue.stages import EPOCH_STAGES, STAGES, Stage, epoch_stages
+from genenv_cli.catalogue.trackers import TRACKERS
 from genenv_cli.cli import app
-from genenv_cli.contract import StageResult
-from genenv_cli.engines import ENGINES
+from genenv_cli.core.ui import UI
+from genenv_cli.machinery.engines import ENGINES
 from genenv_cli.rundir import RunDir
-from genenv_cli.stages import EPOCH_STAGES, STAGES, Stage, epoch_stages
-from genenv_cli.trackers import TRACKERS
-from genenv_cli.ui import UI
+from genenv_cli.rundir.contract import StageResult
+from genenv_cli.views import runner
 from paths import ROOT
 
 STAGE_MODULE = '''
-from genenv_cli.contract import StagePlan, execute
+from genenv_cli.rundir.contract import StagePlan, execute
 
 STAGE = "count-tasks"
 

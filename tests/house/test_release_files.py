@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from genenv_cli.catalogue.domains import get_domain
 from genenv_cli.cli import app
-from genenv_cli.domains import get_domain
 from genenv_cli.domains.base import EnvContext
 from genenv_cli.families.api_bank import APIBank
 from genenv_cli.families.bfcl.calls import DecodeError
@@ -217,7 +217,7 @@ def test_gold_answers_are_written_in_the_items_language(cat):
 
 
 def _lengths(run: Path) -> tuple[int, int]:
-    from genenv_cli.config import load_config
+    from genenv_cli.catalogue.config import load_config
 
     cfg = load_config(run / "genenv.toml")
     return cfg.generate.max_new_tokens, cfg.rollout.max_new_tokens

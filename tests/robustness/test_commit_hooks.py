@@ -12,11 +12,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from genenv_cli import commit_hooks, contract
 from genenv_cli.cli import app
-from genenv_cli.contract import StagePlan, execute
-from genenv_cli.errors import ConfigError
-from genenv_cli.rundir import RunDir
+from genenv_cli.core.errors import ConfigError
+from genenv_cli.rundir import RunDir, commit_hooks, contract
+from genenv_cli.rundir.contract import StagePlan, execute
 
 
 def test_the_contract_imports_nothing_that_follows_a_commit():

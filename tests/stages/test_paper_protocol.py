@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from genenv_cli.catalogue.config import load_config
+from genenv_cli.catalogue.presets import PRESETS, preset_overrides
 from genenv_cli.cli import app
-from genenv_cli.config import load_config
-from genenv_cli.presets import PRESETS, preset_overrides
 from genenv_cli.rundir import RunDir
 from paths import FIXTURES, ROOT
 

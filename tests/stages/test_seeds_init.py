@@ -88,7 +88,7 @@ def test_own_seed_format_keeps_the_stated_split(tmp_path):
     invoke("init", tmp_path / "run", "--domain", "arith", "--seeds", src)
     manifest = json.loads((tmp_path / "run" / "seeds" / "manifest.json").read_text())
     assert manifest["split"] == "stated in the seed files" and manifest["counts"] == {"train": 2, "validation": 1}
-    from genenv_cli.config import load_config
+    from genenv_cli.catalogue.config import load_config
     from genenv_cli.domains.seedfiles import domains_for_run
     from genenv_cli.evals.heldout.benchmark import HeldOut
 
@@ -120,7 +120,7 @@ class NoSeeds(BamboogleDomain):
 
 
 def test_a_domain_without_builtin_seeds_requires_seeds(tmp_path, monkeypatch):
-    from genenv_cli.domains import DOMAINS
+    from genenv_cli.catalogue.domains import DOMAINS
 
     DOMAINS.register("no-seeds", "test_seeds_init:NoSeeds")
     try:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from genenv_cli.domains import DOMAINS, get_domain
-from genenv_cli.errors import RegistryError
-from genenv_cli.registry import Registry
+from genenv_cli.catalogue.domains import DOMAINS, get_domain
+from genenv_cli.core.errors import RegistryError
+from genenv_cli.core.registry import Registry
 
 
 class First:

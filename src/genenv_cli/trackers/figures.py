@@ -14,9 +14,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from genenv_cli.config import Config
+from genenv_cli.catalogue.config import Config
+from genenv_cli.catalogue.stages import STAGES
 from genenv_cli.rundir import RunDir
-from genenv_cli.stages import STAGES
 
 EVALUATE = "evaluate"
 

@@ -13,12 +13,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.commit_hooks import AFTER, BEFORE, subscribe
-from genenv_cli.config import Config
-from genenv_cli.errors import GenenvError, InputError
+from genenv_cli.catalogue.config import Config
+from genenv_cli.catalogue.trackers import TRACKERS, check_installed
+from genenv_cli.core.errors import GenenvError, InputError
+from genenv_cli.core.safefiles import read_regular, refuse_links_below, refuse_links_leaving
 from genenv_cli.rundir import RunDir, json_bytes, writable, write_bytes_atomic
-from genenv_cli.safefiles import read_regular, refuse_links_below, refuse_links_leaving
-from genenv_cli.trackers import TRACKERS, check_installed
+from genenv_cli.rundir.commit_hooks import AFTER, BEFORE, subscribe
 
 
 def publish(run: Any, cfg: Config, ui: Any = None) -> dict[str, Any]:

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.callparse import CallParseError, literal_value
+from genenv_cli.core.callparse import CallParseError, literal_value
+from genenv_cli.core.safefiles import read_regular
 from genenv_cli.families.api_bank.data import _Point
-from genenv_cli.safefiles import read_regular
 
 # ToolSearcher's interface (the search API levels 2 and 3 offer), used when no apis/ folder is given.
 TOOL_SEARCHER_DOC = {

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.errors import InputError
+from genenv_cli.core.errors import InputError
 from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, PaperColumn, Verdict
 from genenv_cli.evals.datasource import no_data_error, sha256_paths
 from genenv_cli.families.api_bank import scoring, summary

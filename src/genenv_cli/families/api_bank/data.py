@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from genenv_cli.errors import InputError
+from genenv_cli.core.errors import InputError
+from genenv_cli.core.jsonio import json_lines, json_records
 from genenv_cli.evals.datasource import try_download
-from genenv_cli.jsonio import json_lines, json_records
 
 LEVELS = ("level-1", "level-2", "level-3")
 LEVEL_DIRS = {"level-1": "level-1-given-desc", "level-2": "level-2-toolsearcher"}

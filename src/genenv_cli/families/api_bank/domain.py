@@ -31,9 +31,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from genenv_cli.core.errors import InputError
 from genenv_cli.domains.base import EnvContext, Reject, SeedTask
 from genenv_cli.domains.family import FamilyDomain
-from genenv_cli.errors import InputError
 from genenv_cli.evals.base import EvalSample
 from genenv_cli.families.api_bank.apis import TOOL_SEARCHER_DOC, _catalog
 from genenv_cli.families.api_bank.benchmark import point_sample
@@ -126,7 +126,7 @@ class APIBankDomain(FamilyDomain):
         with the same functions to keep each point's whole dialogue as the payload. A dialogue file without API
         calls (the release has a few, one of them empty) is left out and listed (`seed_skipped_files`), as
         `evaluate` passes over it in a folder."""
-        from genenv_cli.paths import cache_dir
+        from genenv_cli.core.paths import cache_dir
 
         path = Path(path)
         lay = _layout(path)

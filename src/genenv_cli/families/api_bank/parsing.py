@@ -12,7 +12,7 @@ import contextlib
 import re
 from typing import Any
 
-from genenv_cli.callparse import (
+from genenv_cli.core.callparse import (
     MAX_ANSWER_SOURCE,
     TOOL_CALL_BLOCK,
     Call,

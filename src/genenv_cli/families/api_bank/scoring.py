@@ -29,7 +29,7 @@ import json
 import re
 from typing import Any
 
-from genenv_cli.callparse import Call, CallParseError, load_json, parse_literal
+from genenv_cli.core.callparse import Call, CallParseError, load_json, parse_literal
 from genenv_cli.evals.base import EvalSample, Verdict
 from genenv_cli.families.api_bank.parsing import parse_official, parse_paper
 

@@ -43,7 +43,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.errors import InputError
+from genenv_cli.core.errors import InputError
+from genenv_cli.core.jsonio import json_records
+from genenv_cli.core.safefiles import read_regular
 from genenv_cli.evals import toolrl
 from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, PaperColumn, Verdict
 from genenv_cli.evals.datasource import (
@@ -53,8 +55,6 @@ from genenv_cli.evals.datasource import (
     sha256_paths,
     try_download,
 )
-from genenv_cli.jsonio import json_records
-from genenv_cli.safefiles import read_regular
 
 SHEET_ID = "1jwcsA5kE4TObr9YHn9Gc-wQHYjTbLhDGx6tmIzMhl_U"
 SHEET_CSV_URL = f"https://docs.google.com/spreadsheets/d/{SHEET_ID}/export?format=csv&gid=0"

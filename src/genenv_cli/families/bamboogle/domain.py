@@ -33,9 +33,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from genenv_cli.core.errors import InputError
 from genenv_cli.domains.base import EnvContext, Reject, SeedTask
 from genenv_cli.domains.family import FamilyDomain
-from genenv_cli.errors import InputError
 from genenv_cli.evals.base import EvalSample
 from genenv_cli.families.bamboogle.benchmark import _qa, normalize_answer
 

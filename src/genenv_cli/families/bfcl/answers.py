@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from genenv_cli.core.plaintext import plain_answer_problem
 from genenv_cli.domains.answers import Payload, family_item_text, seed_of_sample
 from genenv_cli.domains.checks import DomainCase, SuiteData
 from genenv_cli.families.bfcl.domain import gold_answer
-from genenv_cli.plaintext import plain_answer_problem
 
 # the categories of BFCL's files the contract loads (the multi-turn and relevance files are not the domain's)
 CATEGORIES = ["simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance", "live_simple",

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from genenv_cli.callparse import (
+from genenv_cli.core.callparse import (
     standardize_string,  # BFCL's string normalisation; the tool_call domain uses it too
 )
 from genenv_cli.families.bfcl.calls import BCall, CheckError

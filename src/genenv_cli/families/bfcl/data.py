@@ -24,7 +24,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.errors import InputError
+from genenv_cli.core.errors import InputError
+from genenv_cli.core.jsonio import json_records
 from genenv_cli.evals.base import EvalSample
 from genenv_cli.evals.datasource import no_data_error, try_download
 from genenv_cli.families.bfcl.categories import (
@@ -41,7 +42,6 @@ from genenv_cli.families.bfcl.categories import (
     language_of,
 )
 from genenv_cli.families.bfcl.prompts import annotate_functions, prompt_messages
-from genenv_cli.jsonio import json_records
 
 # ----------------------------------------------------------------------------- reading files
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from genenv_cli.callparse import (
+from genenv_cli.core.callparse import (
     MAX_ANSWER_SOURCE,
     CallParseError,
     check_bounds,

@@ -33,6 +33,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from genenv_cli.core.plaintext import plain_answer_problem
 from genenv_cli.domains.base import EnvContext, Reject, SeedTask, TaskVerdict
 from genenv_cli.domains.family import FamilyDomain
 from genenv_cli.evals.base import EvalSample
@@ -41,7 +42,6 @@ from genenv_cli.families.bfcl.categories import AST_CATEGORIES, language_of
 from genenv_cli.families.bfcl.multi_turn import render_calls
 from genenv_cli.families.bfcl.prompts import annotate_functions, prompt_messages, system_prompt
 from genenv_cli.families.bfcl.values import PY_TYPES
-from genenv_cli.plaintext import plain_answer_problem
 
 SHAPES = ("simple", "multiple", "parallel", "parallel_multiple", "irrelevance")
 CATEGORIES = (*AST_CATEGORIES, "irrelevance", "live_irrelevance")
@@ -180,7 +180,7 @@ def gold_answer(payload: dict[str, Any]) -> str:
 
 class BFCLDomain(FamilyDomain):
     name = "bfcl"
-    code_modules = ("genenv_cli.plaintext",)  # the stricter "no call" rule on top of the suite's verdict
+    code_modules = ("genenv_cli.core.plaintext",)  # the stricter "no call" rule on top of the suite's verdict
     description = "BFCL single-turn items (simple, multiple, parallel, irrelevance), scored by the bfcl suite's AST checker."
     shapes = SHAPES
     benchmark = "bfcl"

@@ -24,7 +24,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.errors import InputError
+from genenv_cli.core.errors import InputError
 from genenv_cli.evals.base import EvalSample, Verdict
 from genenv_cli.families.bfcl.calls import BCall, DecodeError, json_safe
 from genenv_cli.families.bfcl.categories import MULTI_TURN_DOCS, PAPER_CATEGORY, file_name
