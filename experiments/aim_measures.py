@@ -25,7 +25,7 @@ from typing import Any
 from lab.record import git_commit, machine
 
 from experiments import shape_table
-from genenv_cli.report.compare import mean_interval
+from genenv_cli.views.report.compare import mean_interval
 
 RECORDS = Path(__file__).parent / "results" / "env_only" / "env_only-arith" / "runs"
 OUT = Path(__file__).parent / "results" / "env_control" / "aim_measures-arith"

@@ -32,11 +32,11 @@ from typing import Any
 
 from lab.record import git_commit, machine, versions
 
-from genenv_cli.engines.base import Generation, SamplingParams
 from genenv_cli.evals.alfworld.agreement import NotExpressible, compare
 from genenv_cli.evals.alfworld.benchmark import ALFWorld, GameRef, collect_games
 from genenv_cli.evals.alfworld.games import alfworld_version
 from genenv_cli.evals.episodes import play_episodes
+from genenv_cli.machinery.engines.base import Generation, SamplingParams
 
 OUT = Path(__file__).parent / "results" / "alfworld"
 

@@ -28,7 +28,7 @@ PREFIX = "duplicate of "
 
 def shapes_by_id(run: Path) -> dict[str, str]:
     """Every id a duplicate can name: the seed exercises' and the run's tasks'."""
-    from genenv_cli.domains import get_domain
+    from genenv_cli.catalogue.domains import get_domain
 
     domain = get_domain("arith")
     ids = {s.id: s.shape for s in domain.read_seeds(domain.seed_path())}

@@ -45,7 +45,7 @@ from typing import Any
 from lab.record import git_commit, machine, versions
 
 from experiments import shape_table
-from genenv_cli.report.compare import mean_interval
+from genenv_cli.views.report.compare import mean_interval
 
 RESULTS = Path(__file__).parent / "results" / "env_control"
 ALPHA = 0.5
@@ -66,7 +66,7 @@ DUP_COLUMNS = [f"{k}-{d}d" for k in ("add", "sub", "mul") for d in (1, 2)] + ["2
 
 
 def arm_config(arm: str, extra: list[str], seed: int) -> Any:
-    from genenv_cli.config import apply_overrides, config_from_dict
+    from genenv_cli.catalogue.config import apply_overrides, config_from_dict
 
     sets = [f"run.seed={seed}", *COMMON, *extra, *ARMS[arm]]
     return config_from_dict(apply_overrides({"run": {"domain": "arith"}}, sets), f"control arm {arm}")
@@ -85,7 +85,7 @@ class Judge:
     every novel task so far), as generate-tasks does."""
 
     def __init__(self, table: dict[str, float], dup: str):
-        from genenv_cli.domains import get_domain
+        from genenv_cli.catalogue.domains import get_domain
 
         self.domain = get_domain("arith")
         self.table, self.dup = table, dup
@@ -108,7 +108,7 @@ class Judge:
 
 
 def contexts(rng: random.Random, count: int) -> list[Any]:
-    from genenv_cli.domains import get_domain
+    from genenv_cli.catalogue.domains import get_domain
     from genenv_cli.domains.base import EnvContext
 
     seeds = get_domain("arith").seeds("train")
@@ -154,9 +154,9 @@ def measures(counts: dict[str, Any], table: dict[str, float]) -> dict[str, Any]:
 
 def update(policy: Any, cfg: Any, rows: list[dict[str, Any]], seed: int, epoch: int, ui: Any) -> dict[str, Any]:
     """The environment's GRPO step on this epoch's generations (as update-env's, held in memory)."""
-    from genenv_cli.training.common import train_policy
-    from genenv_cli.training.grpo import make_trainer
-    from genenv_cli.training.rwr import KLCapReached
+    from genenv_cli.machinery.training.grpo import make_trainer
+    from genenv_cli.machinery.training.policy import train_policy
+    from genenv_cli.machinery.training.rwr import KLCapReached
 
     u = cfg.env_update
     if not rows:
@@ -173,12 +173,12 @@ def update(policy: Any, cfg: Any, rows: list[dict[str, Any]], seed: int, epoch: 
 
 
 def run_one(arm: str, seed: int, args: argparse.Namespace, table: dict[str, float], path: Path) -> dict[str, Any]:
-    from genenv_cli.engines.base import SamplingParams
-    from genenv_cli.engines.hf import HFEngine
-    from genenv_cli.models import resolve
-    from genenv_cli.training.common import load_policy
-    from genenv_cli.training.grpo import group_advantages
-    from genenv_cli.ui import UI
+    from genenv_cli.core.ui import UI
+    from genenv_cli.machinery.engines.base import SamplingParams
+    from genenv_cli.machinery.engines.hf import HFEngine
+    from genenv_cli.machinery.models import resolve
+    from genenv_cli.machinery.training.grpo import group_advantages
+    from genenv_cli.machinery.training.policy import load_policy
 
     ui = UI(quiet=True)
     cfg = arm_config(arm, args.sets, seed)

@@ -66,10 +66,10 @@ from lab import arms, runs
 from lab.record import git_commit, machine, versions
 
 from experiments import curriculum as cur
-from genenv_cli.report.compare import RunData, arm_mode, flat_settings, read_run, render_compare
+from genenv_cli.core.ui import UI
 from genenv_cli.rundir import RunDir
 from genenv_cli.rundir.datafiles import read_parquet
-from genenv_cli.ui import UI
+from genenv_cli.views.report.compare import RunData, arm_mode, flat_settings, read_run, render_compare
 
 RESULTS = Path(__file__).parent / "results" / "env_only"
 TABLE = Path(__file__).parent / "results" / "env_control" / "shape_table-arith.json"  # shape_table.py's
@@ -148,15 +148,14 @@ def advantage_sources(run: RunDir, epoch: int) -> dict[str, Any] | None:
     of valid ones outside it, and of invalid ones."""
     import polars as pl
 
-    from genenv_cli.training.grpo import group_advantages
+    from genenv_cli.machinery.training.grpo import group_advantages
 
     path = run.pool_partition("env_gen", epoch)
     if not path.exists():
         return None
     gen = read_parquet(path, "env_gen")
     cfg = run.load_config().curriculum
-    # a generation without a reward (a neutral duplicate, a surplus one) leaves its group, as in the update
-    gen = gen.filter(pl.col("reward").is_not_null())
+    gen = gen.filter(pl.col("reward").is_not_null())  # no reward (a neutral duplicate): out of its group, as in the update
     rewards, groups = gen["reward"].to_list(), gen["batch_id"].to_list()
     adv, _ = group_advantages(rewards, groups)
     gen = gen.with_columns(pl.Series("adv", adv, dtype=pl.Float64))
@@ -285,8 +284,8 @@ def update_movement(run: RunDir, epoch: int) -> dict[str, Any] | None:
     import polars as pl
     import torch
 
-    from genenv_cli.models import load_model, load_tokenizer, resolve
-    from genenv_cli.training.logits import pad_pairs, token_logps
+    from genenv_cli.machinery.models import load_model, load_tokenizer, resolve
+    from genenv_cli.machinery.training.logits import pad_pairs, token_logps
 
     after = run.checkpoint_dir(epoch, "env")
     pool = run.pool_partition("env_sft", epoch)

@@ -43,7 +43,7 @@ from typing import Any
 
 from lab.record import git_commit, machine, versions
 
-from genenv_cli.report.compare import mean_interval
+from genenv_cli.views.report.compare import mean_interval
 
 RESULTS = Path(__file__).parent / "results" / "multiturn_tool"
 ARMS = {"multi-turn": "calc", "single-turn": "arith"}
@@ -51,7 +51,7 @@ PROTOCOLS = ("calc", "arith")
 
 
 def arm_config(arm: str, sets: list[str], seed: int) -> Any:
-    from genenv_cli.config import apply_overrides, config_from_dict
+    from genenv_cli.catalogue.config import apply_overrides, config_from_dict
 
     return config_from_dict(apply_overrides({"run": {"domain": ARMS[arm]}}, [f"run.seed={seed}", *sets]),
                             f"multiturn-tool arm {arm}")
@@ -74,7 +74,7 @@ def episode_measures(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def play(engine: Any, domain_name: str, payloads: list[dict[str, Any]], params: Any, base_seed: int) -> list[Any]:
-    from genenv_cli.domains import get_domain
+    from genenv_cli.catalogue.domains import get_domain
     from genenv_cli.stages.rollout_episodes import play_tasks
 
     tasks = [{"domain": domain_name, "payload": p} for p in payloads]
@@ -86,8 +86,8 @@ def update(policy: Any, cfg: Any, groups: list[list[dict[str, Any]]], epoch: int
            ui: Any) -> dict[str, Any]:
     """update-agent's GRPO step on one epoch's episodes, in memory: group-relative advantages, the agent's
     tokens only (an episode's `agent_mask`)."""
-    from genenv_cli.training.common import train_policy
-    from genenv_cli.training.grpo import group_advantages, make_trainer
+    from genenv_cli.machinery.training.grpo import group_advantages, make_trainer
+    from genenv_cli.machinery.training.policy import train_policy
 
     flat = [(j, r) for j, g in enumerate(groups) for r in g]
     adv, why = group_advantages([r["reward"] for _, r in flat], [str(j) for j, _ in flat])
@@ -123,7 +123,7 @@ def update(policy: Any, cfg: Any, groups: list[list[dict[str, Any]]], epoch: int
 
 
 def load(model: str, adapter: Path | None, cfg: Any, seed: int) -> Any:
-    from genenv_cli.training.common import load_policy
+    from genenv_cli.machinery.training.policy import load_policy
 
     name = str(adapter) if adapter is not None else model
     return load_policy(name, name, base_name=model, train=cfg.agent_update,
@@ -132,14 +132,14 @@ def load(model: str, adapter: Path | None, cfg: Any, seed: int) -> Any:
 
 
 def engine_for(policy: Any, model: str, batch_size: int) -> Any:
-    from genenv_cli.engines.hf import HFEngine
-    from genenv_cli.models import resolve
+    from genenv_cli.machinery.engines.hf import HFEngine
+    from genenv_cli.machinery.models import resolve
 
     return HFEngine(resolve(model), model=policy.model, tokenizer=policy.tokenizer, batch_size=batch_size)
 
 
 def heldout(args: argparse.Namespace) -> list[dict[str, Any]]:
-    from genenv_cli.domains import get_domain
+    from genenv_cli.catalogue.domains import get_domain
 
     seeds = get_domain("arith").seeds("validation")
     if args.heldout and args.heldout < len(seeds):
@@ -149,7 +149,7 @@ def heldout(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 def evaluate(policy: Any, args: argparse.Namespace) -> dict[str, Any]:
     """Every protocol's measures on the held-out exercises, greedy."""
-    from genenv_cli.engines.base import SamplingParams
+    from genenv_cli.machinery.engines.base import SamplingParams
 
     engine = engine_for(policy, args.model, args.batch)
     params = SamplingParams(temperature=0.0, max_new_tokens=args.tokens, n=1, seed=0)
@@ -162,10 +162,10 @@ def evaluate(policy: Any, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_one(arm: str, seed: int, args: argparse.Namespace, path: Path) -> dict[str, Any]:
-    from genenv_cli.domains import get_domain
-    from genenv_cli.engines.base import SamplingParams
-    from genenv_cli.models import write_checkpoint_meta
-    from genenv_cli.ui import UI
+    from genenv_cli.catalogue.domains import get_domain
+    from genenv_cli.core.ui import UI
+    from genenv_cli.machinery.engines.base import SamplingParams
+    from genenv_cli.machinery.models import write_checkpoint_meta
 
     ui = UI(quiet=True)
     cfg = arm_config(arm, args.sets, seed)

@@ -84,11 +84,11 @@ def exercises(per_shape: int, seed: int) -> dict[str, list[dict[str, Any]]]:
 def measure(per_shape: int, seed: int, dtype: str, batch_size: int) -> dict[str, Any]:
     from lab.arms import COMMON
 
-    from genenv_cli.config import apply_overrides, config_from_dict
-    from genenv_cli.domains import get_domain
-    from genenv_cli.engines.base import SamplingParams
-    from genenv_cli.engines.hf import HFEngine
-    from genenv_cli.models import resolve
+    from genenv_cli.catalogue.config import apply_overrides, config_from_dict
+    from genenv_cli.catalogue.domains import get_domain
+    from genenv_cli.machinery.engines.base import SamplingParams
+    from genenv_cli.machinery.engines.hf import HFEngine
+    from genenv_cli.machinery.models import resolve
 
     # the rollouts' settings as the experiments set them (rollout.max_new_tokens 16, not the default)
     cfg = config_from_dict(apply_overrides({"run": {"domain": "arith"}}, COMMON), "shape table").rollout

@@ -20,7 +20,7 @@ from pathlib import Path
 
 def agent_prompts(run, cfg, epoch: int, limit: int) -> list[list[dict[str, str]]]:
     """The agent's messages for the first `limit` tasks of the epoch, as `rollout` renders them."""
-    from genenv_cli.domains import run_domains
+    from genenv_cli.catalogue.domains import run_domains
 
     domains = run_domains(cfg)
     tasks = [json.loads(line) for line in run.file("tasks", epoch).read_text().splitlines() if line.strip()]
@@ -28,8 +28,8 @@ def agent_prompts(run, cfg, epoch: int, limit: int) -> list[list[dict[str, str]]
 
 
 def run_engine_tokens(run, cfg, epoch: int, prompts, max_new_tokens: int) -> tuple[str, list[list[int]]]:
-    from genenv_cli.engines import SamplingParams, open_engine
-    from genenv_cli.models import resolve
+    from genenv_cli.machinery.engines import SamplingParams, open_engine
+    from genenv_cli.machinery.models import resolve
 
     folder = run.checkpoint_dir(epoch, "agent")
     engine = open_engine(resolve(str(folder), tag=run.rel(folder)), engine=cfg.run.engine, device="cpu",
@@ -137,7 +137,7 @@ def weight_change(base: Path, export: Path) -> tuple[int, float]:
 
 
 def _base_folder(cfg) -> Path:
-    from genenv_cli.models import resolve
+    from genenv_cli.machinery.models import resolve
 
     return Path(resolve(cfg.agent.model).path)
 

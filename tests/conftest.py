@@ -52,7 +52,7 @@ def _private_cache(tmp_path_factory, monkeypatch):
 @pytest.fixture(scope="module")
 def dom(request):
     """The domain a test module is about: the one its module-level DOMAIN names (domains/test_<domain>_domain.py)."""
-    from genenv_cli.domains import get_domain
+    from genenv_cli.catalogue.domains import get_domain
 
     return get_domain(request.module.DOMAIN)
 
@@ -82,7 +82,7 @@ def arith_model(tmp_path_factory) -> Path:
 @pytest.fixture
 def make_run(tmp_path, tiny_model):
     """make_run(*overrides) -> a run directory using the tiny model for agent and environment."""
-    from genenv_cli.config import apply_overrides, config_from_dict, render_config
+    from genenv_cli.catalogue.config import apply_overrides, config_from_dict, render_config
 
     def make(*overrides: str, name: str = "run", domain: str = "tool_call") -> Path:
         root = tmp_path / name
@@ -103,9 +103,9 @@ def two_full_epochs(tmp_path_factory, arith_model) -> Path:
     from typer.testing import CliRunner
 
     from genenv_cli.cli import app
+    from genenv_cli.core.ui import UI
     from genenv_cli.rundir import RunDir
-    from genenv_cli.runner import run_epochs
-    from genenv_cli.ui import UI
+    from genenv_cli.views.runner import run_epochs
 
     root = tmp_path_factory.mktemp("two-epochs") / "run"
     r = CliRunner().invoke(app, ["init", str(root), "--domain", "arith", "--agent-model", str(arith_model),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-from genenv_cli.domains import DOMAINS
+from genenv_cli.catalogue.domains import DOMAINS
 from genenv_cli.domains.checks import DomainCase, Payload, SuiteData, seed_context  # noqa: F401 - the tests' names
 from paths import FIXTURES
 

@@ -4,7 +4,7 @@ third. Registered by the tests that play it (`register()`), as a plugin domain w
 
 from __future__ import annotations
 
-from genenv_cli.domains import DOMAINS
+from genenv_cli.catalogue.domains import DOMAINS
 from genenv_cli.domains.base import Environment, Step
 from genenv_cli.domains.calc import CalcDomain
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from genenv_cli.engines.base import Engine, Generation
+from genenv_cli.machinery.engines.base import Engine, Generation
 
 
 class ReplayEngine(Engine):
@@ -36,7 +36,7 @@ class ReplayEngine(Engine):
 
 
 def patch_engine(monkeypatch, engine: ReplayEngine) -> None:
-    import genenv_cli.engines as engines
+    import genenv_cli.machinery.engines as engines
 
     monkeypatch.setattr(engines, "open_engine", lambda *a, **k: engine)
-    monkeypatch.setattr("genenv_cli.models.resolve", lambda name, tag=None: None)
+    monkeypatch.setattr("genenv_cli.machinery.models.resolve", lambda name, tag=None: None)

@@ -7,11 +7,13 @@ import math
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.contract import StagePlan, execute
-from genenv_cli.engines import SamplingParams
-from genenv_cli.engines.hf import HFEngine
-from genenv_cli.models import resolve
+import genenv_cli.rundir.metrics  # noqa: F401  (metrics.json subscribes to the commit, as in the stage modules)
+import genenv_cli.trackers.sync  # noqa: F401
+from genenv_cli.machinery.engines import SamplingParams
+from genenv_cli.machinery.engines.hf import HFEngine
+from genenv_cli.machinery.models import resolve
 from genenv_cli.rundir import RunDir
+from genenv_cli.rundir.contract import StagePlan, execute
 from genenv_cli.rundir.datafiles import frame, write_parquet
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 
 def _run_dir(root: Path, model: str, s: dict[str, int]) -> Any:
-    from genenv_cli.config import apply_overrides, config_from_dict, render_config
+    from genenv_cli.catalogue.config import apply_overrides, config_from_dict, render_config
     from genenv_cli.rundir import RunDir
     from genenv_cli.stages import generate_tasks
 
@@ -69,7 +69,7 @@ def part_shards(work: Path, model: str, s: dict[str, int]) -> dict[str, Any]:
     """One process against 2 shards; in this process (each rollout opens its own engine, as a stage does)."""
     import time
 
-    from genenv_cli.models import dtype_name, pick_device
+    from genenv_cli.machinery.models import dtype_name, pick_device
     from genenv_cli.stages import rollout
 
     whole, split = _run_dir(work / "shards-one", model, s), _run_dir(work / "shards-two", model, s)

@@ -112,11 +112,11 @@ def part_mismatch(run_dir: Path, model: str) -> dict[str, Any]:
     float32 weights with a fresh LoRA adapter under the trainer's autocast."""
     import torch
 
-    from genenv_cli.config import Config
-    from genenv_cli.models import dtype_name, pick_device
+    from genenv_cli.catalogue.config import Config
+    from genenv_cli.machinery.models import dtype_name, pick_device
+    from genenv_cli.machinery.training.grpo import make_trainer, sample_mismatch
+    from genenv_cli.machinery.training.policy import load_policy, training_arguments
     from genenv_cli.rundir.datafiles import read_parquet
-    from genenv_cli.training.common import load_policy, training_arguments
-    from genenv_cli.training.grpo import make_trainer, sample_mismatch
 
     df = read_parquet(run_dir / "epochs" / "0001" / "rollouts.parquet", "rollouts")
     rows = [{"prompt_ids": r["prompt_token_ids"], "completion_ids": r["completion_token_ids"],

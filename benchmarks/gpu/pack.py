@@ -77,7 +77,7 @@ def build_project_wheel(out: Path) -> None:
 
 def pack_tokenizer(model: str, out: Path) -> Path:
     """The model's tokenizer files (a folder, or `embedded`) as tokenizer.tar.gz."""
-    from genenv_cli.models import resolve
+    from genenv_cli.machinery.models import resolve
 
     folder = Path(resolve(model).path)
     names = [n for n in TOKENIZER_FILES if (folder / n).exists()]

@@ -30,7 +30,7 @@ def _status_kb(field: str) -> int:
 def watch_loss_inputs(seen: dict) -> None:
     """Record, once, what the losses receive: wraps logits.completion_logits (the model's forward, whose output is
     the hidden states where the head is taken out) and head_loss.compute_dtype."""
-    from genenv_cli.training import head_loss, logits
+    from genenv_cli.machinery.training import head_loss, logits
 
     forward, dtype_of = logits.completion_logits, head_loss.compute_dtype
 

@@ -5,7 +5,7 @@ plan for the same shape, method, workload and allocator setting, and what its lo
 Two parts use them (check.py):
 
 - `updates`, Qwen2.5-0.5B's shape: LoRA in one process (the one-GPU route), and full fine-tuning under
-  `accelerate launch --num_processes 1` with stages/accelerate/fsdp-full-shard.yaml (FSDP2 over one process: its
+  `accelerate launch --num_processes 1` with pipelines/accelerate/fsdp-full-shard.yaml (FSDP2 over one process: its
   wrapping, mixed precision and gathered root, not its communication);
 - `big`, Qwen2.5-7B's shape with random weights, the one-GPU LoRA route at the paper preset's sizes: update-env at
   8 outputs of 2,560 tokens (prompts of about 2,048), update-agent at 8 rows of 9,000 tokens (1,024 of them the
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-FSDP_CONFIG = ROOT / "stages" / "accelerate" / "fsdp-full-shard.yaml"
+FSDP_CONFIG = ROOT / "pipelines" / "accelerate" / "fsdp-full-shard.yaml"
 
 # pools: agent rows (groups x k, prompt and completion tokens); env pairs (prompt and output tokens, about)
 POOLS = {
@@ -56,7 +56,7 @@ def variants(part: str, dry: bool) -> list[dict[str, Any]]:
 
 def _complete_score(run: Any, epoch: int, outputs: dict[str, tuple[Path, Any]]) -> None:
     """Mark `score` of `epoch` done with the given outputs written under the stage contract (as if it had run)."""
-    from genenv_cli.contract import StagePlan, execute
+    from genenv_cli.rundir.contract import StagePlan, execute
 
     cfg = run.load_config()
     plan = StagePlan("score", epoch, outputs={name: path for name, (path, _) in outputs.items()})
@@ -84,7 +84,7 @@ def prepare(work: Path, model: str, variant: dict[str, Any], dry: bool) -> dict[
     training `model`; returns the run and the rows' longest lengths (prompt + completion, completion)."""
     from transformers import AutoTokenizer
 
-    from genenv_cli.config import apply_overrides, config_from_dict, render_config
+    from genenv_cli.catalogue.config import apply_overrides, config_from_dict, render_config
     from genenv_cli.rundir import RunDir
     from genenv_cli.rundir.datafiles import frame, write_parquet
 
@@ -154,7 +154,7 @@ def command(variant: dict[str, Any], probe: Path, run: str) -> list[str]:
 
 def plan(shape: Any, variant: dict[str, Any], prep: dict[str, Any], dry: bool) -> dict[str, float]:
     """memory_plan's parts for the run, GB."""
-    from genenv_cli.memory_plan import GB, Workload, training_bytes
+    from genenv_cli.core.memory_plan import GB, Workload, training_bytes
 
     longest, completion = prep["lengths"]
     lora = variant["method"] == "lora"
@@ -166,7 +166,7 @@ def plan(shape: Any, variant: dict[str, Any], prep: dict[str, Any], dry: bool) -
 
 def run_part(check: Any, part: str, model: str) -> dict[str, Any]:
     """Every variant of `part` on `model` (a folder): its probe's figures beside the plan."""
-    from genenv_cli.memory_plan import GB, PROCESS_HOST_BYTES, shape_of_config
+    from genenv_cli.core.memory_plan import GB, PROCESS_HOST_BYTES, shape_of_config
 
     shape = shape_of_config(json.loads((Path(model) / "config.json").read_text()))
     prepared = check.child("--part", f"prepare-{part}", "--model", model, timeout=check.budget())

@@ -90,7 +90,7 @@ def write_epoch_files(root: Path, epoch: int, n_tasks: int, k: int, rng: random.
     import numpy as np
     import polars as pl
 
-    from genenv_cli.domains import get_domain
+    from genenv_cli.catalogue.domains import get_domain
     from genenv_cli.rundir.datafiles import write_parquet
 
     seeds = get_domain("tool_call").seeds("train")
@@ -134,7 +134,7 @@ def complete_stage(run: Any, module: Any, epoch: int, writers: dict[str, Any]) -
     an existing file to copy)."""
     import shutil
 
-    from genenv_cli.contract import execute
+    from genenv_cli.rundir.contract import execute
 
     cfg = run.load_config()
 
@@ -152,7 +152,7 @@ def complete_stage(run: Any, module: Any, epoch: int, writers: dict[str, Any]) -
 def synthetic_run(root: Path, epochs: int, n_tasks: int, k: int, *, train_stages: bool = True, seed: int = 0) -> Any:
     """A run directory with `epochs` complete epochs of tool_call data (scored for real; training stages marked
     done with placeholder checkpoints when `train_stages`)."""
-    from genenv_cli.config import Config, render_config
+    from genenv_cli.catalogue.config import Config, render_config
     from genenv_cli.rundir import RunDir
     from genenv_cli.stages import generate_tasks, rollout, score, update_agent, update_env
 

@@ -51,7 +51,7 @@ def main() -> None:
                     help="also bare vLLM without per-prompt seeds (what vllm.seeding = \"engine\" costs less)")
     args = ap.parse_args()
 
-    from genenv_cli.models import ensure_embedded
+    from genenv_cli.machinery.models import ensure_embedded
 
     model_dir = str(ensure_embedded())
     sides: dict[str, dict] = {}

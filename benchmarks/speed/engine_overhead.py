@@ -36,7 +36,7 @@ def bare_loop(model_dir: str, conversations: list, k: int, batch_size: int, max_
     returns the number of generated tokens."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from genenv_cli.models import pick_device, pick_dtype
+    from genenv_cli.machinery.models import pick_device, pick_dtype
 
     device = pick_device("auto")
     tok = AutoTokenizer.from_pretrained(model_dir)
@@ -72,8 +72,8 @@ def generate_batches(model, tok, conversations: list, k: int, batch_size: int, m
 
 def vllm_arguments(model_dir: str, seed: int) -> dict:
     """The `LLM(...)` arguments genenv's engine passes on this machine, for the auto dtype and memory share."""
-    from genenv_cli.engines import vllm_device, vllm_dtype, vllm_memory_share
-    from genenv_cli.settings import VLLMConfig
+    from genenv_cli.catalogue.settings import VLLMConfig
+    from genenv_cli.machinery.engines import vllm_device, vllm_dtype, vllm_memory_share
 
     where = vllm_device()
     args = {"model": model_dir, "tokenizer": model_dir, "dtype": vllm_dtype("auto", where), "seed": seed,
@@ -95,7 +95,7 @@ def bare_vllm(model_dir: str, conversations: list, k: int, max_new_tokens: int, 
     from transformers import AutoTokenizer
     from vllm import LLM, SamplingParams
 
-    from genenv_cli.engines.vllm import request_seeds
+    from genenv_cli.machinery.engines.vllm import request_seeds
 
     tok = AutoTokenizer.from_pretrained(model_dir)
     prompts = [{"prompt_token_ids": tok(tok.apply_chat_template(c, tokenize=False, add_generation_prompt=True),
@@ -122,7 +122,7 @@ def bare_vllm(model_dir: str, conversations: list, k: int, max_new_tokens: int, 
 def timed_rollout(run, cfg, epoch: int = 1) -> tuple[int, float, float]:
     """The rollout stage, whole: (completion tokens, seconds, of which opening the engine). The engine's opening is
     timed by wrapping `open_engine`, which the stage looks up when it runs."""
-    import genenv_cli.engines as engines
+    import genenv_cli.machinery.engines as engines
     from genenv_cli.stages import rollout
 
     opened: list[float] = []
@@ -148,9 +148,9 @@ def timed_rollout(run, cfg, epoch: int = 1) -> tuple[int, float, float]:
 def prepare_run(root: Path, domain: str, tasks: int, k: int, max_new_tokens: int, batch_size: int, engine: str):
     """A run directory whose epoch 1 has `tasks` tasks (the domain's seeds, no environment model): (run, cfg,
     conversations, rollout seed)."""
-    from genenv_cli.checkpoints import derive_seed
-    from genenv_cli.config import apply_overrides, config_from_dict, render_config
-    from genenv_cli.domains import get_domain
+    from genenv_cli.catalogue.config import apply_overrides, config_from_dict, render_config
+    from genenv_cli.catalogue.domains import get_domain
+    from genenv_cli.machinery.checkpoints import derive_seed
     from genenv_cli.rundir import RunDir
     from genenv_cli.rundir.datafiles import read_jsonl
     from genenv_cli.stages import generate_tasks
@@ -170,7 +170,7 @@ def prepare_run(root: Path, domain: str, tasks: int, k: int, max_new_tokens: int
 
 
 def vllm_main(args) -> None:
-    from genenv_cli.models import ensure_embedded
+    from genenv_cli.machinery.models import ensure_embedded
 
     model_dir = str(ensure_embedded())
     bare, ours = [], []
@@ -219,10 +219,10 @@ def main() -> None:
         vllm_main(args)
         return
 
-    from genenv_cli.checkpoints import derive_seed
-    from genenv_cli.config import apply_overrides, config_from_dict, render_config
-    from genenv_cli.domains import get_domain
-    from genenv_cli.models import ensure_embedded
+    from genenv_cli.catalogue.config import apply_overrides, config_from_dict, render_config
+    from genenv_cli.catalogue.domains import get_domain
+    from genenv_cli.machinery.checkpoints import derive_seed
+    from genenv_cli.machinery.models import ensure_embedded
     from genenv_cli.rundir import RunDir
     from genenv_cli.rundir.datafiles import read_jsonl
     from genenv_cli.stages import generate_tasks, rollout
@@ -262,7 +262,7 @@ def main() -> None:
         "tokens": {"bare": bare[0][0], "genenv": ours[0][0]},
         "runs": {"bare": [[n, round(s, 2)] for n, s in bare], "genenv": [[n, round(s, 2)] for n, s in ours]},
     }
-    from genenv_cli.models import dtype_name, pick_device
+    from genenv_cli.machinery.models import dtype_name, pick_device
 
     device = pick_device("auto")
     write_result("engine_overhead", args.name or f"engine_overhead-{args.domain}", figures,

@@ -46,9 +46,9 @@ def sides(cores: int) -> dict[str, dict[str, Any]]:
 
 def workloads() -> dict[str, tuple[list[Any], Any]]:
     """name -> (conversations, SamplingParams): the rollout's and the environment's, as the stages build them."""
-    from genenv_cli.domains import get_domain
+    from genenv_cli.catalogue.domains import get_domain
     from genenv_cli.domains.base import EnvContext
-    from genenv_cli.engines import SamplingParams
+    from genenv_cli.machinery.engines import SamplingParams
 
     dom = get_domain("arith")
     seeds = dom.seeds("train")
@@ -66,9 +66,9 @@ def measure(side: str, cores: int) -> dict[str, Any]:
     """In this process (its environment already set): open the engine, generate both workloads."""
     import torch
 
-    from genenv_cli.engines import open_engine
-    from genenv_cli.models import resolve
-    from genenv_cli.settings import VLLMConfig
+    from genenv_cli.catalogue.settings import VLLMConfig
+    from genenv_cli.machinery.engines import open_engine
+    from genenv_cli.machinery.models import resolve
 
     spec = sides(cores)[side]
     torch.set_num_threads(cores)

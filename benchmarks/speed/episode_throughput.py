@@ -51,12 +51,12 @@ def main() -> None:
 
     import torch
 
-    from genenv_cli.domains import get_domain
+    from genenv_cli.catalogue.domains import get_domain
     from genenv_cli.domains.base import Environment, Step
     from genenv_cli.domains.calc import CalcDomain, calculate
-    from genenv_cli.engines import SamplingParams
-    from genenv_cli.engines.hf import HFEngine
-    from genenv_cli.models import resolve
+    from genenv_cli.machinery.engines import SamplingParams
+    from genenv_cli.machinery.engines.hf import HFEngine
+    from genenv_cli.machinery.models import resolve
     from genenv_cli.stages.rollout_episodes import play_tasks
 
     class FixedTurns(Environment):
@@ -92,7 +92,7 @@ def main() -> None:
 
         import vllm
 
-        from genenv_cli.engines.vllm import VLLMEngine
+        from genenv_cli.machinery.engines.vllm import VLLMEngine
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
         engine = VLLMEngine(resolve(model), dtype=args.dtype, device=device,

@@ -47,7 +47,7 @@ def run_epoch(work: Path, seed: int) -> tuple[Path, float, float]:
     from lab.arms import CURRICULUM
     from lab.runs import heldout, make_run, run_epochs
 
-    from genenv_cli.ui import UI
+    from genenv_cli.core.ui import UI
 
     ui = UI(quiet=True)
     run = make_run(work / f"arith-genenv-s{seed}", "arith", CURRICULUM["genenv"], seed, "embedded", [])
@@ -84,7 +84,7 @@ def machine_peaks() -> dict[str, float]:
 def model_sizes() -> dict[str, int]:
     from transformers import AutoConfig
 
-    from genenv_cli.models import ensure_embedded
+    from genenv_cli.machinery.models import ensure_embedded
 
     c = AutoConfig.from_pretrained(ensure_embedded())
     d, layers, inter, vocab = c.hidden_size, c.num_hidden_layers, c.intermediate_size, c.vocab_size
@@ -94,7 +94,7 @@ def model_sizes() -> dict[str, int]:
 
 
 def rollout_workload(run_root: Path) -> list[Any]:
-    from genenv_cli.domains import get_domain
+    from genenv_cli.catalogue.domains import get_domain
     from genenv_cli.rundir.datafiles import read_jsonl
 
     dom = get_domain("arith")
@@ -104,9 +104,9 @@ def rollout_workload(run_root: Path) -> list[Any]:
 def profile_generation(convs: list[Any], k: int, max_new: int, batch: int, seed: int) -> dict[str, Any]:
     import torch
 
-    from genenv_cli.engines import SamplingParams, shared_prefix
-    from genenv_cli.engines.hf import HFEngine
-    from genenv_cli.models import resolve
+    from genenv_cli.machinery.engines import SamplingParams, shared_prefix
+    from genenv_cli.machinery.engines.hf import HFEngine
+    from genenv_cli.machinery.models import resolve
 
     t = time.perf_counter()
     engine = HFEngine(resolve("embedded"), device="cpu", dtype="float32", batch_size=batch)

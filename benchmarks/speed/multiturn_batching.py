@@ -60,11 +60,11 @@ def main() -> None:
 
     import torch
 
-    from genenv_cli.engines import SamplingParams
-    from genenv_cli.engines.hf import HFEngine
     from genenv_cli.evals.alfworld.benchmark import ALFWorld
     from genenv_cli.evals.episodes import play_episodes
-    from genenv_cli.models import resolve
+    from genenv_cli.machinery.engines import SamplingParams
+    from genenv_cli.machinery.engines.hf import HFEngine
+    from genenv_cli.machinery.models import resolve
 
     bench = ALFWorld()
     games = bench.load(data=GAMES, split=None, version=None, protocol="official", cache_dir=Path("/nonexistent"))

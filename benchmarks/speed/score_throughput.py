@@ -20,11 +20,6 @@ from pathlib import Path
 
 from benchmarks.speed.common import complete_stage, genenv_cmd, write_epoch_files, write_result
 
-# The first measurement, same machine and data, before what it found was fixed: rollouts were JSONL (0.84 GB to
-# parse), scoring ran in one process and every join carried the token lists.
-BEFORE = {"date": "2026-11-21", "rollouts_per_s": 34088, "seconds": 29.34, "peak_rss_mb": 3139,
-          "rollouts_file": "rollouts.jsonl, 839 MB"}
-
 
 def main() -> None:
     ap = argparse.ArgumentParser()
@@ -33,7 +28,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1)
     args = ap.parse_args()
 
-    from genenv_cli.config import Config, render_config
+    from genenv_cli.catalogue.config import Config, render_config
     from genenv_cli.rundir import RunDir
     from genenv_cli.stages import generate_tasks, rollout
 
@@ -69,8 +64,8 @@ def main() -> None:
         "rollouts_parquet_mb": round(size_mb), "stage_seconds_in_manifest": manifest["seconds"],
         "all_runs_s": [round(r, 2) for r in runs],
     }
-    write_result("score_throughput", "score_throughput", figures, goal=">= 100,000 rollouts/s end to end (genenv score, one command)",
-                 before=BEFORE)
+    write_result("score_throughput", "score_throughput", figures,
+                 goal=">= 100,000 rollouts/s end to end (genenv score, one command)")
 
 
 if __name__ == "__main__":

@@ -45,11 +45,13 @@ def _loss(model, policy, ids, attn, n, mask, weights):
     """update-env's compute_loss as the imported genenv has it."""
     import torch
 
-    from genenv_cli.training import rwr
+    from genenv_cli.machinery.training import rwr
 
     if hasattr(rwr, "batch_loss"):
         return rwr.batch_loss(model, policy, ids, attn, n, mask, weights, kl_coef=0.1)
-    from genenv_cli.training.logits import completion_logits  # the code before: the logits of the whole batch
+    from genenv_cli.machinery.training.logits import (
+        completion_logits,  # the code before: the logits of the whole batch
+    )
 
     logits = completion_logits(model, ids, attn, n)
     with torch.no_grad(), policy.reference_context():
@@ -65,8 +67,8 @@ def child(args: argparse.Namespace) -> None:
     from torch.utils._python_dispatch import TorchDispatchMode
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from genenv_cli.training.common import Policy
-    from genenv_cli.training.logits import pad_pairs
+    from genenv_cli.machinery.training.logits import pad_pairs
+    from genenv_cli.machinery.training.policy import Policy
 
     def build(seed):
         torch.manual_seed(seed)

@@ -17,11 +17,11 @@ from typing import Annotated, Any
 
 import typer
 
-from genenv_cli import __version__
-from genenv_cli.errorpath import DEBUG, Where, reported
-from genenv_cli.errors import ConfigError
-from genenv_cli.stages import STAGES
-from genenv_cli.ui import UI
+from genenv_cli.catalogue.stages import STAGES
+from genenv_cli.core.errors import ConfigError
+from genenv_cli.core.ui import UI
+from genenv_cli.core.version import __version__
+from genenv_cli.views.errorpath import DEBUG, Where, reported
 
 app = typer.Typer(
     name="genenv",
@@ -88,7 +88,7 @@ def _note_sets(run_dir: Any, cfg: Any, sets: list[str], recorded: list[str]) -> 
     """A one-off --set that differs from genenv.toml in a section the command's manifests record: what it writes
     records the --set value, so status (which reads genenv.toml) will show it stale. Said before the work starts,
     on stderr."""
-    from genenv_cli.staleness import override_changes
+    from genenv_cli.rundir.staleness import override_changes
 
     for c in override_changes(run_dir.load_config(), cfg, sets):
         if c.key not in recorded and c.key.split(".")[0] not in recorded:
@@ -112,7 +112,7 @@ def _ui(run_dir: Any, command: str, quiet: bool, as_json: bool, start: str | Non
 def _stage(stage: str, run: Path | None, sets: list[str] | None, quiet: bool, as_json: bool,
            call: Callable[[Any, Any, Any, Any], Any], epoch: int | None) -> None:
     """Run `call(stage module, run_dir, cfg, ui)` for a stage command, with its log and its summary line."""
-    from genenv_cli.views import summarize
+    from genenv_cli.views.command_output import summarize
 
     with reported() as where:
         module = STAGES[stage].load()
@@ -145,7 +145,7 @@ def init(
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing genenv.toml (and RUN/seeds).")] = False,
 ) -> None:
     """Create a run directory with a genenv.toml listing every setting (defaults visible)."""
-    from genenv_cli.create_run import create_run
+    from genenv_cli.views.create_run import create_run
 
     with reported():
         created = create_run(directory, domain, agent_model=agent_model, env_model=env_model, preset=preset,
@@ -163,10 +163,6 @@ def _stage_command(name: str) -> Callable[..., None]:
     return command
 
 
-app.command("generate-tasks", help=STAGES["generate-tasks"].help)(_stage_command("generate-tasks"))
-
-
-@app.command("rollout", help=STAGES["rollout"].help)
 def rollout(epoch: EpochOpt, run: RunOpt = None, sets: SetOpt = None, force: ForceOpt = False,
             shard: Annotated[str | None, typer.Option(help="Do shard I of N of the tasks, e.g. 2/4; `score` merges them.")] = None,
             quiet: QuietOpt = False, as_json: JsonOpt = False) -> None:
@@ -174,8 +170,8 @@ def rollout(epoch: EpochOpt, run: RunOpt = None, sets: SetOpt = None, force: For
            lambda m, r, c, ui: m.run(r, c, epoch, shard=m.parse_shard(shard), force=force, ui=ui), epoch)
 
 
-for _name in ("score", "update-agent", "update-env"):
-    app.command(_name, help=STAGES[_name].help)(_stage_command(_name))
+for _name in STAGES.builtins:  # one command per stage, in epoch order; rollout's (above) has --shard too
+    app.command(_name, help=STAGES[_name].help)(rollout if _name == "rollout" else _stage_command(_name))
 
 
 @app.command("run")
@@ -184,9 +180,9 @@ def run_cmd(epochs: Annotated[int, typer.Option("--epochs", min=1, max=EPOCH_MAX
             from_stage: Annotated[str | None, typer.Option("--from", help="Redo this stage and every later one.")] = None,
             from_epoch: Annotated[int | None, typer.Option("--from-epoch", min=1, max=EPOCH_MAX, help="Epoch of --from (default 1).")] = None,
             quiet: QuietOpt = False, as_json: JsonOpt = False) -> None:
-    """Run whole epochs (generate-tasks -> rollout -> score -> update-agent -> update-env), each stage in its own
-    process, resuming where it stopped."""
-    from genenv_cli.runner import spawn_epochs
+    """Run whole epochs (every stage in order: generate-tasks -> rollout -> score -> update-agent -> update-env),
+    each stage in its own process, resuming where it stopped."""
+    from genenv_cli.views.runner import spawn_epochs
 
     with reported() as where:
         recorded = [s for name in STAGES for s in getattr(STAGES[name].load(), "CONFIG_SECTIONS", [])]
@@ -199,7 +195,7 @@ def run_cmd(epochs: Annotated[int, typer.Option("--epochs", min=1, max=EPOCH_MAX
 def status(run: RunOpt = None, sets: SetOpt = None,
            as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
     """Each epoch's stages (done / stale / incomplete / missing / running) and its curriculum numbers."""
-    from genenv_cli.views import print_status
+    from genenv_cli.views.command_output import print_status
 
     with reported() as where:
         print_status(*_open(run, sets, where), as_json=as_json)
@@ -224,8 +220,8 @@ def evaluate(
     run: RunOpt = None, sets: SetOpt = None, quiet: QuietOpt = False, as_json: JsonOpt = False,
 ) -> None:
     """Run an agent on a benchmark, or score predictions made elsewhere, with the benchmark's metric."""
-    from genenv_cli import views
-    from genenv_cli.evals import run as evaluation
+    from genenv_cli.stages import evaluate as evaluation
+    from genenv_cli.views import command_output as views
 
     with reported() as where:
         if list_:
@@ -258,7 +254,7 @@ def report(run: RunOpt = None, sets: SetOpt = None,
                                                    "the PNG charts go beside it.")] = None,
            as_json: Annotated[bool, typer.Option("--json", help="Print the paths and the numbers as JSON.")] = False) -> None:
     """One self-contained HTML report of the curriculum (opens offline), plus each chart as a PNG."""
-    from genenv_cli.report import build_report, report_output
+    from genenv_cli.views.report import build_report, report_output
 
     with reported() as where:
         run_dir, cfg = _open(run, sets, where)
@@ -283,7 +279,7 @@ def compare(runs: Annotated[list[Path], typer.Argument(help="Run directories; ru
             as_json: Annotated[bool, typer.Option("--json", help="Print the paths, arms, flags and numbers as JSON.")] = False) -> None:
     """Several runs on one offline HTML page: per claim (in-band share, informative groups, held-out success) each
     arm minus its baseline with a 95% interval across seeds, then each arm's own curves, the shape mix, and tables."""
-    from genenv_cli.report.compare import build_compare
+    from genenv_cli.views.report.compare import build_compare
 
     with reported():
         result = build_compare(runs, out, labels=label, baselines=baseline)
@@ -308,7 +304,7 @@ def export(epoch: Annotated[int, typer.Option("--epoch", min=1, max=EPOCH_MAX, h
     """A trained checkpoint as a standard transformers model folder: the weights (LoRA merged, or the adapter with
     its base named portably), the tokenizer and chat template, the run's sampling as generation_config.json, and
     a model card. Loads with AutoModelForCausalLM and `vllm serve`."""
-    from genenv_cli.export import export_checkpoint
+    from genenv_cli.views.export import export_checkpoint
 
     with reported() as where:
         run_dir, cfg = _open(run, sets, where)
@@ -327,7 +323,7 @@ def table(run: RunOpt = None,
           as_json: JsonOpt = False) -> None:
     """Table 1's layout (ALFWorld, BFCL, API-Bank, Bamboogle, TravelPlanner, avg) from the run's evaluate results,
     beside the paper's reference rows."""
-    from genenv_cli.paper_table import render_table, table_rows
+    from genenv_cli.views.paper_table import render_table, table_rows
 
     with reported() as where:
         rows = table_rows(_open(run, None, where)[0], protocol, model_tag)
@@ -348,7 +344,7 @@ def domains(ctx: typer.Context) -> None:
     """List the task domains (built-in and plugins)."""
     if ctx.invoked_subcommand is not None:
         return
-    from genenv_cli.domain_views import listing
+    from genenv_cli.views.domain_commands import listing
 
     with reported():
         code = listing()
@@ -360,7 +356,7 @@ def domains_check(name: NameArg, run: DomainRunOpt = None,
                   as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
     """Run the domain contract on NAME with the answers it declares: seeds, scorer, parser, prompts, fingerprints
     (exit status 1 when a clause fails). No model is loaded."""
-    from genenv_cli.domain_views import check
+    from genenv_cli.views.domain_commands import check
 
     with reported():
         code = check(name, run, as_json=as_json)
@@ -380,7 +376,7 @@ def domains_preview(
     """Show the environment's and the agent's prompts for a seed, the parser's verdict on an environment output and
     the score of an answer, with no model loaded (exit status 1 when the output is rejected or the answer is not
     right)."""
-    from genenv_cli.domain_views import preview
+    from genenv_cli.views.domain_commands import preview
 
     with reported():
         code = preview(name, run, seed_id=seed, output=output, answer=answer, as_json=as_json)

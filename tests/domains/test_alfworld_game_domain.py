@@ -12,9 +12,9 @@ import json
 import pytest
 
 from alfworld_real import TRAIN_TYPES, need_alfworld
-from genenv_cli.domains import get_domain
+from genenv_cli.catalogue.domains import get_domain
+from genenv_cli.core.errors import InputError
 from genenv_cli.domains.base import END_DONE, END_TURN_CAP, EnvContext, Reject
-from genenv_cli.errors import InputError
 from genenv_cli.evals.episodes import observation_ids
 
 
@@ -57,8 +57,8 @@ def test_the_conversation_only_grows_so_episodes_are_token_level(dom, tiny_model
     prompt rewrites the earlier turn (its command list dropped), which it refuses."""
     from transformers import AutoTokenizer
 
-    from genenv_cli.engines.base import Generation
     from genenv_cli.evals.alfworld.benchmark import _turn
+    from genenv_cli.machinery.engines.base import Generation
 
     tok = AutoTokenizer.from_pretrained(str(tiny_model))
     e = dom.start_episode(dom.seeds("train")[0].payload)
@@ -76,9 +76,9 @@ def test_the_conversation_only_grows_so_episodes_are_token_level(dom, tiny_model
 
 
 def test_the_rollout_stage_records_games_as_episodes(dom, tiny_model):
-    from genenv_cli.engines import SamplingParams
-    from genenv_cli.engines.hf import HFEngine
-    from genenv_cli.models import resolve
+    from genenv_cli.machinery.engines import SamplingParams
+    from genenv_cli.machinery.engines.hf import HFEngine
+    from genenv_cli.machinery.models import resolve
     from genenv_cli.stages.rollout_episodes import play_tasks
 
     engine = HFEngine(resolve(str(tiny_model)), device="cpu", dtype="float32")

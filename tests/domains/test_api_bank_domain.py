@@ -9,9 +9,9 @@ import pytest
 
 import paths
 from domain_cases import seed_context
+from genenv_cli.core.errors import InputError
 from genenv_cli.domains.base import Reject
-from genenv_cli.errors import InputError
-from genenv_cli.evals.api_bank import APIBank
+from genenv_cli.families.api_bank import APIBank
 
 DOMAIN = "api-bank"
 FIXTURES = paths.FIXTURES / "api_bank"

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from genenv_cli.domains import arith_seeds, get_domain
+from genenv_cli.catalogue.domains import get_domain
+from genenv_cli.domains import arith_seeds
 from genenv_cli.domains.arith import (
     ArithError,
     describe_shape,

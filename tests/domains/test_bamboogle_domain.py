@@ -8,10 +8,10 @@ import json
 import pytest
 
 from domain_cases import seed_context
-from genenv_cli.domains.bamboogle import shape_of
+from genenv_cli.core.errors import InputError
 from genenv_cli.domains.base import Reject
-from genenv_cli.errors import InputError
-from genenv_cli.evals.bamboogle.benchmark import Bamboogle
+from genenv_cli.families.bamboogle.benchmark import Bamboogle
+from genenv_cli.families.bamboogle.domain import shape_of
 from paths import FIXTURES
 
 DOMAIN = "bamboogle"

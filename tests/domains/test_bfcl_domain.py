@@ -9,8 +9,8 @@ import pytest
 
 import paths
 from domain_cases import seed_context
+from genenv_cli.core.errors import InputError
 from genenv_cli.domains.base import Reject
-from genenv_cli.errors import InputError
 
 DOMAIN = "bfcl"
 FIXTURES = paths.FIXTURES / "bfcl"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from genenv_cli.domains import get_domain
+from genenv_cli.catalogue.domains import get_domain
 from genenv_cli.domains.arith import ArithError
 from genenv_cli.domains.base import END_DONE, END_TURN_CAP, DomainEpisode
 from genenv_cli.domains.calc import MAX_CALL_CHARS, calculate, find_call

@@ -28,9 +28,9 @@ import pytest
 from typer.testing import CliRunner
 
 from domain_cases import CASES, DomainCase, Payload
+from genenv_cli.catalogue.config import Config
+from genenv_cli.catalogue.domains import DOMAINS, get_domain
 from genenv_cli.cli import app
-from genenv_cli.config import Config
-from genenv_cli.domains import DOMAINS, get_domain
 from genenv_cli.domains.checks import (
     ContractFailure,
     all_seeds,

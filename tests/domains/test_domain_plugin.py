@@ -152,7 +152,7 @@ def test_a_seed_file_is_read_from_the_package_that_defines_the_domain(tmp_path, 
     assert own.data_fingerprint() != Inherits().data_fingerprint()
     assert len(Inherits().seeds("train")) == 128  # arith's own seed set
     (pkg / "data" / "toy.jsonl").write_text('{"id": "a", "split": "train", "shape": "add-1d", "expression": "1 + 2"}\n')
-    from genenv_cli.errors import InputError
+    from genenv_cli.core.errors import InputError
 
     with pytest.raises(InputError, match=r"toy.jsonl, line 1: missing answer"):
         Own().seeds()

@@ -20,8 +20,8 @@ import pytest
 from typer.testing import CliRunner
 
 from domain_cases import CASES
+from genenv_cli.catalogue.domains import DOMAINS, get_domain
 from genenv_cli.cli import app
-from genenv_cli.domains import DOMAINS, get_domain
 from genenv_cli.domains.seedfiles import load_run_seeds
 from paths import FIXTURES
 

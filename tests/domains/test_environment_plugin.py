@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from genenv_cli.domains import DOMAINS, get_domain
+from genenv_cli.catalogue.domains import DOMAINS, get_domain
 from genenv_cli.domains.base import END_DONE, END_TURN_CAP, DomainEpisode
 from genenv_cli.domains.checks import run_contract
 from paths import ROOT
@@ -24,7 +24,6 @@ def plugin(tmp_path, monkeypatch):
     DOMAINS.register("unitconv-tool", "genenv_unitconv.tool:UnitConvToolDomain")
     yield get_domain("unitconv-tool")
     DOMAINS.unregister("unitconv-tool")
-    get_domain.cache_clear()
 
 
 def test_the_example_environment_passes_the_contract_and_plays_episodes(plugin):
@@ -45,9 +44,9 @@ def test_the_example_environment_passes_the_contract_and_plays_episodes(plugin):
 
 
 def test_the_rollout_stage_plays_the_plugin_as_episodes(plugin, tiny_model):
-    from genenv_cli.engines import SamplingParams
-    from genenv_cli.engines.hf import HFEngine
-    from genenv_cli.models import resolve
+    from genenv_cli.machinery.engines import SamplingParams
+    from genenv_cli.machinery.engines.hf import HFEngine
+    from genenv_cli.machinery.models import resolve
     from genenv_cli.stages.rollout_episodes import play_tasks
 
     engine = HFEngine(resolve(str(tiny_model)), device="cpu", dtype="float32")

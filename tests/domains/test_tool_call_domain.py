@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from genenv_cli.domains import get_domain
+from genenv_cli.catalogue.domains import get_domain
 from genenv_cli.domains.answers.tool_call import tool_call_block as block
 from genenv_cli.domains.base import EnvContext, Reject
 

@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from genenv_cli.engines import SamplingParams
-from genenv_cli.engines.hf import HFEngine
-from genenv_cli.models import resolve
+from genenv_cli.machinery.engines import SamplingParams
+from genenv_cli.machinery.engines.hf import HFEngine
+from genenv_cli.machinery.models import resolve
 
 CONVS = [[{"role": "user", "content": "Weather in Lima?"}],
          [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Convert 100 USD to EUR and GBP."}]]
@@ -60,7 +60,7 @@ def test_stop_and_length(engine):
 @pytest.mark.slow
 def test_embedded_model_generates(tmp_path):
     """The real embedded model: converted once into the cache, then loaded from there."""
-    from genenv_cli.models import embedded_dir, ensure_embedded
+    from genenv_cli.machinery.models import embedded_dir, ensure_embedded
 
     path = ensure_embedded()
     assert path == embedded_dir() and (path / "config.json").exists()

@@ -15,10 +15,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from genenv_cli.config import Config, config_from_dict, render_config
-from genenv_cli.engines import SamplingParams, open_engine
-from genenv_cli.errors import ConfigError, ModelError
-from genenv_cli.models import pick_device, resolve
+from genenv_cli.catalogue.config import Config, config_from_dict, render_config
+from genenv_cli.core.errors import ConfigError, ModelError
+from genenv_cli.machinery.engines import SamplingParams, open_engine
+from genenv_cli.machinery.models import pick_device, resolve
 from genenv_cli.rundir import RunDir
 from genenv_cli.stages import update_agent
 from paths import FIXTURES
@@ -65,8 +65,8 @@ def test_no_gpu_falls_back_to_cpu_unless_cuda_is_demanded(monkeypatch):
 def test_policy_and_reference_land_on_the_ranks_device(four_gpus, recorded_loads, monkeypatch, tiny_model):
     """Full fine-tuning with a KL term: the trained model and the separate reference both go to cuda:2 on rank 2
     (before the fix: `to("cuda")`, i.e. cuda:0, for every rank), read straight onto it."""
-    from genenv_cli.settings import AgentUpdateConfig
-    from genenv_cli.training.common import load_policy
+    from genenv_cli.catalogue.settings import AgentUpdateConfig
+    from genenv_cli.machinery.training.policy import load_policy
 
     moved: dict[int, list[str]] = {}
     real_to = torch.nn.Module.to
@@ -128,8 +128,8 @@ def test_checkpoint_is_written_from_the_gathered_state_dict(tiny_model, tmp_path
     from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM
 
-    from genenv_cli.models import load_tokenizer
-    from genenv_cli.training.common import Policy, gather_state_dict, save_checkpoint
+    from genenv_cli.machinery.models import load_tokenizer
+    from genenv_cli.machinery.training.policy import Policy, gather_state_dict, save_checkpoint
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model)
     gathered = {k: v.clone() + 1.0 for k, v in model.state_dict().items()}
@@ -209,7 +209,7 @@ def test_generation_config_penalties_are_not_applied_or_recorded(tiny_model, tmp
     models ship them): the recorded logprobs must still be those of a plain forward pass at the temperature."""
     from transformers import GenerationConfig
 
-    from genenv_cli.engines.hf import HFEngine
+    from genenv_cli.machinery.engines.hf import HFEngine
 
     folder = tmp_path / "penalised"
     shutil.copytree(tiny_model, folder)
@@ -297,7 +297,7 @@ def fake_vllm(monkeypatch):
         monkeypatch.setitem(sys.modules, name, mod)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
     # the CUDA build, whatever vLLM build this machine has installed beside the fake
-    monkeypatch.setattr("genenv_cli.engines.vllm_device", lambda: "cuda")
+    monkeypatch.setattr("genenv_cli.machinery.engines.vllm_device", lambda: "cuda")
     return _FakeLLM
 
 
@@ -317,7 +317,7 @@ def test_vllm_engine_arguments_come_from_the_config(fake_vllm, tiny_model):
 
 
 def test_vllm_engine_gives_every_prompt_its_own_seed_and_reports_progress(fake_vllm, tiny_model):
-    from genenv_cli.engines.vllm import request_seeds
+    from genenv_cli.machinery.engines.vllm import request_seeds
 
     engine = open_engine(resolve(str(tiny_model)), engine="vllm")
     llm = fake_vllm.last
@@ -340,7 +340,7 @@ def test_vllm_engine_gives_every_prompt_its_own_seed_and_reports_progress(fake_v
 
 
 def test_vllm_refuses_an_adapter_above_max_lora_rank(fake_vllm, tiny_model, tmp_path):
-    from genenv_cli.models import ModelRef
+    from genenv_cli.machinery.models import ModelRef
 
     adapter = tmp_path / "adapter"
     adapter.mkdir()
@@ -355,7 +355,7 @@ def test_evaluate_keeps_over_long_prompts_from_vllm(fake_vllm, tiny_model, make_
     from typer.testing import CliRunner
 
     from genenv_cli.cli import app
-    from genenv_cli.models import load_tokenizer
+    from genenv_cli.machinery.models import load_tokenizer
 
     run = make_run()
     data = str(FIX / "bamboogle" / "bamboogle.csv")
@@ -386,7 +386,7 @@ def test_evaluate_keeps_over_long_prompts_from_vllm(fake_vllm, tiny_model, make_
 def test_only_completion_positions_reach_the_lm_head(tiny_model):
     from transformers import AutoModelForCausalLM
 
-    from genenv_cli.training.logits import completion_logits
+    from genenv_cli.machinery.training.logits import completion_logits
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model)
     ids = torch.randint(3, 600, (2, 30), generator=torch.Generator().manual_seed(0))
@@ -428,8 +428,8 @@ def _count_syncs(monkeypatch):
 def test_micro_steps_do_not_wait_for_the_device(make_run, tiny_model, monkeypatch, tmp_path):
     """GRPO's compute_loss reads nothing back (its numbers are read once per optimizer step); RWR's reads one
     number, the KL its cap decides on (it read five before)."""
-    from genenv_cli.training import grpo, rwr
-    from genenv_cli.training.common import load_policy, materialize, training_arguments
+    from genenv_cli.machinery.training import grpo, rwr
+    from genenv_cli.machinery.training.policy import load_policy, materialize, training_arguments
 
     cfg = Config()
     policy = load_policy(str(tiny_model), "t", base_name=str(tiny_model), train=cfg.agent_update,
@@ -443,7 +443,7 @@ def test_micro_steps_do_not_wait_for_the_device(make_run, tiny_model, monkeypatc
     batch = grpo.collate(rows, policy.tokenizer.pad_token_id)
     # the shared-prefix forward reads token ids on the host, and does so only for CPU tensors (no device to wait
     # for; engines/shared_prefix.padded_forward): this CPU stand-in for a device counts every read, so it is off here
-    from genenv_cli.engines import shared_prefix
+    from genenv_cli.machinery.engines import shared_prefix
 
     monkeypatch.setattr(shared_prefix, "supports", lambda model: False)
     calls = _count_syncs(monkeypatch)
@@ -477,7 +477,7 @@ def test_warmup_ratio_becomes_whole_steps(make_run, tiny_model):
 # ---------------------------------------------------------------- 10. one log writer and display per job
 
 def test_only_rank_zero_logs_and_shows_progress(tmp_path, monkeypatch):
-    from genenv_cli.ui import UI
+    from genenv_cli.core.ui import UI
 
     monkeypatch.setenv("RANK", "1")
     err, out = io.StringIO(), io.StringIO()
@@ -508,7 +508,7 @@ def test_digest_reads_gathered_values_under_activation_checkpointing_wrappers(ti
     )
     from transformers import AutoModelForCausalLM
 
-    from genenv_cli.training.common import parameter_digest
+    from genenv_cli.machinery.training.policy import parameter_digest
 
     wrapped = AutoModelForCausalLM.from_pretrained(tiny_model)
     layer = type(wrapped.model.layers[0])
@@ -564,7 +564,7 @@ def recorded_loads(monkeypatch, tiny_model):
 def test_models_are_read_straight_onto_the_ranks_gpu(four_gpus, recorded_loads, monkeypatch, tiny_model):
     """Every model a GPU process loads is read onto its GPU tensor by tensor (device_map), not built in host memory
     first: that cost a float32 7B copy (30 GB) per training rank before."""
-    from genenv_cli.models import load_model
+    from genenv_cli.machinery.models import load_model
 
     monkeypatch.setenv("LOCAL_RANK", "2")
     load_model(resolve(str(tiny_model)), device="auto", dtype="float32")
@@ -579,8 +579,8 @@ def test_under_fsdp_every_rank_reads_the_trained_weights(four_gpus, recorded_loa
     reference (compute dtype) onto its own GPU exactly as rank 0 does. No rank builds the model on the meta device:
     accelerate's FSDP2 preparation finds each optimizer slot's shard by the old parameter's address, and every meta
     parameter's address is 0 (all of rank 1's slots landed on one parameter)."""
-    from genenv_cli.settings import AgentUpdateConfig
-    from genenv_cli.training.common import load_policy
+    from genenv_cli.catalogue.settings import AgentUpdateConfig
+    from genenv_cli.machinery.training.policy import load_policy
 
     train = AgentUpdateConfig(lora=False)
     monkeypatch.setenv("WORLD_SIZE", "2")
@@ -603,9 +603,9 @@ def test_under_fsdp_every_rank_reads_the_trained_weights(four_gpus, recorded_loa
 def test_an_update_the_plan_says_cannot_fit_is_warned_about_naming_the_setting():
     """LoRA at 7B with the settings' defaults (gradient checkpointing off) at the preset's lengths: the plan is far
     past an 80 GB GPU, and the warning names the setting that brings it under."""
-    from genenv_cli.launch import memory_warning
-    from genenv_cli.memory_plan import QWEN25
-    from genenv_cli.settings import AgentUpdateConfig, EnvUpdateConfig
+    from genenv_cli.catalogue.settings import AgentUpdateConfig, EnvUpdateConfig
+    from genenv_cli.core.memory_plan import QWEN25
+    from genenv_cli.machinery.launch import memory_warning
 
     seven = QWEN25["7B"]
     said = memory_warning("agent_update", AgentUpdateConfig(), seven, "lora", 1, (9000, 1024), reference=False,

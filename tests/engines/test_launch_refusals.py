@@ -8,11 +8,11 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from genenv_cli.catalogue.config import Config, config_from_dict
 from genenv_cli.cli import app
-from genenv_cli.config import Config, config_from_dict
-from genenv_cli.errors import ConfigError
-from genenv_cli.launch import check_update_launch
-from genenv_cli.memory_plan import QWEN25
+from genenv_cli.core.errors import ConfigError
+from genenv_cli.core.memory_plan import QWEN25
+from genenv_cli.machinery.launch import check_update_launch
 
 runner = CliRunner()
 LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "ACCELERATE_USE_FSDP", "ACCELERATE_USE_DEEPSPEED",
@@ -31,7 +31,7 @@ def gpus(monkeypatch):
     def fake(n: int, gb: float = 80.0) -> None:
         monkeypatch.setattr(torch.cuda, "is_available", lambda: n > 0)
         monkeypatch.setattr(torch.cuda, "device_count", lambda: n)
-        monkeypatch.setattr("genenv_cli.launch.device_bytes", lambda: int(gb * 1e9))
+        monkeypatch.setattr("genenv_cli.machinery.launch.device_bytes", lambda: int(gb * 1e9))
 
     return fake
 
@@ -51,7 +51,7 @@ def _seven_b(tmp_path, monkeypatch):
 def test_several_gpus_without_a_launcher_are_refused_never_data_parallel(gpus, monkeypatch):
     gpus(8)
     with pytest.raises(ConfigError, match=r"8 GPUs are visible.*nn.DataParallel.*CUDA_VISIBLE_DEVICES=0.*"
-                                          r"stages/accelerate/fsdp-full-shard.yaml"):
+                                          r"pipelines/accelerate/fsdp-full-shard.yaml"):
         check_update_launch(Config(), "agent_update", "embedded")
     gpus(1)
     assert check_update_launch(Config(), "agent_update", "embedded") == "none"   # one GPU: fine
@@ -73,7 +73,7 @@ def test_full_finetune_of_7b_on_one_gpu_is_refused_with_the_config_file(gpus, tm
     cfg = config_from_dict({"agent": {"model": model}, "agent_update": {"lora": False}}, "t")
     gpus(1, 80)
     with pytest.raises(ConfigError, match=r"`agent_update.lora` = false fine-tunes all 7.6 B parameters.*"
-                                          r"more than this GPU's 80 GB.*stages/accelerate/fsdp-full-shard.yaml"):
+                                          r"more than this GPU's 80 GB.*pipelines/accelerate/fsdp-full-shard.yaml"):
         check_update_launch(cfg, "agent_update", model)
     # sharded over 8: 16 bytes x 7.6 B / 8 + the reference fits in 80 GB
     gpus(8, 80)
@@ -99,7 +99,7 @@ def test_fsdp_activation_checkpointing_with_gradient_checkpointing_is_refused(gp
     monkeypatch.setenv("FSDP_ACTIVATION_CHECKPOINTING", "true")
     cfg = config_from_dict({"env_update": {"gradient_checkpointing": True}}, "t")
     with pytest.raises(ConfigError, match=r"`env_update.gradient_checkpointing` = true.*FSDP's activation "
-                                          r"checkpointing.*stages/accelerate/fsdp-full-shard.yaml"):
+                                          r"checkpointing.*pipelines/accelerate/fsdp-full-shard.yaml"):
         check_update_launch(cfg, "env_update", "embedded")
     assert check_update_launch(Config(), "env_update", "embedded") == "fsdp"  # checkpointing off: fine
 
@@ -110,7 +110,7 @@ def test_zero3_without_16bit_gathering_on_save_is_refused(gpus, monkeypatch, tmp
     monkeypatch.setenv("ACCELERATE_DEEPSPEED_ZERO_STAGE", "3")
     monkeypatch.setenv("ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL", "false")
     with pytest.raises(ConfigError, match=r"ZeRO-3 is launched without gathering 16-bit weights.*"
-                                          r"stages/accelerate/zero3.yaml"):
+                                          r"pipelines/accelerate/zero3.yaml"):
         check_update_launch(Config(), "agent_update", "embedded")
     monkeypatch.setenv("ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL", "true")
     assert check_update_launch(Config(), "agent_update", "embedded") == "zero3"
@@ -137,7 +137,7 @@ def test_temperatures_vllm_would_raise_are_refused(key):
 
 
 def test_genenv_run_trains_on_one_gpu_when_several_are_visible(monkeypatch):
-    from genenv_cli.runner import child_env
+    from genenv_cli.views.runner import child_env
 
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert child_env("update-agent", 8)["CUDA_VISIBLE_DEVICES"] == "0"
@@ -151,7 +151,7 @@ def test_one_process_drops_the_sharding_setting_and_says_so(gpus):
     """`--preset paper` sets run.sharding = "fsdp"; its one-GPU route adds LoRA. One process without a launcher has
     nothing to shard over: the setting is dropped (transformers would refuse FSDP when the Trainer is built, after
     the models, generation and scoring), the trainer gets no FSDP options, and the stage's log says why."""
-    from genenv_cli.launch import effective_sharding, sharding_line, trainer_sharding
+    from genenv_cli.machinery.launch import effective_sharding, sharding_line, trainer_sharding
 
     cfg = config_from_dict({"run": {"sharding": "fsdp"}, "agent_update": {"lora": True},
                             "env_update": {"lora": True}}, "t")
@@ -175,7 +175,7 @@ def test_the_preset_full_fine_tune_in_one_process_is_refused_naming_the_launch(g
                             "run": {"sharding": "fsdp"}}, "t")
     gpus(1, 80)
     with pytest.raises(ConfigError, match=r"`agent_update.lora` = false fine-tunes all 7.6 B parameters.*"
-                                          r"stages/accelerate/fsdp-full-shard.yaml.*agent_update.lora = true"):
+                                          r"pipelines/accelerate/fsdp-full-shard.yaml.*agent_update.lora = true"):
         check_update_launch(cfg, "agent_update", model)
 
 
@@ -190,7 +190,7 @@ def test_an_fsdp_setting_under_a_deepspeed_launch_is_refused(gpus, monkeypatch):
     monkeypatch.setenv("ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL", "true")
     cfg = config_from_dict({"run": {"sharding": "fsdp"}}, "t")
     with pytest.raises(ConfigError, match=r"run.sharding = \"fsdp\" but the launch uses DeepSpeed.*"
-                                          r"stages/accelerate/fsdp-full-shard.yaml.*run.sharding = \"zero3\""):
+                                          r"pipelines/accelerate/fsdp-full-shard.yaml.*run.sharding = \"zero3\""):
         check_update_launch(cfg, "agent_update", "embedded")
     for setting in ("zero3", "none"):
         ok = config_from_dict({"run": {"sharding": setting}}, "t")
@@ -206,8 +206,8 @@ def test_the_preset_one_gpu_lora_route_trains_in_one_process(gpus, tiny_model, t
     from stagekit import agent_pool, env_pool
 
     gpus(0)  # torch itself sees no GPU: the models train on this CPU ...
-    monkeypatch.setattr("genenv_cli.launch.visible_gpus", lambda device: 1)  # ... and the launch checks see one
-    monkeypatch.setattr("genenv_cli.launch.device_bytes", lambda: int(80e9))
+    monkeypatch.setattr("genenv_cli.machinery.launch.visible_gpus", lambda device: 1)  # ... and the launch checks see one
+    monkeypatch.setattr("genenv_cli.machinery.launch.device_bytes", lambda: int(80e9))
     root = tmp_path / "run"
     sets = ["agent_update.lora=true", "env_update.lora=true", "agent_update.learning_rate=0.0001",
             "env_update.learning_rate=0.0001", "agent_update.batch_size=4", "env_update.batch_size=4",
@@ -239,7 +239,7 @@ def test_zero3_full_finetune_with_16_bit_weights_is_refused(gpus, monkeypatch, t
         monkeypatch.setenv(k, v)
     full = config_from_dict({"agent_update": {"lora": False, "learning_rate": 1e-6}}, "t")
     with pytest.raises(ConfigError, match=r"`agent_update.lora` = false under DeepSpeed ZeRO-3 with 16-bit weights.*"
-                                          r"learning_rate = 1e-06.*the update is lost.*stages/accelerate/"
+                                          r"learning_rate = 1e-06.*the update is lost.*pipelines/accelerate/"
                                           r"fsdp-full-shard.yaml"):
         check_update_launch(full, "agent_update", "embedded")
     assert check_update_launch(Config(), "agent_update", "embedded") == "zero3"          # LoRA

@@ -47,7 +47,7 @@ def test_weights_are_read_onto_the_gpu_without_a_host_copy(tmp_path):
     process's own host memory grows by a fraction of the model; built on the CPU first, by the whole float32 model."""
     from transformers import AutoModelForCausalLM, Qwen2Config
 
-    from genenv_cli.models import ModelRef, load_model
+    from genenv_cli.machinery.models import ModelRef, load_model
 
     cfg = Qwen2Config(hidden_size=1024, intermediate_size=2816, num_hidden_layers=8, num_attention_heads=16,
                       num_key_value_heads=2, vocab_size=32000, tie_word_embeddings=False)
@@ -66,9 +66,9 @@ def test_weights_are_read_onto_the_gpu_without_a_host_copy(tmp_path):
 
 
 def test_hf_engine_samples_draw_the_same_alone_or_batched_on_the_gpu(tiny_model):
-    from genenv_cli.engines import SamplingParams
-    from genenv_cli.engines.hf import HFEngine
-    from genenv_cli.models import resolve
+    from genenv_cli.machinery.engines import SamplingParams
+    from genenv_cli.machinery.engines.hf import HFEngine
+    from genenv_cli.machinery.models import resolve
 
     engine = HFEngine(resolve(str(tiny_model)), device="cuda", dtype="float32", batch_size=8)
     assert engine.device.type == "cuda"
@@ -83,7 +83,7 @@ def test_hf_engine_samples_draw_the_same_alone_or_batched_on_the_gpu(tiny_model)
 def test_update_env_loss_in_chunks_holds_a_fraction_of_the_whole_vocabulary_one_on_the_gpu():
     """bf16 logits as autocast gives them, 4 x 512 positions of Qwen's vocabulary: the same values, and the peak GPU
     memory of the forward and backward pass a fraction of the whole-vocabulary loss's."""
-    from genenv_cli.training.rwr import rwr_loss
+    from genenv_cli.machinery.training.rwr import rwr_loss
     from reference_losses import whole_vocabulary
 
     g = torch.Generator(device="cuda").manual_seed(0)
@@ -119,8 +119,8 @@ def test_both_updates_train_in_bf16_on_the_gpu(make_run, tiny_model):
     (LoRA, the chunked KL) as the CLI runs them, on the GPU; the checkpoint loads back with the recorded digest."""
     from transformers import AutoModelForCausalLM
 
+    from genenv_cli.machinery.training.policy import parameter_digest
     from genenv_cli.rundir import RunDir
-    from genenv_cli.training.common import parameter_digest
     from stagekit import agent_pool, env_pool
 
     run = RunDir(make_run("agent_update.lora=false", "agent_update.learning_rate=1e-6", "agent_update.batch_size=4",

@@ -16,7 +16,7 @@ from genenv_cli.rundir import RunDir
 from paths import ROOT
 from stagekit import agent_pool
 
-CONFIGS = ROOT / "stages" / "accelerate"
+CONFIGS = ROOT / "pipelines" / "accelerate"
 
 
 def _launch_env() -> dict[str, str]:
@@ -39,8 +39,8 @@ def test_shipped_configs_shard_and_gather():
 
 @pytest.mark.slow  # imports transformers' training stack (seconds)
 def test_sharding_setting_reaches_the_training_arguments(tmp_path):
-    from genenv_cli.settings import TrainingConfig
-    from genenv_cli.training.common import training_arguments
+    from genenv_cli.catalogue.settings import TrainingConfig
+    from genenv_cli.machinery.training.policy import training_arguments
 
     train = TrainingConfig(gradient_checkpointing=True, lora=False)
     args = training_arguments(tmp_path, train, seed=0, device="cpu", sharding="fsdp", timeout=7200)
@@ -51,15 +51,15 @@ def test_sharding_setting_reaches_the_training_arguments(tmp_path):
     assert args.ddp_timeout == 7200
     plain = training_arguments(tmp_path, train, seed=0, device="cpu")
     assert not plain.fsdp and plain.gradient_checkpointing and plain.ddp_timeout == 1800
-    from genenv_cli.training.common import sharding_arguments
+    from genenv_cli.machinery.training.policy import sharding_arguments
 
     ds = sharding_arguments("zero3", False)["deepspeed"]["zero_optimization"]
     assert ds["stage"] == 3 and ds["stage3_gather_16bit_weights_on_model_save"] is True
 
 
 def test_the_setting_shards_under_torchrun_and_the_config_file_under_accelerate(monkeypatch):
-    from genenv_cli.config import config_from_dict
-    from genenv_cli.launch import effective_sharding, sharding_line, trainer_sharding
+    from genenv_cli.catalogue.config import config_from_dict
+    from genenv_cli.machinery.launch import effective_sharding, sharding_line, trainer_sharding
 
     for k in ("ACCELERATE_USE_FSDP", "ACCELERATE_USE_DEEPSPEED", "ACCELERATE_DEEPSPEED_ZERO_STAGE", "RANK",
               "LOCAL_RANK", "WORLD_SIZE"):
@@ -123,7 +123,7 @@ def test_fsdp_launch_on_two_cpu_processes_saves_a_gathered_checkpoint(make_run, 
     assert set(sd) == set(b)
     assert all(sd[k].shape == b[k].shape and sd[k].dtype == torch.float32 for k in sd)   # full, gathered, float32
     assert any(not torch.equal(sd[k], b[k]) for k in sd)                                  # the update landed
-    from genenv_cli.training.common import parameter_digest
+    from genenv_cli.machinery.training.policy import parameter_digest
 
     for p in saved.parameters():
         p.requires_grad_(True)
@@ -150,7 +150,7 @@ def _fake_tools(tmp_path: Path, gpus: int) -> tuple[dict[str, str], Path]:
 
 def test_epoch_script_gives_every_rollout_shard_its_own_gpu(tmp_path):
     env, calls = _fake_tools(tmp_path, 4)
-    out = subprocess.run(["bash", str(ROOT / "stages" / "epoch.sh"), "RUN", "2"], env=env, capture_output=True,
+    out = subprocess.run(["bash", str(ROOT / "pipelines" / "epoch.sh"), "RUN", "2"], env=env, capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     lines = calls.read_text().splitlines()
@@ -159,14 +159,14 @@ def test_epoch_script_gives_every_rollout_shard_its_own_gpu(tmp_path):
     assert any(line.endswith("score --run RUN --epoch 2") for line in lines)
     # tensor parallel 2: two shards of two GPUs each
     calls.unlink()
-    out = subprocess.run(["bash", str(ROOT / "stages" / "epoch.sh"), "RUN", "2"], env=dict(env, TP="2"),
+    out = subprocess.run(["bash", str(ROOT / "pipelines" / "epoch.sh"), "RUN", "2"], env=dict(env, TP="2"),
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert sorted(x for x in calls.read_text().splitlines() if "rollout" in x) == [
         "0,1|rollout --run RUN --epoch 2 --shard 1/2", "2,3|rollout --run RUN --epoch 2 --shard 2/2"]
     # one GPU: one rollout process, no shard
     env1, calls1 = _fake_tools(tmp_path / "one", 1) if (tmp_path / "one").mkdir() is None else (None, None)
-    out = subprocess.run(["bash", str(ROOT / "stages" / "epoch.sh"), "RUN", "2"], env=env1, capture_output=True,
+    out = subprocess.run(["bash", str(ROOT / "pipelines" / "epoch.sh"), "RUN", "2"], env=env1, capture_output=True,
                          text=True, timeout=60)
     assert [x for x in calls1.read_text().splitlines() if "rollout" in x] == ["|rollout --run RUN --epoch 2"]
 
@@ -175,11 +175,11 @@ def test_paper_script_launches_training_sharded_over_every_gpu(tmp_path):
     env, calls = _fake_tools(tmp_path, 8)
     (tmp_path / "bin" / "accelerate").write_text(f'#!/bin/sh\necho "accelerate $*" >> {calls}\n')
     (tmp_path / "bin" / "accelerate").chmod(0o755)
-    out = subprocess.run(["bash", str(ROOT / "stages" / "paper.sh"), "RUN"], env=dict(env, EPOCHS="1"),
+    out = subprocess.run(["bash", str(ROOT / "pipelines" / "paper.sh"), "RUN"], env=dict(env, EPOCHS="1"),
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     launches = [line for line in calls.read_text().splitlines() if line.startswith("accelerate")]
-    fsdp = f"accelerate launch --config_file {ROOT}/stages/accelerate/fsdp-full-shard.yaml --num_processes 8"
+    fsdp = f"accelerate launch --config_file {ROOT}/pipelines/accelerate/fsdp-full-shard.yaml --num_processes 8"
     assert launches == [f"{fsdp} -m genenv_cli update-agent --run RUN --epoch 1",
                         f"{fsdp} -m genenv_cli update-env --run RUN --epoch 1"]
 

@@ -4,10 +4,10 @@ training, the same greedy tokens as `generate()`, and sampled logprobs that a fu
 import pytest
 import torch
 
-from genenv_cli.engines import SamplingParams, shared_prefix
-from genenv_cli.engines.hf import HFEngine
-from genenv_cli.models import resolve
-from genenv_cli.training.logits import completion_logits, pad_pairs
+from genenv_cli.machinery.engines import SamplingParams, shared_prefix
+from genenv_cli.machinery.engines.hf import HFEngine
+from genenv_cli.machinery.models import resolve
+from genenv_cli.machinery.training.logits import completion_logits, pad_pairs
 
 SYSTEM = "You are a careful calculator. Answer with the number only, then stop. Be brief, exact and polite."
 CONVS = [[{"role": "system", "content": SYSTEM}, {"role": "user", "content": q}]

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-import genenv_cli.engines as engines
-from genenv_cli.engines import choose_engine, vllm_dtype, vllm_memory_share
-from genenv_cli.errors import ConfigError
+import genenv_cli.machinery.engines as engines
+from genenv_cli.core.errors import ConfigError
+from genenv_cli.machinery.engines import choose_engine, vllm_dtype, vllm_memory_share
 
 
 @pytest.fixture
@@ -64,8 +64,8 @@ def test_the_memory_share_is_the_setting_or_the_platforms_default():
 
 
 def test_a_cuda_device_with_the_cpu_build_is_refused(installed, tiny_model):
-    from genenv_cli.engines import open_engine
-    from genenv_cli.models import resolve
+    from genenv_cli.machinery.engines import open_engine
+    from genenv_cli.machinery.models import resolve
 
     installed("cpu", True)
     with pytest.raises(ConfigError, match="the installed vLLM is its CPU build"):

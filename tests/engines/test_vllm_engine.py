@@ -27,15 +27,15 @@ def cache(tmp_path_factory):
     """The embedded model, converted once into the session's private cache (the one conftest points tests at)."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("GENENV_CACHE", str(tmp_path_factory.getbasetemp() / "genenv-cache"))
-        from genenv_cli.models import ensure_embedded
+        from genenv_cli.machinery.models import ensure_embedded
 
         yield ensure_embedded()
 
 
 @pytest.fixture(scope="module")
 def base(cache):
-    from genenv_cli.engines import open_engine
-    from genenv_cli.models import ModelRef
+    from genenv_cli.machinery.engines import open_engine
+    from genenv_cli.machinery.models import ModelRef
 
     engine = open_engine(ModelRef("embedded", str(cache)), engine="vllm", seed=5)
     yield engine
@@ -69,9 +69,9 @@ def adapter(cache, tmp_path_factory, hf_model):
 
 @pytest.fixture(scope="module")
 def lora_engine(cache, adapter, base):
-    from genenv_cli.engines import open_engine
-    from genenv_cli.models import ModelRef
-    from genenv_cli.settings import VLLMConfig
+    from genenv_cli.catalogue.settings import VLLMConfig
+    from genenv_cli.machinery.engines import open_engine
+    from genenv_cli.machinery.models import ModelRef
 
     base.close()  # one engine at a time: the base engine's tests ran first (file order)
     engine = open_engine(ModelRef("lora", str(cache), str(adapter[0])), engine="vllm", seed=5,
@@ -94,7 +94,7 @@ def _tokens(out):
 def test_the_engine_serves_in_the_cpu_dtype_with_the_models_context_limit(base, cache):
     import json
 
-    from genenv_cli.engines import vllm_device
+    from genenv_cli.machinery.engines import vllm_device
 
     assert vllm_device() == "cpu"
     config = base.llm.llm_engine.model_config
@@ -104,7 +104,7 @@ def test_the_engine_serves_in_the_cpu_dtype_with_the_models_context_limit(base, 
 
 
 def test_generation_and_progress(base):
-    from genenv_cli.engines import SamplingParams
+    from genenv_cli.machinery.engines import SamplingParams
 
     seen: list[tuple[int, int]] = []
     out = base.generate(CONVS, SamplingParams(temperature=1.0, max_new_tokens=12, n=3, seed=1),
@@ -123,7 +123,7 @@ def test_generation_and_progress(base):
 
 @pytest.mark.parametrize("temperature,top_p", [(0.7, 1.0), (1.0, 0.9)])
 def test_processed_logprobs_match_a_forward_pass(base, hf_model, temperature, top_p):
-    from genenv_cli.engines import SamplingParams
+    from genenv_cli.machinery.engines import SamplingParams
 
     out = base.generate(CONVS, SamplingParams(temperature=temperature, top_p=top_p, max_new_tokens=16, n=2, seed=2))
     diffs, untempered = [], []
@@ -145,7 +145,7 @@ def test_processed_logprobs_match_a_forward_pass(base, hf_model, temperature, to
 
 
 def test_every_prompt_gets_its_own_seed_and_runs_reproduce(base):
-    from genenv_cli.engines import SamplingParams
+    from genenv_cli.machinery.engines import SamplingParams
 
     p = SamplingParams(temperature=1.0, max_new_tokens=10, n=2, seed=7)
     twice = [CONVS[0], CONVS[0]]
@@ -162,7 +162,7 @@ def test_shards_draw_what_one_call_draws(base):
     """rollout's seeds come from each task's place in the epoch (seed + j*K): the tasks split round-robin into 3
     shards, each generated in its own call with its own tasks' seeds, draw exactly what one call over all of them
     draws, as `genenv rollout` one process against `--shard I/3`."""
-    from genenv_cli.engines import SamplingParams
+    from genenv_cli.machinery.engines import SamplingParams
 
     convs = CONVS + [[{"role": "user", "content": f"Compute {i} + {i + 3}."}] for i in range(4)]
     p = SamplingParams(temperature=1.0, max_new_tokens=8, n=3, seed=11)
@@ -174,7 +174,7 @@ def test_shards_draw_what_one_call_draws(base):
 
 
 def test_greedy_scores_the_argmax(base, hf_model):
-    from genenv_cli.engines import SamplingParams
+    from genenv_cli.machinery.engines import SamplingParams
 
     g = base.generate(CONVS[:1], SamplingParams(temperature=0.0, max_new_tokens=8))[0][0]
     ids = torch.tensor([g.prompt_token_ids + g.token_ids])
@@ -186,10 +186,10 @@ def test_greedy_scores_the_argmax(base, hf_model):
 def test_episodes_play_as_on_the_hf_engine(base, cache, hf_model):
     """The calc domain's episodes, greedy, on vLLM (prompts sent as the episode's token ids) and on transformers: the
     same turns and tokens, and the agent's tokens are the argmax of a forward pass over the whole episode."""
-    from genenv_cli.domains import get_domain
-    from genenv_cli.engines import SamplingParams
-    from genenv_cli.engines.hf import HFEngine
-    from genenv_cli.models import ModelRef
+    from genenv_cli.catalogue.domains import get_domain
+    from genenv_cli.machinery.engines import SamplingParams
+    from genenv_cli.machinery.engines.hf import HFEngine
+    from genenv_cli.machinery.models import ModelRef
     from genenv_cli.stages.rollout_episodes import play_tasks
 
     calc = get_domain("calc")
@@ -210,8 +210,8 @@ def test_episodes_play_as_on_the_hf_engine(base, cache, hf_model):
 
 
 def test_a_prompt_beyond_the_context_limit_is_refused(base):
-    from genenv_cli.engines import SamplingParams
-    from genenv_cli.errors import ModelError
+    from genenv_cli.core.errors import ModelError
+    from genenv_cli.machinery.engines import SamplingParams
 
     too_long = [{"role": "user", "content": "seven " * (base.context_limit() + 10)}]
     with pytest.raises(ModelError, match=rf"prompt 2 of 2 is \d+ tokens long, at or above the engine's context limit "
@@ -226,7 +226,7 @@ def test_a_prompt_beyond_the_context_limit_is_refused(base):
 
 
 def test_a_lora_adapter_is_served(lora_engine, adapter, hf_model):
-    from genenv_cli.engines import SamplingParams
+    from genenv_cli.machinery.engines import SamplingParams
 
     peft_model = adapter[1]
     out = lora_engine.generate(CONVS[:2], SamplingParams(temperature=1.0, max_new_tokens=12, n=2, seed=3))
@@ -243,10 +243,10 @@ def test_a_lora_adapter_is_served(lora_engine, adapter, hf_model):
 
 
 def test_an_adapter_above_max_lora_rank_is_refused_before_the_engine_starts(cache, adapter):
-    from genenv_cli.engines import open_engine
-    from genenv_cli.errors import ConfigError
-    from genenv_cli.models import ModelRef
-    from genenv_cli.settings import VLLMConfig
+    from genenv_cli.catalogue.settings import VLLMConfig
+    from genenv_cli.core.errors import ConfigError
+    from genenv_cli.machinery.engines import open_engine
+    from genenv_cli.machinery.models import ModelRef
 
     (folder, _) = adapter
     import json

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from genenv_cli.errors import InputError
+from genenv_cli.core.errors import InputError
 from genenv_cli.evals.alfworld.benchmark import ALFWorld, normalize, parse_action, parse_action_list
 from genenv_cli.evals.alfworld.games import NOTHING_HAPPENS, ScriptedGame
 from paths import FIXTURES
@@ -462,7 +462,7 @@ def test_scoring_a_replay_is_not_cut_by_the_parse_limit(bench, monkeypatch):
     game under load, past the 10 s default)."""
     import time
 
-    from genenv_cli.evals.run import score_safely
+    from genenv_cli.stages.evaluate import score_safely
 
     sample = next(s for s in _load(bench).samples if s.id == MUG)
     reset = ScriptedGame.reset

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from genenv_cli.callparse import Call
-from genenv_cli.errors import InputError
-from genenv_cli.evals.api_bank import APIBank
-from genenv_cli.evals.api_bank import data as ab_data
-from genenv_cli.evals.api_bank.prompts import OFFICIAL_PROMPT, PAPER_FINAL_USER
-from genenv_cli.evals.api_bank.scoring import check_official
+from genenv_cli.core.callparse import Call
+from genenv_cli.core.errors import InputError
+from genenv_cli.families.api_bank import APIBank
+from genenv_cli.families.api_bank import data as ab_data
+from genenv_cli.families.api_bank.prompts import OFFICIAL_PROMPT, PAPER_FINAL_USER
+from genenv_cli.families.api_bank.scoring import check_official
 from paths import FIXTURES
 
 FIX = FIXTURES / "api_bank"

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from genenv_cli.errors import InputError
-from genenv_cli.evals.bamboogle import benchmark as bb
-from genenv_cli.evals.bamboogle.benchmark import (
+from genenv_cli.core.errors import InputError
+from genenv_cli.families.bamboogle import benchmark as bb
+from genenv_cli.families.bamboogle.benchmark import (
     Bamboogle,
     answer_contained,
     extract_answer,

@@ -14,16 +14,16 @@ import sys
 
 import pytest
 
-from genenv_cli.callparse import standardize_string
-from genenv_cli.errors import InputError
-from genenv_cli.evals.bfcl import BFCL
-from genenv_cli.evals.bfcl import categories as bfcl_categories
-from genenv_cli.evals.bfcl import data as bfcl_data
-from genenv_cli.evals.bfcl.ast_checker import check_calls
-from genenv_cli.evals.bfcl.calls import BCall, DecodeError
-from genenv_cli.evals.bfcl.decode import decode_answer
-from genenv_cli.evals.bfcl.multi_turn import render_calls
-from genenv_cli.evals.bfcl.values import java_value, js_value
+from genenv_cli.core.callparse import standardize_string
+from genenv_cli.core.errors import InputError
+from genenv_cli.families.bfcl import BFCL
+from genenv_cli.families.bfcl import categories as bfcl_categories
+from genenv_cli.families.bfcl import data as bfcl_data
+from genenv_cli.families.bfcl.ast_checker import check_calls
+from genenv_cli.families.bfcl.calls import BCall, DecodeError
+from genenv_cli.families.bfcl.decode import decode_answer
+from genenv_cli.families.bfcl.multi_turn import render_calls
+from genenv_cli.families.bfcl.values import java_value, js_value
 from paths import FIXTURES
 
 FIX = FIXTURES / "bfcl"

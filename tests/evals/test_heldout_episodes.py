@@ -12,12 +12,12 @@ from types import SimpleNamespace
 import pytest
 
 from episode_domains import NAME, register
-from genenv_cli.domains import DOMAINS, get_domain
-from genenv_cli.engines import SamplingParams
-from genenv_cli.engines.hf import HFEngine
+from genenv_cli.catalogue.domains import DOMAINS, get_domain
 from genenv_cli.evals.episodes import play_episodes
 from genenv_cli.evals.heldout.benchmark import HeldOut
-from genenv_cli.models import resolve
+from genenv_cli.machinery.engines import SamplingParams
+from genenv_cli.machinery.engines.hf import HFEngine
+from genenv_cli.machinery.models import resolve
 from genenv_cli.stages.rollout_episodes import play_tasks
 
 
@@ -26,7 +26,6 @@ def three_turns():
     register()
     yield get_domain(NAME)
     DOMAINS.unregister(NAME)
-    get_domain.cache_clear()
 
 
 def test_evaluation_and_training_episodes_of_a_task_take_the_same_turns(three_turns, arith_model):

@@ -16,10 +16,10 @@ import pytest
 from typer.testing import CliRunner
 
 from genenv_cli.cli import app
-from genenv_cli.engines.base import Engine, Generation
 from genenv_cli.evals.alfworld.benchmark import ALFWorld
 from genenv_cli.evals.base import CONTEXT_OVERFLOW
 from genenv_cli.evals.episodes import play_episodes
+from genenv_cli.machinery.engines.base import Engine, Generation
 from paths import FIXTURES
 
 FIX = FIXTURES
@@ -67,7 +67,7 @@ class PolicyEngine(Engine):
 
 @pytest.fixture(scope="module")
 def tokenizer(tiny_model):
-    from genenv_cli.models import load_tokenizer, resolve
+    from genenv_cli.machinery.models import load_tokenizer, resolve
 
     return load_tokenizer(resolve(str(tiny_model)))
 
@@ -84,7 +84,7 @@ def _task(sample) -> str:
 
 
 def _greedy(max_new_tokens=8):
-    from genenv_cli.engines import SamplingParams
+    from genenv_cli.machinery.engines import SamplingParams
 
     return SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens, seed=0)
 
@@ -120,8 +120,8 @@ def test_lockstep_episodes_match_one_by_one_with_one_call_per_turn(games, tokeni
 @pytest.mark.slow
 def test_lockstep_with_the_tiny_model_matches_one_by_one(games, tiny_model):
     """The hf engine on a tiny random model, greedy: batched turns (left padding) give the same transcripts."""
-    from genenv_cli.engines.hf import HFEngine
-    from genenv_cli.models import resolve
+    from genenv_cli.machinery.engines.hf import HFEngine
+    from genenv_cli.machinery.models import resolve
 
     bench, samples = games
     engine = HFEngine(resolve(str(tiny_model)), device="cpu", dtype="float32", batch_size=16)
@@ -146,7 +146,7 @@ def _first_prompt_lengths(engine, bench, samples) -> list[int]:
 
 def test_an_overflowing_episode_ends_as_a_failure_and_the_evaluation_reports(games, tokenizer, tiny_model,
                                                                              make_run, monkeypatch):
-    import genenv_cli.engines as engines
+    import genenv_cli.machinery.engines as engines
 
     bench, samples = games
     # three games played by the expert: short episodes (won in 4, 4 and 5 steps); the limit fits every first
@@ -187,7 +187,7 @@ def test_the_hf_limit_is_the_models_max_position_embeddings(games, tiny_model, m
     small = tmp_path / "small-context"
     shutil.copytree(tiny_model, small)
     config = json.loads((small / "config.json").read_text())
-    from genenv_cli.models import load_tokenizer, resolve
+    from genenv_cli.machinery.models import load_tokenizer, resolve
 
     probe = PolicyEngine(load_tokenizer(resolve(str(small))))
     limit = max(_first_prompt_lengths(probe, bench, samples)) + 6 + 40
@@ -209,8 +209,8 @@ def test_a_decomposed_turn_that_does_not_fit_is_a_failure_with_its_reason(tokeni
                                                                         monkeypatch):
     """BFCL's multi-turn dialogues are scored turn by turn; a turn whose history outgrows the context is not
     sent and fails, even where the empty answer would pass (a turn whose ground truth is no call)."""
-    import genenv_cli.engines as engines
-    from genenv_cli.evals.bfcl import BFCL
+    import genenv_cli.machinery.engines as engines
+    from genenv_cli.families.bfcl import BFCL
 
     samples = BFCL().load(data=FIX / "bfcl", split=None, version=None, protocol="paper",
                           cache_dir=Path("/nonexistent")).samples

@@ -1,4 +1,5 @@
-"""Every built-in suite has one shape (docs/benchmarks.md): its own folder under evals/ with a README holding the
+"""Every built-in suite has one shape (docs/benchmarks.md): its own folder, under evals/ or, for a benchmark family
+(the suite with its training domain and test answers), under families/, with a README holding the
 four sections, an __init__ that exports only the class the registry names, and, for Table 1's suites, a column
 in the paper's order."""
 
@@ -9,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from genenv_cli.evals import BENCHMARKS
+from genenv_cli.catalogue.suites import BENCHMARKS
 from genenv_cli.evals.base import Benchmark
-from genenv_cli.paper_table import columns
+from genenv_cli.views.paper_table import columns
 from paths import SRC
 
 EVALS = SRC / "genenv_cli" / "evals"  # the READMEs are not installed
@@ -20,11 +21,11 @@ SECTIONS = ["## Data", "## Protocol", "## Official source followed", "## Modules
 
 @pytest.mark.parametrize("name", sorted(BENCHMARKS.builtins))
 def test_suite_folder_readme_and_exports(name):
-    module, attr = BENCHMARKS.builtins[name].split(":")
+    module, attr = BENCHMARKS.builtins[name].target.split(":")
     package = importlib.import_module(module)
-    folder = EVALS / module.rsplit(".", 1)[1]
-    assert module.startswith("genenv_cli.evals.") and module.count(".") == 2, module
-    assert Path(package.__file__).name == "__init__.py", f"{name} is not a folder under evals/"
+    folder = SRC.joinpath(*module.split("."))
+    assert module.split(".")[1] in ("evals", "families") and module.count(".") == 2, module
+    assert Path(package.__file__).name == "__init__.py", f"{name} is not a folder under evals/ or families/"
     assert (folder / "__init__.py").is_file()
     readme = (folder / "README.md").read_text(encoding="utf-8")
     assert readme.startswith(f"# `{name}`"), f"{folder}/README.md should open with the suite's name"
@@ -39,7 +40,7 @@ def test_suite_folder_readme_and_exports(name):
 
 def test_no_suite_module_left_flat():
     flat = sorted(p.stem for p in EVALS.glob("*.py"))
-    assert flat == ["__init__", "base", "datasource", "episodes", "run", "toolrl"], flat
+    assert flat == ["__init__", "base", "datasource", "episodes", "toolrl"], flat
 
 
 def test_table_columns_come_from_the_registry_in_the_papers_order():

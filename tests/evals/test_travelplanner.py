@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from genenv_cli.errors import InputError
+from genenv_cli.core.errors import InputError
 from genenv_cli.evals.base import EvalSample
 from genenv_cli.evals.travelplanner import benchmark as tp
 from genenv_cli.evals.travelplanner.benchmark import TravelPlanner

@@ -139,7 +139,7 @@ def test_evaluate_scores_the_release(tmp_path, loaded):
 
 def test_the_domain_seeds_are_the_training_queries_with_the_suites_prompts_and_verdicts(loaded, tmp_path,
                                                                                       monkeypatch):
-    from genenv_cli.domains import get_domain
+    from genenv_cli.catalogue.domains import get_domain
 
     monkeypatch.setenv("GENENV_CACHE", str(tmp_path / "cache"))
     suite, data = loaded

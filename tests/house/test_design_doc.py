@@ -11,7 +11,7 @@ SRC = ROOT / "src" / "genenv_cli"
 
 
 def modules() -> set[str]:
-    """Paths relative to src/genenv_cli/; a package's __init__.py is named by its folder (`stages/`), the top
+    """Paths relative to src/genenv_cli/; a package's __init__.py is named by its folder (`rundir/`), the top
     package's own as `__init__.py`."""
     out = set()
     for path in SRC.rglob("*.py"):
@@ -37,4 +37,4 @@ def test_the_module_table_names_every_module():
 
 def test_the_check_reads_the_rows():
     """The table is found and read: a few known rows are among its names."""
-    assert {"cli.py", "rundir/layout.py", "stages/", "evals/heldout/benchmark.py", "__init__.py"} <= table_names()
+    assert {"cli.py", "rundir/layout.py", "rundir/", "evals/heldout/benchmark.py", "__init__.py"} <= table_names()

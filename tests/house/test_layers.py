@@ -4,16 +4,17 @@ share (`lab/`) sits on one, imports only from its own floor or below, and no imp
 Imports are read with `ast` from the source of every module under src/genenv_cli/, benchmarks/, experiments/ and
 lab/ (subpackages included), at any depth: top-level imports, imports inside functions (the lazy ones that keep torch off the CLI's path) and imports
 under `if TYPE_CHECKING:` all count as arrows, since each is a dependency a reader has to follow. What is not an
-arrow: a registry naming a module by string and importing it when asked (`stages.STAGES`, `domains.DOMAINS`,
-`evals.BENCHMARKS`, via `importlib`); that is how a low floor lists plugins that live higher up, as entry
-points do.
+arrow: a registry naming a module by string and importing it when asked (`catalogue.stages.STAGES`,
+`catalogue.domains.DOMAINS`, `catalogue.suites.BENCHMARKS`, via `importlib`); that is how a low floor lists plugins
+that live higher up, as entry points do.
 
 An import of `genenv_cli.a.b` that names a module is an arrow to that module; `from genenv_cli.a import name`
 is an arrow to `genenv_cli.a.name` when that is a module, else to `genenv_cli.a` (the package's `__init__`); the
 same for the other packages. The benchmarks and the experiments share one floor and never import each other: what
 both need is in `lab/`.
-The floors are docs/design.md's "Floors" section; a module matching no floor fails the test, so a new module
-is placed on purpose.
+A module's floor is its folder's: the floors are the folders, in docs/design.md's "Floors" table, lowest first; a
+folder the table does not list, or a file loose at the package's root, fails the test. There is no table of
+modules and no special case.
 """
 
 from __future__ import annotations
@@ -31,26 +32,17 @@ PKG = "genenv_cli"
 # every package of the house, by the folder its top sits in
 PACKAGES = {PKG: SRC, "lab": ROOT, "benchmarks": ROOT, "experiments": ROOT}
 
-# Lowest first. A pattern is a module name relative to genenv_cli ("" is the package's own __init__), or the full
-# name of a module of another package (`lab`, `benchmarks.*`), or "name.*" for every module below the package
-# `name` (its __init__ excluded). A module's floor is its longest
-# matching pattern's: `evals` (the registry) is a catalogue, `evals.*` (the suites) sit higher.
-FLOORS: list[tuple[str, list[str]]] = [
-    ("basics", ["", "errors", "paths", "plaintext", "callparse", "curriculum", "watchdog", "memory_plan", "ui",
-                "registry", "safefiles", "writers", "jsonio", "reject_reasons", "plugin_guard"]),
-    ("catalogues and config", ["stages", "domains", "evals", "settings", "config", "presets"]),
-    ("run directory", ["rundir", "rundir.*", "contract", "staleness", "metrics", "trackers", "trackers.*"]),
-    ("benchmark suites", ["evals.*"]),
-    ("domains", ["domains.*"]),
-    ("models and machinery", ["models", "engines", "engines.*", "launch", "training", "training.*", "grading",
-                              "taskfile", "checkpoints", "pruning"]),
-    ("stages", ["stages.*", "evals.run"]),
-    ("views", ["status", "views", "report", "report.*", "paper_table", "runner",
-               "create_run", "domain_views", "export"]),
-    ("command line", ["cli", "errorpath", "__main__"]),
-    ("shared by the measurements", ["lab", "lab.*"]),
-    ("measurements", ["benchmarks", "benchmarks.*", "experiments", "experiments.*"]),
-]
+def floors() -> list[tuple[str, list[str]]]:
+    """docs/design.md's "Floors" table, lowest first: each floor's name and its folders (`core`: src/genenv_cli/core/;
+    `genenv_cli`: the files at the package's root; `lab`, `benchmarks`, `experiments`: the repository's folders)."""
+    text = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
+    section = text.split("### Floors", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| floor")]
+    return [(r.split("|")[1].strip(), [p.strip().strip("`").rstrip("/") for p in r.split("|")[2].split(",")])
+            for r in rows]
+
+
+FLOORS = floors()
 
 
 def modules() -> dict[str, Path]:
@@ -64,18 +56,18 @@ def modules() -> dict[str, Path]:
     return found
 
 
+def folder_of(module: str) -> str:
+    """The folder a module sits in: its first name below the package (`genenv_cli.rundir.atomic`: `rundir`), the
+    package itself for a file at its root (`genenv_cli.cli`: `genenv_cli`), or its top package (`lab.record`: `lab`)."""
+    parts = module.split(".")
+    if parts[0] != PKG:
+        return parts[0]
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and (SRC / PKG / parts[1]).is_dir()) else PKG
+
+
 def floor_of(module: str) -> int | None:
-    if module == PKG or module.startswith(PKG + "."):
-        rel = module[len(PKG) + 1:] if module != PKG else ""
-    else:
-        rel = module
-    best: tuple[int, int] | None = None  # (pattern length, floor)
-    for i, (_, patterns) in enumerate(FLOORS):
-        for pat in patterns:
-            hit = rel.startswith(pat[:-1]) if pat.endswith(".*") else rel == pat
-            if hit and (best is None or len(pat) > best[0]):
-                best = (len(pat), i)
-    return None if best is None else best[1]
+    folder = folder_of(module)
+    return next((i for i, (_, folders) in enumerate(FLOORS) if folder in folders), None)
 
 
 def imports(module: str, path: Path, known: dict[str, Path]) -> dict[str, int]:
@@ -197,21 +189,21 @@ def test_the_cycle_finder_finds_a_circle():
     assert sorted(cycles(edges)) == [["a", "b", "c"], ["d", "e"]]
 
 
-@pytest.mark.parametrize("module, floor", [("genenv_cli.evals", "catalogues and config"),
-                                           ("genenv_cli.evals.bfcl.checker", "benchmark suites"),
-                                           ("genenv_cli.report.read", "views"), ("genenv_cli", "basics"),
+@pytest.mark.parametrize("module, floor", [("genenv_cli.catalogue.suites", "catalogue"),
+                                           ("genenv_cli.families.bfcl.domain", "benchmark families"),
+                                           ("genenv_cli.views.report.read", "views"), ("genenv_cli", "command line"),
+                                           ("genenv_cli.cli", "command line"),
                                            ("benchmarks.speed.common", "measurements"),
                                            ("lab.record", "shared by the measurements")])
-def test_floors_go_by_the_longest_pattern(module, floor):
+def test_a_module_is_on_its_folders_floor(module, floor):
     assert FLOORS[floor_of(module)][0] == floor
 
 
-def test_design_doc_lists_the_floors():
-    """docs/design.md's "Floors" section names every floor in this order, with its modules."""
-    text = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
-    section = text.split("### Floors", 1)[1].split("\n## ", 1)[0]
-    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| floor")]
-    assert [r.split("|")[1].strip() for r in rows] == [name for name, _ in FLOORS]
-    for row, (_, patterns) in zip(rows, FLOORS, strict=True):
-        listed = {p.strip().strip("`") for p in row.split("|")[2].split(",")}
-        assert listed == {p or "genenv_cli" for p in patterns}, row
+def test_the_floors_are_the_folders():
+    """Every folder of the package is a floor (the table lists exactly the folders there are), and nothing sits
+    loose at the package's root but the command line's entry, `__main__` and `__init__`."""
+    package = SRC / PKG
+    folders = {p.name for p in package.iterdir() if p.is_dir() and any(p.rglob("*.py"))}
+    listed = {f for _, fs in FLOORS for f in fs} - {PKG, "lab", "benchmarks", "experiments"}
+    assert folders == listed
+    assert sorted(p.name for p in package.glob("*.py")) == ["__init__.py", "__main__.py", "cli.py"]

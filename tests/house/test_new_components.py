@@ -14,11 +14,11 @@ import textwrap
 import pytest
 
 from domain_cases import answers_for
-from genenv_cli.config import Config, config_from_dict
-from genenv_cli.domains import DOMAINS, get_domain
+from genenv_cli.catalogue.config import Config, config_from_dict
+from genenv_cli.catalogue.domains import DOMAINS, get_domain
+from genenv_cli.catalogue.suites import BENCHMARKS
 from genenv_cli.domains.checks import run_contract
-from genenv_cli.evals import BENCHMARKS
-from genenv_cli.evals.run import evaluate, list_benchmarks
+from genenv_cli.stages.evaluate import evaluate, list_benchmarks
 from paths import ROOT
 
 # the throwaway domain's test answers, in a module of its own as a built-in domain's are (genenv_cli/domains/answers/)
@@ -97,7 +97,6 @@ def test_a_throwaway_domain_registered_from_a_folder_passes_the_contract(on_path
         assert mine.generate.max_new_tokens == 99  # a value the user set wins
     finally:
         DOMAINS.unregister("throwaway")
-        get_domain.cache_clear()
     assert "throwaway" not in DOMAINS.names()
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from paths import ROOT
 
-SCANNED = ["README.md", "noxfile.py", "pyproject.toml", "docs", "src", "benchmarks", "experiments", "stages",
+SCANNED = ["README.md", "noxfile.py", "pyproject.toml", "docs", "src", "benchmarks", "experiments", "pipelines",
            "examples"]
 
 FORBIDDEN = {
@@ -127,7 +127,7 @@ def test_the_stored_digests_are_sha256_digests():
 
 
 def test_relative_paths_are_read_from_their_file():
-    assert not _hits("[the suite](../src/genenv_cli/evals/bfcl/)", ROOT / "docs" / "benchmarks.md")
+    assert not _hits("[the suite](../src/genenv_cli/families/bfcl/)", ROOT / "docs" / "benchmarks.md")
     assert not _hits("[README](../README.md)", ROOT / "docs" / "benchmarks.md")
     assert _hits("[notes](../../notes/)", ROOT / "docs" / "benchmarks.md")
 

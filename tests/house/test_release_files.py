@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from genenv_cli.catalogue.domains import get_domain
 from genenv_cli.cli import app
-from genenv_cli.domains import get_domain
 from genenv_cli.domains.base import EnvContext
-from genenv_cli.evals.api_bank import APIBank
-from genenv_cli.evals.bfcl.calls import DecodeError
-from genenv_cli.evals.bfcl.decode import decode_answer
+from genenv_cli.families.api_bank import APIBank
+from genenv_cli.families.bfcl.calls import DecodeError
+from genenv_cli.families.bfcl.decode import decode_answer
 from paths import FIXTURES
 
 FIX = FIXTURES
@@ -160,7 +160,7 @@ def test_bfcl_release_items_follow_bfcls_own_rules(tmp_path):
         assert len(tasks) == n and not dom.seed_skips, dom.seed_skips
         loaded = {s.id: s for s in dom.suite.load(data=path, split=None, version=None, protocol="official",
                                                   cache_dir=tmp_path).samples}
-        from genenv_cli.domains.bfcl import gold_answer
+        from genenv_cli.families.bfcl.domain import gold_answer
 
         for t in tasks:
             gold = gold_answer(t.payload)
@@ -205,7 +205,7 @@ def test_evaluate_says_on_the_console_when_predictions_are_missing(tmp_path, mon
 
 @pytest.mark.parametrize("cat", ["simple_java", "simple_javascript"])
 def test_gold_answers_are_written_in_the_items_language(cat):
-    from genenv_cli.domains.bfcl import gold_answer
+    from genenv_cli.families.bfcl.domain import gold_answer
 
     dom = get_domain("bfcl")
     tasks = dom.read_seeds(FIX / "bfcl" / f"BFCL_v4_{cat}.json")
@@ -217,7 +217,7 @@ def test_gold_answers_are_written_in_the_items_language(cat):
 
 
 def _lengths(run: Path) -> tuple[int, int]:
-    from genenv_cli.config import load_config
+    from genenv_cli.catalogue.config import load_config
 
     cfg = load_config(run / "genenv.toml")
     return cfg.generate.max_new_tokens, cfg.rollout.max_new_tokens

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from genenv_cli.catalogue.config import apply_overrides, config_from_dict, render_config
 from genenv_cli.cli import app
-from genenv_cli.config import apply_overrides, config_from_dict, render_config
-from genenv_cli.report.compare import CHARTS, mean_interval
+from genenv_cli.views.report.compare import CHARTS, mean_interval
 
 EPOCHS = 3
 
@@ -110,7 +110,7 @@ def test_compare_refuses_a_folder_that_is_not_a_run(tmp_path):
 
 
 def test_arms_of_one_mode_keep_distinct_names():
-    from genenv_cli.report.compare import RunData, group_arms
+    from genenv_cli.views.report.compare import RunData, group_arms
 
     base = {"env.mode": "genenv", "a": 1, "b": 1, "c": 1, "d": 1, "e": 1}
     other = [{**base, "a": 2, "b": 2, "c": 2, "d": 2}, {**base, "a": 2, "b": 2, "c": 2, "e": 2}]
@@ -123,7 +123,7 @@ def test_arms_of_one_mode_keep_distinct_names():
 def test_each_departure_is_flagged_once_with_only_its_own_setting():
     """Headline arms and two departures: one flag per departure naming its setting alone, none for the headline
     arms, however many pairs of arms there are."""
-    from genenv_cli.report.compare import RunData, group_arms
+    from genenv_cli.views.report.compare import RunData, group_arms
 
     base = {"env.mode": "genenv", "agent.mode": "train", "curriculum.k_min": 0.1, "env_update.learning_rate": 1e-4}
     settings = [base, {**base, "env.mode": "frozen"}, {**base, "env.mode": "static"},
@@ -201,8 +201,8 @@ def test_labels_name_arms_and_differences_pair_by_seed(tmp_path):
 def test_more_than_three_arms_get_one_panel_each(tmp_path, monkeypatch):
     """Six arms: every figure is small multiples with at most three bands a panel (each arm beside its baseline),
     the differences one panel per compared arm, and the tables have epochs down and arms across."""
-    from genenv_cli.report import charts
-    from genenv_cli.report.compare import build_compare
+    from genenv_cli.views.report import charts
+    from genenv_cli.views.report.compare import build_compare
 
     drawn = []
     real = charts.arm_grid
@@ -231,7 +231,7 @@ def test_more_than_three_arms_get_one_panel_each(tmp_path, monkeypatch):
 
 
 def test_a_panel_never_overlays_more_than_three_bands():
-    from genenv_cli.report import charts
+    from genenv_cli.views.report import charts
 
     arms = [charts.Arm(str(i), [1], [0.1], [0.0], [0.2]) for i in range(4)]
     with pytest.raises(ValueError, match="at most 3"):
@@ -254,8 +254,8 @@ def test_the_page_renders_in_a_real_browser(tmp_path):
     import numpy as np
     from matplotlib.image import imread
 
-    from genenv_cli.report.charts import PALETTE
-    from genenv_cli.report.compare import build_compare
+    from genenv_cli.views.report.charts import PALETTE
+    from genenv_cli.views.report.compare import build_compare
 
     paths, labels = _labelled(tmp_path, ["frozen", "genenv", "genenv-var2", "frozen-var2", "kmin0.2", "lr1e-3"])
     result = build_compare(paths, tmp_path / "cmp" / "compare.html", labels=labels)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from episode_domains import NAME, register
-from genenv_cli.report import build_report
-from genenv_cli.report.episodes import episode_numbers
 from genenv_cli.rundir import RunDir
 from genenv_cli.stages import generate_tasks, rollout
+from genenv_cli.views.report import build_report
+from genenv_cli.views.report.episodes import episode_numbers
 from stagekit import complete_as, jsonl
 
 
@@ -34,7 +34,7 @@ def _rolled(make_run, domain: str) -> RunDir:
 def three_turns():
     register()
     yield
-    from genenv_cli.domains import DOMAINS, get_domain
+    from genenv_cli.catalogue.domains import DOMAINS, get_domain
 
     DOMAINS.unregister(NAME)
     get_domain.cache_clear()

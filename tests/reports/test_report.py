@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from genenv_cli.config import Config, render_config
-from genenv_cli.errors import InputError
-from genenv_cli.metrics import SOURCES
-from genenv_cli.report import build_report
+from genenv_cli.catalogue.config import Config, render_config
+from genenv_cli.core.errors import InputError
 from genenv_cli.rundir import RunDir
 from genenv_cli.rundir.datafiles import frame, write_parquet
+from genenv_cli.rundir.metrics import SOURCES
+from genenv_cli.views.report import build_report
 
 CHART_IDS = ["success-rate", "p-task", "band-share", "env-reward", "valid-generation", "env-signal", "lengths",
              "agent-reward", "informative", "env-kl", "evals"]
@@ -264,7 +264,7 @@ def test_no_matplotlib_at_import():
     import subprocess
     import sys
 
-    code = "import sys, genenv_cli.report; print('matplotlib' in sys.modules)"
+    code = "import sys, genenv_cli.views.report; print('matplotlib' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from genenv_cli import status
+from genenv_cli.catalogue.config import apply_overrides, config_from_dict, render_config
 from genenv_cli.cli import app
-from genenv_cli.config import apply_overrides, config_from_dict, render_config
 from genenv_cli.rundir import RunDir
 from genenv_cli.stages import generate_tasks, rollout, score, update_agent, update_env
+from genenv_cli.views import status_table as status
 from replay import ReplayEngine, patch_engine
 
 SETTINGS = ["generate.tasks_per_epoch=6", "generate.variations=2", "generate.seed_share=0.5", "generate.max_rounds=1",

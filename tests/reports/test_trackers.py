@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from genenv_cli.catalogue.config import apply_overrides, config_from_dict, render_config
 from genenv_cli.cli import app
-from genenv_cli.config import apply_overrides, config_from_dict, render_config
-from genenv_cli.errors import ConfigError
+from genenv_cli.core.errors import ConfigError
 
 runner = CliRunner()
 
@@ -246,7 +246,7 @@ def wandb_absent(monkeypatch):
 def test_only_the_trackers_not_installed_are_named(monkeypatch):
     import importlib.util
 
-    from genenv_cli import trackers
+    from genenv_cli.catalogue import trackers
 
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in ("wandb", "trackio") else object())
     cfg = config_from_dict({"run": {"report_to": ["tensorboard", "wandb", "trackio"]}}, "t")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from genenv_cli.config import render_config
+from genenv_cli.catalogue.config import render_config
 from hostile import BAMBOOGLE, cli, snapshot
 from paths import FIXTURES, SRC
 
@@ -29,7 +29,7 @@ def test_predictions_folder_is_named(run, tmp_path):
 
 
 def test_a_lone_surrogate_in_predictions_is_named_and_leaves_no_temp_file(tmp_path):
-    from genenv_cli.config import Config
+    from genenv_cli.catalogue.config import Config
 
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "genenv.toml").write_text(render_config(Config()))
@@ -90,9 +90,9 @@ def test_a_huge_bamboogle_cell_is_refused_whatever_read_a_csv_before(tmp_path):
     (whose reader needs a higher limit) must not lift the Bamboogle reader's."""
     import csv
 
-    from genenv_cli.errors import InputError
-    from genenv_cli.evals.bamboogle.benchmark import read_bamboogle
+    from genenv_cli.core.errors import InputError
     from genenv_cli.evals.travelplanner.benchmark import _read_records
+    from genenv_cli.families.bamboogle.benchmark import read_bamboogle
 
     split = tmp_path / "validation.csv"
     split.write_text("query,days\n" + '"' + "q" * 200_000 + '",3\n')
@@ -130,7 +130,7 @@ def test_a_damaged_travelplanner_database_is_an_input_error_not_a_score(tmp_path
     shutil.copytree(TRAVEL, data)
     preds = _gold_predictions(tmp_path / "preds.jsonl")
     (tmp_path / "r").mkdir()
-    from genenv_cli.config import Config
+    from genenv_cli.catalogue.config import Config
 
     (tmp_path / "r" / "genenv.toml").write_text(render_config(Config()))
     ok = cli("evaluate", "--bench", "travelplanner", "--data", data, "--predictions", preds, "--run", tmp_path / "r",
@@ -147,8 +147,8 @@ def test_a_damaged_travelplanner_database_is_an_input_error_not_a_score(tmp_path
 
 
 def test_grading_passes_a_data_error_through_instead_of_scoring_it():
-    from genenv_cli import grading
-    from genenv_cli.errors import InputError
+    from genenv_cli.core.errors import InputError
+    from genenv_cli.machinery import grading
 
     class Broken:
         def score_many(self, payloads, completions):

@@ -55,7 +55,7 @@ def test_a_lone_surrogate_in_a_task_shape_stops_rollout_before_any_compute(run, 
     rec["shape"] = "PLACEHOLDER"
     lines[1] = json.dumps(rec).replace("PLACEHOLDER", "\\ud800") + "\n"
     tasks.write_text("".join(lines))
-    import genenv_cli.engines as engines
+    import genenv_cli.machinery.engines as engines
 
     def no_engine(*a, **k):
         raise AssertionError("rollout opened an engine on a tasks file it should have refused")

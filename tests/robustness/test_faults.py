@@ -35,11 +35,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from genenv_cli.catalogue.stages import stage_module
 from genenv_cli.cli import app
-from genenv_cli.contract import check_state, recover_stage
-from genenv_cli.errors import GenenvError
+from genenv_cli.core.errors import GenenvError
 from genenv_cli.rundir import RunDir
-from genenv_cli.stages import stage_module
+from genenv_cli.rundir.contract import check_state, recover_stage
 from paths import FIXTURES
 
 # every test here reruns whole stages once per file-system operation: the slow tier
@@ -249,7 +249,7 @@ def test_a_kill_at_every_operation_loses_nothing_and_a_rerun_completes(finished,
 
 
 def test_evaluate_result_and_samples_agree_at_every_kill(finished, tmp_path, monkeypatch):
-    from genenv_cli.evals import run as ev
+    from genenv_cli.stages import evaluate as ev
 
     preds = tmp_path / "preds.jsonl"
     preds.write_text("".join(json.dumps({"id": str(i), "output": f"<answer>{i}</answer>"}) + "\n" for i in range(6)))
@@ -356,9 +356,9 @@ def test_a_kill_between_prunings_deletes_loses_nothing_and_the_next_run_finishes
     """Pruning killed at every one of its operations, the unlinks and rmdirs inside its recursive delete included:
     afterwards every stage still counts as done (a half-deleted checkpoint that pruned.json records is pruned, never
     incomplete), and resuming the run retrains nothing and leaves what an uninterrupted pruning leaves."""
-    from genenv_cli.pruning import prune
-    from genenv_cli.runner import run_epochs
-    from genenv_cli.ui import UI
+    from genenv_cli.core.ui import UI
+    from genenv_cli.machinery.pruning import prune
+    from genenv_cli.views.runner import run_epochs
     from stagekit import set_keep_checkpoints
 
     base = tmp_path / "base"

@@ -10,7 +10,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from genenv_cli.errors import ConfigError
+from genenv_cli.core.errors import ConfigError
 from hostile import E1, cli, snapshot, vouch
 from paths import FIXTURES
 
@@ -83,8 +83,8 @@ def test_a_plain_text_answer_is_a_correct_no_call_on_tool_call(text):
 
 
 def test_bfcl_training_irrelevance_refuses_garbage_but_evaluate_keeps_bfcls_rule():
-    from genenv_cli.domains import get_domain
-    from genenv_cli.evals import get_benchmark
+    from genenv_cli.catalogue.domains import get_domain
+    from genenv_cli.catalogue.suites import get_benchmark
 
     dom = get_domain("bfcl")
     item = next(s for s in dom.seeds("train") if s.shape == "irrelevance").payload
@@ -98,7 +98,7 @@ def test_bfcl_training_irrelevance_refuses_garbage_but_evaluate_keeps_bfcls_rule
 def test_the_plain_text_check_is_linear():
     import time
 
-    from genenv_cli.plaintext import plain_answer_problem
+    from genenv_cli.core.plaintext import plain_answer_problem
 
     # a megabyte of adversarial text is judged within 1 s of CPU time (CPU, not wall: the machine may be shared)
     for text in ("[" * 1_000_000, "(" * 500_000 + ")" * 500_000 + "x", "(x)" * 330_000, "[a]" * 330_000,
@@ -114,7 +114,7 @@ def test_the_plain_text_check_is_linear():
 def test_a_diverged_update_fails_before_writing_and_names_the_learning_rate(run, monkeypatch, stage, section):
     import torch
 
-    import genenv_cli.training.common as common
+    import genenv_cli.machinery.training.policy as common
 
     real = common.load_policy
 
@@ -139,8 +139,8 @@ def test_a_non_finite_training_step_is_refused_with_its_number():
 
     import torch
 
-    from genenv_cli.settings import AgentUpdateConfig
-    from genenv_cli.training.common import check_finite
+    from genenv_cli.catalogue.settings import AgentUpdateConfig
+    from genenv_cli.machinery.training.policy import check_finite
 
     policy = SimpleNamespace(model=torch.nn.Linear(2, 2))
     check_finite(policy, [{"step": 1, "loss": 0.5}], role="agent", epoch=3, train=AgentUpdateConfig())

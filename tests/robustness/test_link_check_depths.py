@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from genenv_cli.errors import InputError
-from genenv_cli.safefiles import refuse_links_below
+from genenv_cli.core.errors import InputError
+from genenv_cli.core.safefiles import refuse_links_below
 from hostile import cli
 
 
@@ -94,7 +94,7 @@ def test_refuse_links_below_refuses_exactly_the_paths_through_a_link(tmp_path_fa
         real = os.path.realpath(path)
         assert real == str(root) or real.startswith(str(root) + os.sep)
     # the whole-tree check (for a library's own folder, W&B's) refuses exactly when a link somewhere leads outside
-    from genenv_cli.safefiles import refuse_links_leaving
+    from genenv_cli.core.safefiles import refuse_links_leaving
 
     leaving = any(os.path.islink(os.path.join(d, n)) and not os.path.realpath(os.path.join(d, n)).startswith(
         str(root) + os.sep) for d, ds, fs in os.walk(root) for n in ds + fs)

@@ -21,16 +21,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from genenv_cli.callparse import parse_python_calls, parse_tool_calls, unfence
-from genenv_cli.config import Config
-from genenv_cli.domains import DOMAINS, get_domain
+from genenv_cli.catalogue.config import Config
+from genenv_cli.catalogue.domains import DOMAINS, get_domain
+from genenv_cli.catalogue.suites import get_benchmark
+from genenv_cli.core.callparse import parse_python_calls, parse_tool_calls, unfence
 from genenv_cli.domains.arith import ArithDomain, read_answer
 from genenv_cli.domains.base import EnvContext
-from genenv_cli.evals import get_benchmark
 from genenv_cli.evals.alfworld.benchmark import parse_action
-from genenv_cli.evals.bamboogle.benchmark import _last_tag, extract_answer
-from genenv_cli.evals.bfcl.decode import decode_answer
 from genenv_cli.evals.travelplanner.plans import _balanced, _drop_think, extract_plan
+from genenv_cli.families.bamboogle.benchmark import _last_tag, extract_answer
+from genenv_cli.families.bfcl.decode import decode_answer
 from paths import FIXTURES
 
 FIX = FIXTURES

@@ -13,8 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from genenv_cli.callparse import CallParseError, parse_python_calls, parse_tool_calls
-from genenv_cli.config import (
+from genenv_cli.catalogue.config import (
     SECTIONS,
     Config,
     ConfigError,
@@ -24,15 +23,16 @@ from genenv_cli.config import (
     load_config,
     parse_override,
 )
+from genenv_cli.core.callparse import CallParseError, parse_python_calls, parse_tool_calls
+from genenv_cli.core.errors import InputError
+from genenv_cli.core.jsonio import json_lines
 from genenv_cli.domains.arith import ArithDomain, ArithError, evaluate_expression
 from genenv_cli.domains.base import EnvContext, Reject, TaskVerdict
 from genenv_cli.domains.tool_call import ToolCallDomain
-from genenv_cli.errors import InputError
-from genenv_cli.evals.api_bank import parsing as api_bank_parsing
-from genenv_cli.evals.api_bank import scoring as api_bank_scoring
-from genenv_cli.evals.bfcl.calls import DecodeError
-from genenv_cli.evals.bfcl.decode import decode_answer
-from genenv_cli.jsonio import json_lines
+from genenv_cli.families.api_bank import parsing as api_bank_parsing
+from genenv_cli.families.api_bank import scoring as api_bank_scoring
+from genenv_cli.families.bfcl.calls import DecodeError
+from genenv_cli.families.bfcl.decode import decode_answer
 from genenv_cli.rundir.datafiles import iter_jsonl
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

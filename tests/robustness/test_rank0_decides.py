@@ -20,15 +20,15 @@ import pytest
 from typer.testing import CliRunner
 
 from genenv_cli.cli import app
-from genenv_cli.contract import StagePlan, check_state
 from genenv_cli.rundir import RunDir, old_name, tmp_name
+from genenv_cli.rundir.contract import StagePlan, check_state
 from stagekit import fake_stage
 
 SCRIPT = textwrap.dedent('''
     import datetime, json, os, sys, time
     from pathlib import Path
     import torch.distributed as dist
-    from genenv_cli.contract import StagePlan, execute
+    from genenv_cli.rundir.contract import StagePlan, execute
     from genenv_cli.rundir import RunDir
 
     root, out, action = sys.argv[1:4]

@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 from test_run_kills import _diff, signature
 
-from genenv_cli.contract import check_state
+from genenv_cli.catalogue.stages import EPOCH_STAGES, stage_module
 from genenv_cli.rundir import RunDir
-from genenv_cli.stages import EPOCH_STAGES, stage_module
+from genenv_cli.rundir.contract import check_state
 
 pytestmark = pytest.mark.slow
 TARGETS = ("generate-tasks", "rollout", "score")

@@ -21,8 +21,8 @@ import pytest
 from typer.testing import CliRunner
 
 from genenv_cli.cli import app
-from genenv_cli.contract import StagePlan, check_state, recover_stage
 from genenv_cli.rundir import RunDir, old_name, tmp_name
+from genenv_cli.rundir.contract import StagePlan, check_state, recover_stage
 from stagekit import fake_stage
 
 STAGE = "score"
@@ -89,7 +89,7 @@ def _start(pid: int) -> int:
 
 
 def _alive(pid: int, record: dict | None = None) -> bool:
-    from genenv_cli import writers
+    from genenv_cli.core import process_identity as writers
 
     return writers.alive(pid, record)
 
@@ -163,7 +163,7 @@ def test_a_live_process_holding_a_dead_writers_pid_is_told_apart_by_its_start_ti
 
 
 def test_a_writer_recorded_with_its_own_start_time_is_alive(stranger):
-    from genenv_cli import writers
+    from genenv_cli.core import process_identity as writers
 
     me = writers.identity(os.getpid())
     assert writers.alive(os.getpid(), me)
@@ -206,7 +206,7 @@ def test_a_shard_refused_by_its_lock_leaves_the_holders_lock_file(run):
     on its way out, so a third process could lock a new file and run beside the holder."""
     import fcntl
 
-    from genenv_cli.errors import LockError
+    from genenv_cli.core.errors import LockError
     from genenv_cli.rundir import EpochLock
 
     stage = "rollout.shard-1-of-2"

@@ -10,9 +10,16 @@ import json
 
 import pytest
 
+from genenv_cli.catalogue.config import (
+    INT_MAX,
+    SECTIONS,
+    UPPER,
+    _section_types,
+    config_from_dict,
+    render_config,
+)
 from genenv_cli.cli import app
-from genenv_cli.config import INT_MAX, SECTIONS, UPPER, _section_types, config_from_dict, render_config
-from genenv_cli.errors import ConfigError, elide, quoted
+from genenv_cli.core.errors import ConfigError, elide, quoted
 from hostile import E1, cli, in_subprocess, runner
 
 # ---------------------------------------------------------------- every number has both bounds
@@ -96,7 +103,7 @@ def test_a_ten_megabyte_value_makes_a_short_config_error():
 @pytest.mark.parametrize("prefix", ["/", "", "org/"])
 @pytest.mark.slow
 def test_a_ten_megabyte_agent_model_makes_a_short_error_line(tmp_path, prefix):
-    from genenv_cli.config import Config
+    from genenv_cli.catalogue.config import Config
 
     cfg = Config()
     cfg.agent.model = prefix + "m" * 10_000_000

@@ -55,7 +55,7 @@ def test_the_oracle_pays_aim_and_a_duplicate_what_the_setting_says(dup, want):
 
 def test_held_out_exercises_are_duplicates_so_they_never_become_tasks():
     ec = _mod("env_control")
-    from genenv_cli.domains import get_domain
+    from genenv_cli.catalogue.domains import get_domain
 
     held = get_domain("arith").seeds("validation")[0].payload["expression"]
     assert ec.Judge(TABLE, "shape").judge(f"EXERCISE: {held}", None)["kind"] == "duplicate"

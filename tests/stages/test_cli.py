@@ -12,10 +12,10 @@ import pytest
 import typer.main
 from typer.testing import CliRunner
 
+from genenv_cli.catalogue.stages import STAGES
 from genenv_cli.cli import app
 from genenv_cli.rundir.datafiles import read_jsonl, read_parquet
 from genenv_cli.rundir.schemas import SCHEMAS
-from genenv_cli.stages import STAGES
 
 runner = CliRunner()
 COMMANDS = sorted(typer.main.get_command(app).commands)  # every command the CLI has, read from the CLI

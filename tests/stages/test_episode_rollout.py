@@ -39,10 +39,9 @@ def _run(make_run, domain: str) -> RunDir:
 def three_turns():
     register()
     yield
-    from genenv_cli.domains import DOMAINS, get_domain
+    from genenv_cli.catalogue.domains import DOMAINS
 
     DOMAINS.unregister(NAME)
-    get_domain.cache_clear()
 
 
 def test_episodes_are_recorded_turn_by_turn_and_trained_on_the_agents_tokens(make_run, three_turns):
@@ -107,10 +106,10 @@ def test_a_single_turn_domain_writes_the_files_it_always_wrote(make_run):
 
 
 def test_an_episode_that_outgrows_the_context_ends_and_says_why(tiny_model, three_turns):
-    from genenv_cli.domains import get_domain
-    from genenv_cli.engines import SamplingParams
-    from genenv_cli.engines.hf import HFEngine
-    from genenv_cli.models import resolve
+    from genenv_cli.catalogue.domains import get_domain
+    from genenv_cli.machinery.engines import SamplingParams
+    from genenv_cli.machinery.engines.hf import HFEngine
+    from genenv_cli.machinery.models import resolve
     from genenv_cli.stages.rollout_episodes import play_tasks
 
     domain = get_domain(NAME)

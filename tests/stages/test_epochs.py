@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from genenv_cli.catalogue.domains import get_domain
 from genenv_cli.cli import app
-from genenv_cli.domains import get_domain
 from genenv_cli.rundir import RunDir
 from genenv_cli.rundir.datafiles import read_jsonl, read_parquet
 from genenv_cli.stages import generate_tasks, rollout, score, update_agent, update_env
@@ -37,7 +37,7 @@ def sums_tasks(epoch: int) -> list[dict]:
 
 
 def arith_run(tmp_path, model, *extra) -> RunDir:
-    from genenv_cli.config import apply_overrides, config_from_dict, render_config
+    from genenv_cli.catalogue.config import apply_overrides, config_from_dict, render_config
 
     root = tmp_path / "run"
     root.mkdir()
@@ -71,7 +71,7 @@ def test_next_epoch_loads_the_new_checkpoints(make_run, tiny_model):
     rollout.run(run, cfg, 2)
     assert set(read_parquet(e2 / "rollouts.parquet", "rollouts")["model"]) == {"epochs/0001/agent"}
     # changing epoch 1's agent makes epoch 2's rollout stale
-    from genenv_cli.contract import check_state
+    from genenv_cli.rundir.contract import check_state
 
     update_agent.run(run, run.load_config(["agent_update.learning_rate=0.02"]), 1)
     assert check_state(run, cfg, rollout.plan(run, cfg, 2)).state == "stale"
@@ -150,7 +150,7 @@ def test_two_processes_under_accelerate_train_and_rank_0_writes(make_run, tiny_m
 
 
 def test_rollout_shards_merge_and_an_incomplete_set_is_refused(tmp_path, arith_model):
-    from genenv_cli.errors import InputError
+    from genenv_cli.core.errors import InputError
 
     run = arith_run(tmp_path, arith_model)
     cfg = run.load_config()
@@ -190,7 +190,7 @@ def test_static_mode_reuses_one_variation_set(tmp_path, arith_model, monkeypatch
 @pytest.mark.e2e
 def test_shell_pipeline_runs_an_epoch_and_resumes(tmp_path, arith_model):
     run = arith_run(tmp_path, arith_model)
-    script = ROOT / "stages" / "coevolve.sh"
+    script = ROOT / "pipelines" / "coevolve.sh"
     env = dict(os.environ, GENENV=f"{sys.executable} -m genenv_cli")
     first = subprocess.run(["bash", str(script), str(run.root), "1"], capture_output=True, text=True, env=env,
                            timeout=600)

@@ -36,9 +36,9 @@ def trained(make_run, tiny_model) -> RunDir:
 
 def _engine_tokens(model_dir: Path) -> list[list[int]]:
     """Greedy tokens of the run's own engine (genenv's hf engine) on a folder genenv resolves."""
-    from genenv_cli.engines.base import SamplingParams
-    from genenv_cli.engines.hf import HFEngine
-    from genenv_cli.models import resolve
+    from genenv_cli.machinery.engines.base import SamplingParams
+    from genenv_cli.machinery.engines.hf import HFEngine
+    from genenv_cli.machinery.models import resolve
 
     engine = HFEngine(resolve(str(model_dir)), device="cpu", dtype="float32")
     outs = engine.generate(PROMPTS, SamplingParams(temperature=0.0, max_new_tokens=12))
@@ -101,7 +101,7 @@ def test_the_adapter_export_names_its_base_portably(trained, tmp_path):
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from genenv_cli.export import weights_digest
+    from genenv_cli.views.export import weights_digest
 
     out = tmp_path / "adapter"
     result = runner.invoke(app, ["export", "--run", str(trained.root), "--epoch", "1", "--out", str(out), "--no-merge"])
@@ -178,9 +178,9 @@ def test_refusals_leave_nothing_behind(trained, tmp_path):
 
 
 def test_an_untrained_role_has_nothing_to_export():
-    from genenv_cli.config import Config
-    from genenv_cli.errors import ConfigError
-    from genenv_cli.export import checkpoint_folder
+    from genenv_cli.catalogue.config import Config
+    from genenv_cli.core.errors import ConfigError
+    from genenv_cli.views.export import checkpoint_folder
 
     cfg = Config()
     cfg.agent.mode = "frozen"

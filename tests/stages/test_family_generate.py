@@ -73,7 +73,7 @@ def test_generate_tasks_accepts_consistent_items_and_rejects_the_rest(make_run, 
     rejects = read_jsonl(root / "epochs/0001/tasks.rejects.jsonl", "rejects")
     env = [t for t in tasks if t["source"] == "env"]
     assert len(tasks) == 6 and len(env) == 3 and result.manifest["counts"]["accepted"] >= 3
-    from genenv_cli.domains import get_domain
+    from genenv_cli.catalogue.domains import get_domain
 
     dom = get_domain(domain)
     assert all(t["domain"] == domain and t["shape"] in dom.shapes and dom.check_payload(t["payload"]) is None

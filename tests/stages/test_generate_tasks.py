@@ -75,7 +75,7 @@ def test_seeds_mode_uses_no_environment(make_run, monkeypatch):
     def boom(*a, **k):
         raise AssertionError("seeds mode must not open a model")
 
-    monkeypatch.setattr("genenv_cli.engines.open_engine", boom)
+    monkeypatch.setattr("genenv_cli.machinery.engines.open_engine", boom)
     run = RunDir(root)
     result = generate_tasks.run(run, run.load_config(), 1)
     tasks = read_jsonl(root / "epochs/0001/tasks.jsonl", "tasks")

@@ -13,10 +13,10 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
+from genenv_cli.catalogue.config import apply_overrides, config_from_dict, render_config
+from genenv_cli.catalogue.domains import get_domain
 from genenv_cli.cli import app
-from genenv_cli.config import apply_overrides, config_from_dict, render_config
-from genenv_cli.domains import get_domain
-from genenv_cli.errors import ConfigError
+from genenv_cli.core.errors import ConfigError
 from genenv_cli.rundir import RunDir
 from genenv_cli.rundir.datafiles import read_jsonl, read_parquet
 from genenv_cli.stages import generate_tasks, rollout, score, update_agent, update_env
@@ -62,8 +62,8 @@ def test_split_budget_sums_to_the_total():
 @pytest.mark.e2e
 @pytest.mark.slow
 def test_mixed_run_one_epoch_of_every_stage(tmp_path, tiny_model, monkeypatch):
-    import genenv_cli.engines as engines
-    import genenv_cli.grading as grading
+    import genenv_cli.machinery.engines as engines
+    import genenv_cli.machinery.grading as grading
 
     run = mixed_run(tmp_path, tiny_model)
     cfg = run.load_config()
@@ -167,7 +167,7 @@ def test_mixed_run_one_epoch_of_every_stage(tmp_path, tiny_model, monkeypatch):
     assert "domains arith 50%, tool_call 50%" in out.output
     for n in NAMES:
         assert f"epoch 1 {n}: {by[n]['tasks']} tasks" in out.output
-    from genenv_cli.report import build_report
+    from genenv_cli.views.report import build_report
 
     res = build_report(run, cfg)
     nums = res["numbers"]["domains"]["domains"]
@@ -193,7 +193,7 @@ def test_mixed_run_in_every_env_mode(tmp_path, tiny_model, monkeypatch, mode):
     run = mixed_run(tmp_path, tiny_model, f"env.mode={mode}", "generate.static_variations=1")
     replay, opened = ReplayEngine(env_answer), []
     patch_engine(monkeypatch, replay)
-    monkeypatch.setattr("genenv_cli.engines.open_engine", lambda *a, **k: opened.append(1) or replay)
+    monkeypatch.setattr("genenv_cli.machinery.engines.open_engine", lambda *a, **k: opened.append(1) or replay)
     generate_tasks.run(run, run.load_config(), 1)
     tasks = read_jsonl(run.file("tasks", 1), "tasks")
     assert [sum(t["domain"] == n for t in tasks) for n in NAMES] == [5, 4]
@@ -316,7 +316,7 @@ def test_files_written_before_the_domain_column_still_read(tmp_path):
 
 
 def test_heldout_on_a_mixed_run_scores_each_domain_by_its_own_rules(tmp_path):
-    from genenv_cli.config import load_config
+    from genenv_cli.catalogue.config import load_config
     from genenv_cli.domains.seedfiles import domains_for_run
     from genenv_cli.evals.heldout.benchmark import HeldOut
 

@@ -1,4 +1,4 @@
-"""`genenv init --preset paper`, `genenv table` and stages/paper.sh: the paper's protocol as one command."""
+"""`genenv init --preset paper`, `genenv table` and pipelines/paper.sh: the paper's protocol as one command."""
 
 import json
 import os
@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from genenv_cli.catalogue.config import load_config
+from genenv_cli.catalogue.presets import PRESETS, preset_overrides
 from genenv_cli.cli import app
-from genenv_cli.config import load_config
-from genenv_cli.presets import PRESETS, preset_overrides
 from genenv_cli.rundir import RunDir
 from paths import FIXTURES, ROOT
 
@@ -28,7 +28,7 @@ def test_paper_preset_sets_table_2_and_marks_our_choices(tmp_path):
     assert cfg.generate.tasks_per_epoch == 64 and cfg.vllm.max_model_len == 9000
     assert cfg.agent.model == cfg.env.model == "Qwen/Qwen2.5-7B-Instruct"
     assert cfg.run.engine == "auto"
-    assert cfg.run.sharding == "fsdp" and "--config_file stages/accelerate/fsdp-full-shard.yaml" in r.output
+    assert cfg.run.sharding == "fsdp" and "--config_file pipelines/accelerate/fsdp-full-shard.yaml" in r.output
     assert cfg.curriculum.beta == 3.0  # --set beside the preset wins
     text = (tmp_path / "run" / "genenv.toml").read_text()
     assert "# preset: paper" in text and "Ours, where the source is silent: curriculum.beta = 2.0" in text
@@ -40,7 +40,7 @@ def test_paper_preset_leaves_the_engine_auto_and_names_the_sharded_launch():
     assert not any(s.startswith("run.engine") for s in sets) and "vllm is not importable" in notes[1]
     sets, notes = preset_overrides(PRESETS["paper"], engine_available=True)
     assert not any(s.startswith("run.engine") for s in sets) and len(notes) == 1
-    assert "accelerate launch --config_file stages/accelerate/fsdp-full-shard.yaml" in notes[0]
+    assert "accelerate launch --config_file pipelines/accelerate/fsdp-full-shard.yaml" in notes[0]
     assert "run.sharding=fsdp" in sets
 
 
@@ -91,7 +91,7 @@ def test_table_says_which_benchmarks_are_missing(make_run):
 @pytest.mark.slow
 @pytest.mark.e2e
 def test_paper_script_runs_end_to_end(tmp_path, tiny_model):
-    """stages/paper.sh as users get it: the paper preset with --set overrides for a tiny model, two epochs, then
+    """pipelines/paper.sh as users get it: the paper preset with --set overrides for a tiny model, two epochs, then
     every benchmark under --protocol paper on the hand-written fixtures, ending with the Table 1 layout."""
     run = tmp_path / "run"
     small = ["generate.tasks_per_epoch=5", "generate.variations=2", "generate.max_rounds=1",
@@ -105,7 +105,7 @@ def test_paper_script_runs_end_to_end(tmp_path, tiny_model):
     env = dict(os.environ, GENENV=f"{sys.executable} -m genenv_cli", EPOCHS="2", GENENV_OFFLINE="1",
                ALFWORLD_DATA=str(FIX / "alfworld"), BFCL_DATA=str(FIX / "bfcl"), API_BANK_DATA=str(FIX / "api_bank"),
                BAMBOOGLE_DATA=str(FIX / "bamboogle" / "bamboogle.csv"), TRAVELPLANNER_DATA=str(FIX / "travelplanner"))
-    done = subprocess.run(["bash", str(ROOT / "stages" / "paper.sh"), str(run)], capture_output=True, text=True,
+    done = subprocess.run(["bash", str(ROOT / "pipelines" / "paper.sh"), str(run)], capture_output=True, text=True,
                           env=env, timeout=1800)
     assert done.returncode == 0, done.stderr[-3000:]
     assert RunDir(run).manifest_path(2, "update-env").exists() and not (run / "epochs" / "0003").exists()

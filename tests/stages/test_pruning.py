@@ -8,11 +8,11 @@ import shutil
 import pytest
 from typer.testing import CliRunner
 
-from genenv_cli import pruning
 from genenv_cli.cli import app
-from genenv_cli.contract import StagePlan, check_state
-from genenv_cli.pruning import keep, prune
+from genenv_cli.machinery import pruning
+from genenv_cli.machinery.pruning import keep, prune
 from genenv_cli.rundir import RunDir
+from genenv_cli.rundir.contract import StagePlan, check_state
 from stagekit import fake_stage, set_keep_checkpoints
 
 runner = CliRunner()
@@ -96,8 +96,8 @@ def states(root) -> dict[tuple[int, str], str]:
 
 def resume(run: RunDir, epochs: int = 2) -> None:
     """What `genenv run --epochs N` does, in this process (each stage the same command, skipping what is done)."""
-    from genenv_cli.runner import run_epochs
-    from genenv_cli.ui import UI
+    from genenv_cli.core.ui import UI
+    from genenv_cli.views.runner import run_epochs
 
     run_epochs(run, run.load_config(), epochs, ui=UI(quiet=True))
 

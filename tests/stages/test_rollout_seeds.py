@@ -5,10 +5,10 @@ side is in tests/engines/test_vllm_engine.py)."""
 import pytest
 import torch
 
-from genenv_cli.engines import SamplingParams
-from genenv_cli.engines.base import sample_seeds
-from genenv_cli.engines.hf import HFEngine
-from genenv_cli.models import resolve
+from genenv_cli.machinery.engines import SamplingParams
+from genenv_cli.machinery.engines.base import sample_seeds
+from genenv_cli.machinery.engines.hf import HFEngine
+from genenv_cli.machinery.models import resolve
 
 CONVS = [[{"role": "user", "content": f"Compute {a} + {b}"}] for a, b in [(1, 2), (3, 4), (1, 2), (5, 6), (7, 1)]]
 
@@ -81,7 +81,7 @@ def test_one_process_and_three_shards_draw_identical_rollouts(tmp_path, arith_mo
 
 
 def test_inverse_cdf_draws_follow_the_distribution_and_never_a_removed_token():
-    from genenv_cli.engines.hf import _inverse_cdf
+    from genenv_cli.machinery.engines.hf import _inverse_cdf
 
     logp = torch.log_softmax(torch.tensor([[0.0, 1.0, float("-inf"), 2.0, -1.0]]), -1)
     u = torch.rand(100_000, generator=torch.Generator().manual_seed(0), dtype=torch.float64)

@@ -45,4 +45,4 @@ def test_rollout_shards_as_concurrent_processes_merge_in_score(tmp_path, arith_m
 def test_scale_out_doc_maps_the_array_index_onto_shards():
     text = DOCS.read_text()
     assert "--shard $((SLURM_ARRAY_TASK_ID + 1))/$SLURM_ARRAY_TASK_COUNT" in text
-    assert "stages/epoch.sh" in text and "TRAIN=" in text
+    assert "pipelines/epoch.sh" in text and "TRAIN=" in text

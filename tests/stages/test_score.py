@@ -75,7 +75,7 @@ def test_rerun_is_a_noop_and_force_rewrites_identically(epoch1):
 
 
 def test_changed_config_makes_it_stale(epoch1):
-    from genenv_cli.contract import check_state
+    from genenv_cli.rundir.contract import check_state
 
     run = epoch1
     score.run(run, run.load_config(), 1)
@@ -87,7 +87,7 @@ def test_changed_config_makes_it_stale(epoch1):
 
 
 def test_rollouts_missing_a_task_are_refused(epoch1):
-    from genenv_cli.errors import InputError
+    from genenv_cli.core.errors import InputError
 
     run = epoch1
     rows = [r for r in rollouts() if r["task_id"] != "S"]
@@ -97,7 +97,7 @@ def test_rollouts_missing_a_task_are_refused(epoch1):
 
 
 def test_an_edited_task_is_checked_again(epoch1):
-    from genenv_cli.errors import InputError
+    from genenv_cli.core.errors import InputError
 
     run = epoch1
     path = run.epoch_dir(1) / "tasks.jsonl"

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from genenv_cli.cli import app
-from genenv_cli.domains.bamboogle import BamboogleDomain
+from genenv_cli.families.bamboogle.domain import BamboogleDomain
 from genenv_cli.rundir.datafiles import read_jsonl
 from paths import FIXTURES
 
@@ -88,7 +88,7 @@ def test_own_seed_format_keeps_the_stated_split(tmp_path):
     invoke("init", tmp_path / "run", "--domain", "arith", "--seeds", src)
     manifest = json.loads((tmp_path / "run" / "seeds" / "manifest.json").read_text())
     assert manifest["split"] == "stated in the seed files" and manifest["counts"] == {"train": 2, "validation": 1}
-    from genenv_cli.config import load_config
+    from genenv_cli.catalogue.config import load_config
     from genenv_cli.domains.seedfiles import domains_for_run
     from genenv_cli.evals.heldout.benchmark import HeldOut
 
@@ -120,15 +120,13 @@ class NoSeeds(BamboogleDomain):
 
 
 def test_a_domain_without_builtin_seeds_requires_seeds(tmp_path, monkeypatch):
-    from genenv_cli.domains import DOMAINS, get_domain
+    from genenv_cli.catalogue.domains import DOMAINS
 
-    monkeypatch.setitem(DOMAINS._loaded, "no-seeds", NoSeeds)
-    monkeypatch.setitem(DOMAINS.builtins, "no-seeds", "test_seeds_init:NoSeeds")
-    get_domain.cache_clear()
+    DOMAINS.register("no-seeds", "test_seeds_init:NoSeeds")
     try:
         result = invoke("init", tmp_path / "run", "--domain", "no-seeds", ok=False)
     finally:
-        get_domain.cache_clear()
+        DOMAINS.unregister("no-seeds")
     assert result.exit_code != 0 and "--seeds FILE is required" in result.output
     assert not (tmp_path / "run" / "genenv.toml").exists()
     with pytest.raises(Exception, match="--seeds FILE"):

@@ -8,15 +8,15 @@ import polars as pl
 import pytest
 import torch
 
-from genenv_cli.curriculum import normalized_weights
-from genenv_cli.errors import InputError
-from genenv_cli.models import load_model, load_tokenizer, resolve
+from genenv_cli.catalogue.settings import CurriculumConfig
+from genenv_cli.core.curriculum import normalized_weights
+from genenv_cli.core.errors import InputError
+from genenv_cli.machinery.models import load_model, load_tokenizer, resolve
+from genenv_cli.machinery.training.logits import pad_pairs, token_logps
 from genenv_cli.rundir import RunDir
 from genenv_cli.rundir.datafiles import read_jsonl, read_parquet
-from genenv_cli.settings import CurriculumConfig
 from genenv_cli.stages import generate_tasks, update_agent, update_env
 from genenv_cli.stages.score import generation_metrics, generation_rewards
-from genenv_cli.training.logits import pad_pairs, token_logps
 from stagekit import env_pool, gen_pool, gen_rows
 
 
@@ -60,7 +60,7 @@ def test_a_generation_naming_an_unknown_task_is_refused():
 
 @pytest.mark.slow
 def test_generate_tasks_records_every_generation(tmp_path, arith_model):
-    from genenv_cli.config import apply_overrides, config_from_dict, render_config
+    from genenv_cli.catalogue.config import apply_overrides, config_from_dict, render_config
     from tiny import SMALL
 
     root = tmp_path / "run"

@@ -13,14 +13,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from genenv_cli.domains import get_domain
+from genenv_cli.catalogue.domains import get_domain
 from genenv_cli.domains.base import END_DONE, DomainEpisode, Environment, Step
-from genenv_cli.engines import SamplingParams
-from genenv_cli.engines.hf import HFEngine
 from genenv_cli.evals.episodes import TokenTrace, observation_ids, play
-from genenv_cli.models import resolve
-from genenv_cli.training.grpo import collate, grpo_loss, old_policy_table
-from genenv_cli.training.logits import token_logps
+from genenv_cli.machinery.engines import SamplingParams
+from genenv_cli.machinery.engines.hf import HFEngine
+from genenv_cli.machinery.models import resolve
+from genenv_cli.machinery.training.grpo import collate, grpo_loss, old_policy_table
+from genenv_cli.machinery.training.logits import token_logps
 
 TOLERANCE = 1e-4  # the sampler/trainer gap single-turn rollouts are held to (tests/training/test_mismatch.py)
 

@@ -5,9 +5,9 @@ the exact gradient (gradcheck), and no tensor of (batch x positions x vocabulary
 import pytest
 import torch
 
-from genenv_cli.training import head_loss, logits, rwr
-from genenv_cli.training.common import Policy
-from genenv_cli.training.target_logps import target_logps
+from genenv_cli.machinery.training import head_loss, logits, rwr
+from genenv_cli.machinery.training.policy import Policy
+from genenv_cli.machinery.training.target_logps import target_logps
 
 V, H = 700, 64
 
@@ -63,7 +63,7 @@ def _close(a, b, tol):
 @pytest.mark.parametrize("tied", [True, False])
 @pytest.mark.parametrize("autocast", [False, True])
 def test_update_env_loss_and_gradients_equal_the_logits_route(monkeypatch, lora, tied, autocast):
-    monkeypatch.setattr("genenv_cli.memory_plan.LOSS_CHUNK_ELEMENTS", 4 * 3 * V)  # chunks of 3 positions
+    monkeypatch.setattr("genenv_cli.core.memory_plan.LOSS_CHUNK_ELEMENTS", 4 * 3 * V)  # chunks of 3 positions
     model = _model(tied)
     reference = None
     if lora:
@@ -98,9 +98,9 @@ def test_update_env_loss_and_gradients_equal_the_logits_route(monkeypatch, lora,
 @pytest.mark.parametrize(("temperature", "shared"), [(1.0, 0), (0.7, 0), (0.7, 12)])
 def test_update_agent_logps_and_gradients_equal_the_logits_route(monkeypatch, tied, temperature, shared):
     """`shared`: the rows begin with the same tokens, so the forward computes them once (engines/shared_prefix.py)."""
-    from genenv_cli.engines import shared_prefix
+    from genenv_cli.machinery.engines import shared_prefix
 
-    monkeypatch.setattr("genenv_cli.memory_plan.LOSS_CHUNK_ELEMENTS", 4 * 2 * V)
+    monkeypatch.setattr("genenv_cli.core.memory_plan.LOSS_CHUNK_ELEMENTS", 4 * 2 * V)
     model = _model(tied, model_type="qwen2")
     ids, attn, mask, _ = _batch(shared=shared)
     assert shared_prefix.supports(model)
@@ -169,7 +169,7 @@ def test_no_batch_by_positions_by_vocabulary_tensor_is_allocated(monkeypatch, up
     """Every tensor any operation returns during the loss's forward and backward pass, the model's included, is
     counted: through the logits one of (batch x positions x vocabulary) elements is made; with the head inside the
     loss none is (the largest are the head's weight and its gradient, vocabulary x hidden, and one chunk)."""
-    monkeypatch.setattr("genenv_cli.memory_plan.LOSS_CHUNK_ELEMENTS", 4 * 4 * V)
+    monkeypatch.setattr("genenv_cli.core.memory_plan.LOSS_CHUNK_ELEMENTS", 4 * 4 * V)
     model = _model(tied=False)
     policy = Policy(model=model, tokenizer=None, lora=False, base_name="tiny",
                     reference=_model(False, seed=1).eval().requires_grad_(False))

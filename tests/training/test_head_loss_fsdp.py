@@ -21,9 +21,9 @@ SCRIPT = textwrap.dedent('''
 
     sys.path.insert(0, sys.argv[1])
     import test_head_loss as t
-    from genenv_cli import memory_plan
-    from genenv_cli.training import logits, rwr
-    from genenv_cli.training.common import Policy
+    from genenv_cli.core import memory_plan
+    from genenv_cli.machinery.training import logits, rwr
+    from genenv_cli.machinery.training.policy import Policy
 
     memory_plan.LOSS_CHUNK_ELEMENTS = 2 * 3 * t.V  # chunks of 3 positions of a rank's 2 rows
     plain_head = logits.plain_head

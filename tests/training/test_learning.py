@@ -7,12 +7,12 @@ import polars as pl
 import pytest
 import torch
 
-from genenv_cli.curriculum import normalized_weights
-from genenv_cli.models import resolve
+from genenv_cli.core.curriculum import normalized_weights
+from genenv_cli.machinery.models import resolve
+from genenv_cli.machinery.training.grpo import group_advantages, grpo_loss
 from genenv_cli.rundir import RunDir
 from genenv_cli.rundir.datafiles import read_parquet
 from genenv_cli.stages import update_agent, update_env
-from genenv_cli.training.grpo import group_advantages, grpo_loss
 from stagekit import agent_pool, env_pool
 
 # ---------------------------------------------------------------- by hand
@@ -61,7 +61,7 @@ def test_loss_equals_trls_on_the_same_batch(tiny_model, tmp_path, loss_type, bet
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from genenv_cli.training.logits import token_logps
+    from genenv_cli.machinery.training.logits import token_logps
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model)
     tok = AutoTokenizer.from_pretrained(tiny_model)
@@ -130,7 +130,7 @@ def test_update_agent_trains_and_records(make_run, tiny_model, lora):
     meta = json.loads((run.epoch_dir(1) / "agent" / "genenv_checkpoint.json").read_text())
     assert meta["kind"] == ("lora" if lora else "full") and meta["base"] == str(tiny_model)
     # parameters changed: the checkpoint's logits differ from the base model's
-    from genenv_cli.models import load_model
+    from genenv_cli.machinery.models import load_model
 
     ids = torch.tensor([[1, 50, 60, 70]])
     base = load_model(resolve(str(tiny_model)))
@@ -177,7 +177,7 @@ def test_frozen_mode_never_trains_the_environment(make_run):
     result = update_env.run(run, run.load_config(), 1)
     assert result.manifest["counts"]["skipped"].startswith("env.mode = frozen")
     assert not (run.epoch_dir(1) / "env").exists()
-    from genenv_cli.checkpoints import env_model_for
+    from genenv_cli.machinery.checkpoints import env_model_for
 
     assert env_model_for(run, run.load_config(), 2, "generate-tasks")[1] == run.load_config().env.model
 
@@ -185,7 +185,7 @@ def test_frozen_mode_never_trains_the_environment(make_run):
 def test_frozen_agent_is_never_trained(make_run):
     """agent.mode = frozen: update-agent completes with nothing to do (no scored pool needed), every epoch's rollouts
     use the base agent, and `evaluate` without --epoch evaluates it without looking for a checkpoint."""
-    from genenv_cli.checkpoints import agent_model_for, latest_agent
+    from genenv_cli.machinery.checkpoints import agent_model_for, latest_agent
 
     run = RunDir(make_run("agent.mode=frozen"))
     cfg = run.load_config()

@@ -9,11 +9,11 @@ import polars as pl
 import pytest
 import torch
 
+from genenv_cli.machinery.training.grpo import grpo_loss, sample_mismatch
 from genenv_cli.rundir import RunDir
 from genenv_cli.rundir.datafiles import read_parquet, write_parquet
 from genenv_cli.rundir.schemas import SCHEMAS
 from genenv_cli.stages import update_agent
-from genenv_cli.training.grpo import grpo_loss, sample_mismatch
 from stagekit import agent_pool
 
 REWARDS = {"t1": [1.0, 0.0, 1.0, 0.0], "t2": [0.0, 0.0, 0.0, 1.0], "t3": [1.0, 1.0, 1.0, 1.0]}
@@ -90,7 +90,7 @@ def test_step_one_ratio_is_exactly_one_and_the_gap_is_recorded(make_run, tiny_mo
     assert metrics["agent_is_truncated"] == 0.0
     assert result.manifest["metrics"]["mismatch_logp_abs_diff"] == metrics["agent_logp_mismatch"]
     # genenv status shows the three numbers of the epoch
-    from genenv_cli.status import collect, table_cells
+    from genenv_cli.views.status_table import collect, table_cells
 
     header, cells = table_cells(collect(run, run.load_config()))
     shown = dict(zip(header, [text for text, _ in cells[0]], strict=True))

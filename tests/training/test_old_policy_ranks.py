@@ -12,14 +12,14 @@ import textwrap
 import pytest
 import torch
 
-from genenv_cli.training.grpo import old_policy_table
+from genenv_cli.machinery.training.grpo import old_policy_table
 
 SCRIPT = textwrap.dedent('''
     import json, sys
     import torch
     import torch.distributed as dist
     from transformers import AutoModelForCausalLM
-    from genenv_cli.training.grpo import old_policy_table
+    from genenv_cli.machinery.training.grpo import old_policy_table
 
     model_dir, rows_path, out = sys.argv[1:4]
     dist.init_process_group("gloo")

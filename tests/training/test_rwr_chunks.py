@@ -5,7 +5,7 @@ tensor kept for the backward pass."""
 import pytest
 import torch
 
-from genenv_cli.training import rwr, target_logps
+from genenv_cli.machinery.training import rwr, target_logps
 from reference_losses import whole_vocabulary
 
 
@@ -27,7 +27,7 @@ def test_chunked_loss_equals_the_whole_vocabulary_one(monkeypatch, dtype, positi
     want[0].backward()
     want_grad, logits.grad = logits.grad.clone(), None
     if positions is not None:  # chunks of that many positions
-        monkeypatch.setattr("genenv_cli.memory_plan.LOSS_CHUNK_ELEMENTS", positions * 3 * 97)
+        monkeypatch.setattr("genenv_cli.core.memory_plan.LOSS_CHUNK_ELEMENTS", positions * 3 * 97)
         assert target_logps.chunk_positions(3, 11, 97) == positions
     got = rwr.rwr_loss(logits, ref, targets, mask, weights, kl_coef=0.3)
     for a, b in zip(want, got, strict=True):

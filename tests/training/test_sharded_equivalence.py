@@ -1,5 +1,5 @@
 """Sharded training equals unsharded training: update-agent and update-env launched with each shipped accelerate config
-file (stages/accelerate/) on 2 gloo processes end with the weights one process reaches on the same pool, and every
+file (pipelines/accelerate/) on 2 gloo processes end with the weights one process reaches on the same pool, and every
 trainable tensor moved.
 
 The runs are the real CLI stages. Two processes take micro-batches of `batch_size` rows each per optimizer step, so
@@ -39,7 +39,7 @@ from paths import ROOT
 from stagekit import agent_pool, env_pool
 from tiny import SMALL
 
-CONFIGS = ROOT / "stages" / "accelerate"
+CONFIGS = ROOT / "pipelines" / "accelerate"
 DRIVER = Path(__file__).with_name("fsdp_on_cpu.py")
 WORST, MEAN = 0.10, 0.01   # of each tensor's largest and mean move in the one-process run (module docstring)
 FULL_LR = 2e-6          # full fine-tuning: a step far below bf16's resolution at the tiny model's weights (~0.02)
@@ -77,7 +77,7 @@ def pools(tmp_path_factory, models) -> dict[str, Path]:
     """Run folders whose epoch 1 is scored: `mixed` (4 agent groups of 4 with mixed rewards: 8 micro-batches of 2; 8
     environment pairs: 4 micro-batches), `single` (one agent group of 2: one micro-batch, so rank 1's share is empty)
     and `equal` (every agent group all-equal: nothing to train)."""
-    from genenv_cli.config import apply_overrides, config_from_dict, render_config
+    from genenv_cli.catalogue.config import apply_overrides, config_from_dict, render_config
 
     out = {}
     for name, groups in (("mixed", {f"t{i}": [1.0, 0.0, 1.0, 0.0] for i in range(4)}), ("single", {"t0": [1.0, 0.0]}),
@@ -121,8 +121,8 @@ def _two_processes(config: str, port: int) -> list[str]:
 def _trainable(folder: Path | str, role: str, base: Path, sets: list[str]) -> dict[str, torch.Tensor]:
     """The trainable tensors of a model as genenv loads it to train (for a checkpoint: the way the next epoch reads
     it back), by plain name, float32 as trained."""
-    from genenv_cli.config import apply_overrides, config_from_dict
-    from genenv_cli.training.common import load_policy, plain_name
+    from genenv_cli.catalogue.config import apply_overrides, config_from_dict
+    from genenv_cli.machinery.training.policy import load_policy, plain_name
 
     train = getattr(config_from_dict(apply_overrides({}, sets), "t"), f"{role}_update")
     policy = load_policy(str(folder), "x", base_name=str(base), train=train, need_reference=False,

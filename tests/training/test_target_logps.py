@@ -5,7 +5,7 @@ of (batch x positions x vocabulary) size kept for the backward pass beyond the l
 import pytest
 import torch
 
-from genenv_cli.training.target_logps import target_logps
+from genenv_cli.machinery.training.target_logps import target_logps
 
 
 def whole_vocabulary(logits, targets, temperature):

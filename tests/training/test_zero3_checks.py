@@ -8,9 +8,9 @@ them out."""
 import pytest
 import torch
 
-from genenv_cli.errors import ConfigError
-from genenv_cli.settings import AgentUpdateConfig
-from genenv_cli.training.common import Policy, check_finite, parameter_digest
+from genenv_cli.catalogue.settings import AgentUpdateConfig
+from genenv_cli.core.errors import ConfigError
+from genenv_cli.machinery.training.policy import Policy, check_finite, parameter_digest
 
 
 def _partitioned(values: torch.Tensor) -> torch.nn.Parameter:

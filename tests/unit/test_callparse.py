@@ -2,7 +2,7 @@ import ast
 
 import pytest
 
-from genenv_cli.callparse import (
+from genenv_cli.core.callparse import (
     CallParseError,
     literal_value,
     parse_literal,

@@ -2,8 +2,8 @@ import tomllib
 
 import pytest
 
-from genenv_cli.config import Config, config_from_dict, load_config, parse_override, render_config
-from genenv_cli.errors import ConfigError
+from genenv_cli.catalogue.config import Config, config_from_dict, load_config, parse_override, render_config
+from genenv_cli.core.errors import ConfigError
 
 
 def test_rendered_config_lists_every_key_and_round_trips(tmp_path):
@@ -67,7 +67,7 @@ def test_a_late_key_at_its_default_leaves_the_digest_of_older_runs_unchanged():
     import hashlib
     import json
 
-    from genenv_cli.config import SECTIONS, config_from_dict
+    from genenv_cli.catalogue.config import SECTIONS, config_from_dict
 
     cfg = config_from_dict({}, "test")
     late = [(s, f) for s, cls in SECTIONS.items() for f in dataclasses.fields(cls) if f.metadata.get("late")]

@@ -4,7 +4,7 @@ the environment's shape mix and success per shape."""
 import polars as pl
 import pytest
 
-from genenv_cli.curriculum import epoch_statistics, informative_expr
+from genenv_cli.core.curriculum import epoch_statistics, informative_expr
 
 # (task, batch, source, shape, rewards of its K rollouts)
 TASKS = [

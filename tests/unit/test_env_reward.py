@@ -6,9 +6,9 @@ import math
 import polars as pl
 import pytest
 
-from genenv_cli.config import ConfigError, config_from_dict
-from genenv_cli.curriculum import env_reward, invalid_generation_reward
-from genenv_cli.settings import CurriculumConfig
+from genenv_cli.catalogue.config import ConfigError, config_from_dict
+from genenv_cli.catalogue.settings import CurriculumConfig
+from genenv_cli.core.curriculum import env_reward, invalid_generation_reward
 from genenv_cli.stages.score import generation_rewards
 
 

@@ -2,8 +2,8 @@
 
 import json
 
-import genenv_cli.grading as grading
-from genenv_cli.domains import get_domain
+import genenv_cli.machinery.grading as grading
+from genenv_cli.catalogue.domains import get_domain
 
 
 def gold_text(payload):

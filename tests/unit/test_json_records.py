@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from genenv_cli.errors import InputError
-from genenv_cli.jsonio import json_document, json_records
+from genenv_cli.core.errors import InputError
+from genenv_cli.core.jsonio import json_document, json_records
 
 RECORDS = [{"id": "a", "n": 1}, {"id": "b", "n": 2}]
 

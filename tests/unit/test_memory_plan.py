@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import pytest
 
-from genenv_cli.memory_plan import (
+from genenv_cli.core.memory_plan import (
     ALLOCATOR_SLACK,
     ENV_WORKLOAD,
     GB,

@@ -3,7 +3,7 @@
 import io
 import json
 
-from genenv_cli.ui import UI
+from genenv_cli.core.ui import UI
 
 
 class FakeTTY(io.StringIO):

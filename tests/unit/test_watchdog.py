@@ -9,17 +9,17 @@ import time
 
 import pytest
 
-from genenv_cli import grading
-from genenv_cli.config import Config, ConfigError, config_from_dict
-from genenv_cli.contract import check_state
+from genenv_cli.catalogue.config import Config, ConfigError, config_from_dict
+from genenv_cli.core.watchdog import ItemTimeout, Watchdog
 from genenv_cli.domains import tool_call
 from genenv_cli.domains.arith import ArithDomain
 from genenv_cli.domains.base import EnvContext, Reject
 from genenv_cli.evals.base import EvalSample, Verdict
-from genenv_cli.evals.run import score_safely
+from genenv_cli.machinery import grading
+from genenv_cli.rundir.contract import check_state
 from genenv_cli.rundir.datafiles import read_parquet
 from genenv_cli.stages import score
-from genenv_cli.watchdog import ItemTimeout, Watchdog
+from genenv_cli.stages.evaluate import score_safely
 from paths import FIXTURES
 from score_epoch import BAD, GOOD
 
@@ -204,8 +204,8 @@ def test_scoring_predictions_keeps_the_sample_limit_apart_from_the_watchdog_boun
     """`--limit N` names the result file (`.limitN`) and the recorded config; the watchdog's bound is another
     number and must not take its place."""
 
-    from genenv_cli.config import config_from_dict
-    from genenv_cli.evals.run import evaluate
+    from genenv_cli.catalogue.config import config_from_dict
+    from genenv_cli.stages.evaluate import evaluate
 
     data = FIXTURES / "bamboogle" / "bamboogle.csv"
     preds = tmp_path / "preds.jsonl"

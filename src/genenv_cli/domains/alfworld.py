@@ -47,9 +47,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from genenv_cli.core.errors import InputError
 from genenv_cli.domains.base import EnvContext, Reject, SeedTask
 from genenv_cli.domains.family import FamilyDomain
-from genenv_cli.errors import InputError
 from genenv_cli.evals.alfworld.benchmark import MAX_STEPS, collect_games, normalize, resolve
 from genenv_cli.evals.alfworld.games import SCRIPTED_FILE, TASK_TYPES
 from genenv_cli.evals.base import EvalSample
@@ -222,7 +222,7 @@ class ALFWorldDomain(FamilyDomain):
         """The suite's loader plays the game file's trial folder, or every game of a folder (bad files are named
         there, with the line); evaluation games are refused first. Ids are `alfworld-<task>/<trial>/<file>#step<k>`
         either way."""
-        from genenv_cli.paths import cache_dir
+        from genenv_cli.core.paths import cache_dir
 
         path = Path(path)
         if path.is_dir():

@@ -33,6 +33,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from genenv_cli.core.errors import InputError
 from genenv_cli.domains.alfworld import game_folder, refuse_evaluation_games
 from genenv_cli.domains.base import (
     Domain,
@@ -46,7 +47,6 @@ from genenv_cli.domains.base import (
     stats_lines,
 )
 from genenv_cli.domains.family import first_json_object
-from genenv_cli.errors import InputError
 from genenv_cli.evals.alfworld.benchmark import (
     MAX_STEPS,
     SYSTEM_PROMPT,
@@ -227,7 +227,7 @@ class ALFWorldGameDomain(Domain):
         refused first. Ids are `alfworld-game-<task folder>/<trial>`."""
         path = Path(path)
         if path.suffix == ".jsonl":
-            from genenv_cli.jsonio import json_lines
+            from genenv_cli.core.jsonio import json_lines
 
             expected = '{"id", "split", "shape", "task_type", "game", "max_steps"}'
             seeds = []

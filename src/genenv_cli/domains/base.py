@@ -32,7 +32,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from genenv_cli.curriculum import is_success
+from genenv_cli.core.curriculum import is_success
 from genenv_cli.evals.base import CONTEXT_OVERFLOW, Episode, Verdict
 
 
@@ -256,8 +256,8 @@ class Domain(ABC):
 
     @cached_property
     def _seeds(self) -> list[SeedTask]:
-        from genenv_cli.errors import InputError
-        from genenv_cli.jsonio import json_lines
+        from genenv_cli.core.errors import InputError
+        from genenv_cli.core.jsonio import json_lines
 
         path = self.seed_path()
         expected = '{"id", "split", "shape", ' + ", ".join(f'"{k}"' for k in self.payload_keys) + "}"
@@ -379,7 +379,7 @@ class Domain(ABC):
         """Base tasks from `path`, a file in this domain's own format (`genenv init --seeds`), read by the loader
         `genenv evaluate --data` uses where the domain has a benchmark. Bad records raise InputError naming the
         file and the line; a task whose file states no split has split "" (init draws one with the run's seed)."""
-        from genenv_cli.errors import ConfigError
+        from genenv_cli.core.errors import ConfigError
 
         raise ConfigError(f"domain {self.name} reads no seed files; it uses its built-in seeds.")
 

@@ -276,8 +276,8 @@ class CheckResult:
 def run_contract(dom: Domain, case: DomainCase | None = None) -> list[CheckResult]:
     """Every clause on `dom` with `case` (default: the one the domain declares), each caught: a clause that fails,
     or a domain method that raises, is one failed line, and the others still run."""
+    from genenv_cli.core.plugin_guard import PluginError
     from genenv_cli.domains.family import FamilyDomain
-    from genenv_cli.plugin_guard import PluginError
 
     case = case or declared_case(dom)
     results: list[CheckResult] = []

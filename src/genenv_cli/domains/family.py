@@ -29,8 +29,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from genenv_cli.core.errors import ConfigError, InputError
 from genenv_cli.domains.base import Domain, EnvContext, Reject, SeedTask, TaskVerdict, stats_lines
-from genenv_cli.errors import ConfigError, InputError
 
 MAX_ITEM_CHARS = 20_000   # an environment item longer than this is a runaway generation, not a task
 
@@ -68,7 +68,7 @@ class FamilyDomain(Domain):
 
     @cached_property
     def suite(self) -> Any:
-        from genenv_cli.evals import get_benchmark
+        from genenv_cli.catalogue.suites import get_benchmark
 
         return get_benchmark(self.benchmark)
 
@@ -137,7 +137,7 @@ class FamilyDomain(Domain):
         return "Here is a new item:\n```json\n" + self.render_item(payload) + "\n```"
 
     def read_seeds(self, path: Path) -> list[SeedTask]:
-        from genenv_cli.paths import cache_dir
+        from genenv_cli.core.paths import cache_dir
 
         loaded = self.suite.load(data=Path(path), split=None, version=None, protocol=self.protocol,
                                  cache_dir=cache_dir() / "benchmarks" / self.benchmark)

@@ -26,10 +26,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from genenv_cli.core.errors import ConfigError, InputError
+from genenv_cli.core.safefiles import open_regular, read_regular
 from genenv_cli.domains.base import Domain, SeedTask
 from genenv_cli.domains.seeded import SeededDomain
-from genenv_cli.errors import ConfigError, InputError
-from genenv_cli.safefiles import open_regular, read_regular
 
 SEEDS_DIR = "seeds"
 SEEDS_FILE = "seeds/seeds.jsonl"
@@ -149,8 +149,8 @@ def stage_seeds(domain: Domain, paths: list[Path], run_root: Path, *, seed: int,
                 force: bool = False, folder: str = SEEDS_DIR) -> StagedSeeds:
     """Read and check the seed files and build RUN/<folder> under a temporary name beside it; nothing in the run
     changes (the caller renames it in, or removes it)."""
+    from genenv_cli.core.safefiles import refuse_links_below
     from genenv_cli.rundir import tmp_name
-    from genenv_cli.safefiles import refuse_links_below
 
     if not 0.0 <= validation_share < 1.0:
         raise ConfigError(f"--validation-share {validation_share}: expected a number in [0, 1).")
@@ -206,7 +206,7 @@ def stage_seeds(domain: Domain, paths: list[Path], run_root: Path, *, seed: int,
 
 def load_run_seeds(domain: Domain, path: Path) -> list[SeedTask]:
     """The tasks of a run's seeds.jsonl (written by import_seeds; checked again, since users may edit it)."""
-    from genenv_cli.jsonio import json_lines
+    from genenv_cli.core.jsonio import json_lines
 
     if not path.is_file():
         raise InputError(f"{path}: the run's seed file is missing (run.seeds in genenv.toml names it); rerun "
@@ -242,7 +242,7 @@ def domains_for_run(cfg: Any, run_root: Path | None) -> dict[str, Domain]:
 
 
 def _with_seeds(name: str, rel: str, run_root: Path | None) -> Domain:
-    from genenv_cli.domains import get_domain
+    from genenv_cli.catalogue.domains import get_domain
 
     domain = get_domain(name)
     if not rel:
@@ -269,7 +269,7 @@ def read_seed_jsonl(path: Path, fields: tuple[str, ...], shape_of: Any = None, c
     """The built-in domains' own seed format, one JSON object per line: `{"id", "split", "shape", <fields>}`
     (the shipped `data/*_seeds.jsonl`); `split` may be left out (then drawn), `shape_of(payload)` fills a
     missing shape; `check(payload)` (the domain's check_payload) refuses a bad task with its line."""
-    from genenv_cli.jsonio import json_lines
+    from genenv_cli.core.jsonio import json_lines
 
     out = []
     for where, rec in json_lines(path, '{"id", "split", "shape", ' + ", ".join(f'"{f}"' for f in fields) + "}"):

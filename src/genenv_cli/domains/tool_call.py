@@ -44,9 +44,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.callparse import CallParseError, parse_tool_calls, standardize_string
+from genenv_cli.core.callparse import CallParseError, parse_tool_calls, standardize_string
+from genenv_cli.core.plaintext import plain_answer_problem
 from genenv_cli.domains.base import Domain, EnvContext, Reject, SeedTask, TaskVerdict, stats_lines
-from genenv_cli.plaintext import plain_answer_problem
 
 SHAPES = ("single", "conversion", "multiple", "parallel", "no_tool")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -147,7 +147,7 @@ class ToolCallDomain(Domain):
     shapes = SHAPES
     seed_file = "tool_call_seeds.jsonl"
     payload_keys = ("request", "tools", "calls")
-    code_modules = ("genenv_cli.callparse", "genenv_cli.plaintext")  # the answer parser and the "no call" rule
+    code_modules = ("genenv_cli.core.callparse", "genenv_cli.core.plaintext")  # the answer parser and the "no call" rule
 
     @cached_property
     def library(self) -> dict[str, dict[str, Any]]:

@@ -54,9 +54,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from genenv_cli.core.errors import InputError
 from genenv_cli.domains.base import EnvContext, Reject, SeedTask
 from genenv_cli.domains.family import FamilyDomain
-from genenv_cli.errors import InputError
 from genenv_cli.evals.base import EvalSample
 from genenv_cli.evals.travelplanner.benchmark import (
     LEVELS,
@@ -392,7 +392,7 @@ class TravelPlannerDomain(FamilyDomain):
                    "folder of std_travelplanner.jsonl, train_ref_info.jsonl and database/ (never validation or test)")
 
     def _sandbox_base(self) -> Path:
-        from genenv_cli.paths import cache_dir
+        from genenv_cli.core.paths import cache_dir
 
         return cache_dir() / "travelplanner-sandboxes"
 
@@ -406,7 +406,7 @@ class TravelPlannerDomain(FamilyDomain):
     def read_seeds(self, path: Path) -> list[SeedTask]:
         """The training split only (the official repository's release of it, or train.csv): validation and test
         queries are what the suite evaluates on, so a file of theirs is refused."""
-        from genenv_cli.paths import cache_dir
+        from genenv_cli.core.paths import cache_dir
 
         path = Path(path)
         if path.is_file() and path.name.lower().startswith(("validation", "test")):

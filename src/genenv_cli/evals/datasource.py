@@ -16,8 +16,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from genenv_cli.errors import InputError
-from genenv_cli.safefiles import open_regular
+from genenv_cli.core.errors import InputError
+from genenv_cli.core.safefiles import open_regular
 
 CSV_FIELD_DEFAULT = 131_072  # the csv module's own default field size limit
 

@@ -12,10 +12,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from genenv_cli import writers
-from genenv_cli.errors import GenenvError, InputError
+from genenv_cli.core import process_identity as writers
+from genenv_cli.core.errors import GenenvError, InputError
+from genenv_cli.core.safefiles import open_new, read_regular, remove_entry
 from genenv_cli.rundir.fingerprints import unchanged
-from genenv_cli.safefiles import open_new, read_regular, remove_entry
 
 
 def writer_id() -> int:

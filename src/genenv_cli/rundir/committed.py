@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.errors import InputError
+from genenv_cli.core.errors import InputError
 from genenv_cli.rundir.fingerprints import unchanged
 from genenv_cli.rundir.layout import RunDir
 

@@ -13,10 +13,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.errors import InputError
-from genenv_cli.jsonio import json_lines
+from genenv_cli.core.errors import InputError
+from genenv_cli.core.jsonio import json_lines
+from genenv_cli.core.safefiles import open_new
 from genenv_cli.rundir.schemas import SCHEMAS, FileSchema
-from genenv_cli.safefiles import open_new
 
 _JSON_TYPES = {
     "str": (str,),

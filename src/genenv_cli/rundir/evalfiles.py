@@ -8,8 +8,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.errors import InputError
-from genenv_cli.safefiles import read_regular
+from genenv_cli.core.errors import InputError
+from genenv_cli.core.safefiles import read_regular
 
 
 def model_tag(name: str) -> str:

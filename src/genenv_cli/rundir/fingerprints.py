@@ -9,7 +9,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.safefiles import open_regular
+from genenv_cli.core.safefiles import open_regular
 
 
 def sha256_file(path: Path) -> str:

@@ -11,14 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.config import CONFIG_NAME, Config, apply_overrides, config_from_dict, load_config
-from genenv_cli.errors import ConfigError, InputError
-from genenv_cli.paths import cache_dir
+from genenv_cli.catalogue.config import CONFIG_NAME, Config, apply_overrides, config_from_dict, load_config
+from genenv_cli.core.errors import ConfigError, InputError
+from genenv_cli.core.paths import cache_dir
+from genenv_cli.core.safefiles import read_regular
 from genenv_cli.rundir.evalfiles import read_eval_result
 from genenv_cli.rundir.lock import lock_held, only_locks
 from genenv_cli.rundir.records import read_json, read_record
 from genenv_cli.rundir.schemas import SCHEMAS
-from genenv_cli.safefiles import read_regular
 
 POOLS = ("agent_train", "env_sft", "env_gen")
 # the run's folders outside its epochs, named here only

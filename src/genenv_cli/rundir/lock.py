@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.errors import GenenvError, InputError, LockError
+from genenv_cli.core.errors import GenenvError, InputError, LockError
+from genenv_cli.core.safefiles import link_refusal, open_regular, refuse_hard_links, refuse_links_below
 from genenv_cli.rundir.records import read_record
-from genenv_cli.safefiles import link_refusal, open_regular, refuse_hard_links, refuse_links_below
 
 
 def lock_held(path: Path) -> bool:

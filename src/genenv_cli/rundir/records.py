@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.errors import GenenvError, InputError
-from genenv_cli.safefiles import RECORD_MAX, read_regular
+from genenv_cli.core.errors import GenenvError, InputError
+from genenv_cli.core.safefiles import RECORD_MAX, read_regular
 
 
 def read_record(path: Path, *, follow: bool = True, limit: int | None = RECORD_MAX) -> dict[str, Any]:

@@ -33,21 +33,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.checkpoints import derive_seed, env_model_for
-from genenv_cli.config import Config
-from genenv_cli.contract import StagePlan, StageResult, Staging, execute
-from genenv_cli.curriculum import agent_statistics, env_reward
-from genenv_cli.domains import domain_data
+import genenv_cli.rundir.metrics  # noqa: F401  (metrics.json and the trackers subscribe to the commit: commit_hooks)
+import genenv_cli.trackers.sync  # noqa: F401
+from genenv_cli.catalogue.config import Config
+from genenv_cli.catalogue.domains import domain_data
+from genenv_cli.core.curriculum import agent_statistics, env_reward
+from genenv_cli.core.reject_reasons import describe, top_reasons
+from genenv_cli.core.safefiles import refuse_links_below
+from genenv_cli.core.ui import UI, pct
+from genenv_cli.core.watchdog import ItemTimeout, Watchdog
+from genenv_cli.core.watchdog import reason as timeout_reason
 from genenv_cli.domains.base import Domain, EnvContext, Reject, SeedTask, jaccard
 from genenv_cli.domains.fingerprints import generate_values
 from genenv_cli.domains.seedfiles import domains_for_run
-from genenv_cli.reject_reasons import describe, top_reasons
+from genenv_cli.machinery.checkpoints import derive_seed, env_model_for
 from genenv_cli.rundir import RunDir, clean_stale_tmp, replace_into_place, tmp_name, write_text_atomic
+from genenv_cli.rundir.contract import StagePlan, StageResult, Staging, execute
 from genenv_cli.rundir.datafiles import frame, iter_jsonl, read_parquet, write_jsonl, write_parquet
-from genenv_cli.safefiles import refuse_links_below
-from genenv_cli.ui import UI, pct
-from genenv_cli.watchdog import ItemTimeout, Watchdog
-from genenv_cli.watchdog import reason as timeout_reason
 
 STAGE = "generate-tasks"
 CONFIG_SECTIONS = ["run.domain", "run.domains", "run.seed", "env", "generate", "curriculum"]
@@ -350,8 +352,8 @@ class Sampling:
 
 
 def _open_env_engine(cfg: Config, epoch: int, model_name: str, model_tag: str, ui: UI) -> Any:
-    from genenv_cli.engines import open_engine
-    from genenv_cli.models import resolve
+    from genenv_cli.machinery.engines import open_engine
+    from genenv_cli.machinery.models import resolve
 
     ui.info(f"generate-tasks epoch {epoch}: loading environment model {model_tag}")
     return open_engine(resolve(model_name, tag=model_tag), engine=cfg.run.engine, device=cfg.run.device,
@@ -362,7 +364,7 @@ def _open_env_engine(cfg: Config, epoch: int, model_name: str, model_tag: str, u
 def _sample_batches(s: Sampling, contexts: list[EnvContext], wanted: int, shared: Any = None) -> list[dict[str, Any]]:
     """Sample n outputs per context, round after round, until each batch holds n tasks or rounds run out.
     `shared`: an engine already open (a mixed run's, closed by its owner); None opens and closes one here."""
-    from genenv_cli.engines import SamplingParams
+    from genenv_cli.machinery.engines import SamplingParams
 
     cfg, epoch, variations, counts, ui = s.cfg, s.epoch, s.variations, s.counts, s.ui
     g = cfg.generate

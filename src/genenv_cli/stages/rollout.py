@@ -24,18 +24,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.checkpoints import agent_model_for, derive_seed
-from genenv_cli.config import Config
-from genenv_cli.contract import StagePlan, StageResult, Staging, execute
-from genenv_cli.domains import run_domains
+import genenv_cli.rundir.metrics  # noqa: F401  (metrics.json and the trackers subscribe to the commit: commit_hooks)
+import genenv_cli.trackers.sync  # noqa: F401
+from genenv_cli.catalogue.config import Config
+from genenv_cli.catalogue.domains import run_domains
+from genenv_cli.core.errors import ConfigError
+from genenv_cli.core.ui import UI
 from genenv_cli.domains.base import Domain
 from genenv_cli.domains.fingerprints import rollout_values
 from genenv_cli.domains.seedfiles import domains_for_run
-from genenv_cli.errors import ConfigError
+from genenv_cli.machinery.checkpoints import agent_model_for, derive_seed
+from genenv_cli.machinery.taskfile import load_tasks
 from genenv_cli.rundir import SHARD_MAX, RunDir, shard_stage
+from genenv_cli.rundir.contract import StagePlan, StageResult, Staging, execute
 from genenv_cli.rundir.datafiles import frame, polars_schema, write_parquet
-from genenv_cli.taskfile import load_tasks
-from genenv_cli.ui import UI
 
 STAGE = "rollout"
 CONFIG_SECTIONS = ["run.domain", "run.domains", "run.seed", "rollout"]
@@ -106,8 +108,8 @@ def _rollout(cfg: Config, epoch: int, domains: dict[str, Domain], tasks: list[di
     with seed + j*K + k (`engines.base.sample_seeds`), so a shard draws exactly what the whole epoch in one process
     draws for its tasks, whatever the number of shards (with vllm.seeding = "engine" vLLM's own engine seed decides
     instead, and results depend on the batches)."""
-    from genenv_cli.engines import SamplingParams, open_engine
-    from genenv_cli.models import resolve
+    from genenv_cli.machinery.engines import SamplingParams, open_engine
+    from genenv_cli.machinery.models import resolve
 
     r = cfg.rollout
     ui.info(f"rollout epoch {epoch}: loading agent model {model_tag}")

@@ -29,9 +29,12 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
-from genenv_cli.config import Config
-from genenv_cli.contract import StagePlan, StageResult, Staging, execute, manifests_problem
-from genenv_cli.curriculum import (
+import genenv_cli.rundir.metrics  # noqa: F401  (metrics.json and the trackers subscribe to the commit: commit_hooks)
+import genenv_cli.trackers.sync  # noqa: F401
+from genenv_cli.catalogue.config import Config
+from genenv_cli.catalogue.domains import domain_data, run_domains
+from genenv_cli.catalogue.settings import ITEM_TIMEOUT_S
+from genenv_cli.core.curriculum import (
     env_reward,
     epoch_statistics,
     filtered,
@@ -40,16 +43,15 @@ from genenv_cli.curriculum import (
     rwr_weight,
     success,
 )
-from genenv_cli.domains import domain_data, run_domains
+from genenv_cli.core.errors import InputError
+from genenv_cli.core.ui import UI, num, pct
 from genenv_cli.domains.fingerprints import score_values
-from genenv_cli.errors import InputError
-from genenv_cli.grading import Graded, grade_pairs
+from genenv_cli.machinery.grading import Graded, grade_pairs
+from genenv_cli.machinery.taskfile import load_tasks
 from genenv_cli.rundir import RunDir, shard_of, shard_stage
+from genenv_cli.rundir.contract import StagePlan, StageResult, Staging, execute, manifests_problem
 from genenv_cli.rundir.datafiles import polars_schema, read_parquet, write_parquet
 from genenv_cli.rundir.schemas import SCHEMAS
-from genenv_cli.settings import ITEM_TIMEOUT_S
-from genenv_cli.taskfile import load_tasks
-from genenv_cli.ui import UI, num, pct
 
 STAGE = "score"
 # the watchdog's limit decides which pairs time out (scored wrong): a changed limit makes score stale, and the

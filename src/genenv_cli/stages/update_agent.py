@@ -1,7 +1,7 @@
 """update-agent: GRPO on the epoch's scored rollouts, with no regeneration.
 
     genenv update-agent --epoch 3
-    accelerate launch --config_file stages/accelerate/fsdp-full-shard.yaml -m genenv_cli update-agent --epoch 3
+    accelerate launch --config_file pipelines/accelerate/fsdp-full-shard.yaml -m genenv_cli update-agent --epoch 3
 
 Reads `pools/agent_train/epoch=NNNN.parquet` (the K samples per task that `rollout` generated and `score`
 graded), computes group-relative advantages, skips (and counts) groups whose rewards are all equal, and
@@ -20,12 +20,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.checkpoints import AGENT_STAGE, agent_model_for, agent_trained
-from genenv_cli.config import Config
-from genenv_cli.contract import StagePlan, StageResult, Staging, execute, process_rank
+import genenv_cli.rundir.metrics  # noqa: F401  (metrics.json and the trackers subscribe to the commit: commit_hooks)
+import genenv_cli.trackers.sync  # noqa: F401
+from genenv_cli.catalogue.config import Config
+from genenv_cli.core.ui import UI, num
+from genenv_cli.machinery.checkpoints import AGENT_STAGE, agent_model_for, agent_trained
 from genenv_cli.rundir import RunDir
+from genenv_cli.rundir.contract import StagePlan, StageResult, Staging, execute, process_rank
 from genenv_cli.rundir.datafiles import check_parquet, reading, refuse_non_finite, scan_parquet
-from genenv_cli.ui import UI, num
 
 STAGE = AGENT_STAGE
 CONFIG_SECTIONS = ["run.seed", "agent", "agent_update"]
@@ -59,10 +61,10 @@ def summary(counts: dict[str, Any], metrics: dict[str, Any]) -> str:
 
 def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI | None = None) -> StageResult:
     ui = ui or UI(quiet=True)
-    from genenv_cli.memory_plan import default_allocator
+    from genenv_cli.core.memory_plan import default_allocator
 
     default_allocator()  # expandable segments, before anything initialises CUDA (unless the user chose a setting)
-    from genenv_cli.launch import check_update_launch, sharding_line
+    from genenv_cli.machinery.launch import check_update_launch, sharding_line
 
     if agent_trained(cfg):
         check_update_launch(cfg, "agent_update", cfg.agent.model)  # before the lock and any compute
@@ -77,7 +79,7 @@ def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI
 
     result = execute(run_dir, cfg, STAGE, epoch, lambda: plan(run_dir, cfg, epoch), body, force=force)
     if process_rank() == 0:  # after the commit: run.keep_checkpoints' full checkpoints no stage needs any more
-        from genenv_cli.pruning import prune
+        from genenv_cli.machinery.pruning import prune
 
         prune(run_dir, cfg)
     return result
@@ -91,7 +93,7 @@ def select_samples(pool: Path, replay: list[Path], temperature: float | None = N
     what is trained on, not the history replayed."""
     import polars as pl
 
-    from genenv_cli.training.grpo import group_advantages
+    from genenv_cli.machinery.training.grpo import group_advantages
 
     cheap = ["epoch", "rollout_id", "task_id", "group_id", "sample_index", "reward", "valid", "temperature"]
     parts = [scan_parquet(pool).select(*cheap, pl.col("completion_token_ids").list.len().alias("_n"),
@@ -136,10 +138,10 @@ def select_samples(pool: Path, replay: list[Path], temperature: float | None = N
 
 
 def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
-    from genenv_cli.launch import trainer_sharding
-    from genenv_cli.training.common import load_policy, publish_update, train_policy
-    from genenv_cli.training.distributed import all_mean, world
-    from genenv_cli.training.grpo import make_trainer, mismatch_records
+    from genenv_cli.machinery.launch import trainer_sharding
+    from genenv_cli.machinery.training.distributed import all_mean, world
+    from genenv_cli.machinery.training.grpo import make_trainer, mismatch_records
+    from genenv_cli.machinery.training.policy import load_policy, publish_update, train_policy
 
     u = cfg.agent_update
     import polars as pl

@@ -28,14 +28,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.checkpoints import ENV_STAGE, env_model_for, env_trained
-from genenv_cli.config import Config
-from genenv_cli.contract import StagePlan, StageResult, Staging, execute, process_rank
-from genenv_cli.curriculum import normalized_weights
-from genenv_cli.errors import InputError
+import genenv_cli.rundir.metrics  # noqa: F401  (metrics.json and the trackers subscribe to the commit: commit_hooks)
+import genenv_cli.trackers.sync  # noqa: F401
+from genenv_cli.catalogue.config import Config
+from genenv_cli.core.curriculum import normalized_weights
+from genenv_cli.core.errors import InputError
+from genenv_cli.core.ui import UI, num
+from genenv_cli.machinery.checkpoints import ENV_STAGE, env_model_for, env_trained
 from genenv_cli.rundir import RunDir
+from genenv_cli.rundir.contract import StagePlan, StageResult, Staging, execute, process_rank
 from genenv_cli.rundir.datafiles import check_parquet, reading, refuse_non_finite, scan_parquet
-from genenv_cli.ui import UI, num
 
 STAGE = ENV_STAGE
 CONFIG_SECTIONS = ["run.seed", "env", "env_update", "curriculum.lam"]
@@ -90,11 +92,11 @@ def summary(counts: dict[str, Any], metrics: dict[str, Any]) -> str:
 
 def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI | None = None) -> StageResult:
     ui = ui or UI(quiet=True)
-    from genenv_cli.memory_plan import default_allocator
+    from genenv_cli.core.memory_plan import default_allocator
 
     default_allocator()  # expandable segments, before anything initialises CUDA (unless the user chose a setting)
     if env_trained(cfg):
-        from genenv_cli.launch import check_update_launch
+        from genenv_cli.machinery.launch import check_update_launch
 
         check_update_launch(cfg, "env_update", cfg.env.model)  # before the lock and any compute
 
@@ -103,14 +105,14 @@ def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI
             out.counts.update({"samples_used": 0, "skipped": f"env.mode = {cfg.env.mode}: the environment is not trained"})
             ui.info(f"update-env epoch {epoch}: env.mode = {cfg.env.mode}, the environment is not trained")
             return
-        from genenv_cli.launch import sharding_line
+        from genenv_cli.machinery.launch import sharding_line
 
         ui.info(f"update-env epoch {epoch}: {cfg.env_update.algo}, {sharding_line(cfg)}")
         _update(cfg, epoch, out, ui)
 
     result = execute(run_dir, cfg, STAGE, epoch, lambda: plan(run_dir, cfg, epoch), body, force=force)
     if process_rank() == 0:  # after the commit: run.keep_checkpoints' full checkpoints no stage needs any more
-        from genenv_cli.pruning import prune
+        from genenv_cli.machinery.pruning import prune
 
         prune(run_dir, cfg)
     return result
@@ -192,7 +194,7 @@ def select_group_samples(paths: list[Path]) -> tuple[list[dict[str, Any]], Any, 
     rewards are all equal, a group of one, a generation with no reward (surplus) and an empty one are skipped."""
     import polars as pl
 
-    from genenv_cli.training.grpo import group_advantages
+    from genenv_cli.machinery.training.grpo import group_advantages
 
     df = _generations(paths)
     known = df["reward"].is_not_null().to_list()
@@ -227,9 +229,9 @@ def select_group_samples(paths: list[Path]) -> tuple[list[dict[str, Any]], Any, 
 
 
 def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
-    from genenv_cli.training.common import load_policy
-    from genenv_cli.training.distributed import world
-    from genenv_cli.training.grpo import mismatch_records
+    from genenv_cli.machinery.training.distributed import world
+    from genenv_cli.machinery.training.grpo import mismatch_records
+    from genenv_cli.machinery.training.policy import load_policy
 
     u = cfg.env_update
     paths = [p for n, p in sorted(out.plan.inputs.items()) if n.startswith(("pool_", "gen_"))]
@@ -282,9 +284,9 @@ def _tokenize_pairs(tok: Any, pairs: list[dict[str, Any]]) -> list[dict[str, Any
 
 def _train_rwr(policy: Any, cfg: Config, epoch: int, rows: list[dict[str, Any]],
                ui: UI) -> tuple[list[dict[str, Any]], Any, dict[str, Any] | None]:
-    from genenv_cli.launch import trainer_sharding
-    from genenv_cli.training.common import train_policy
-    from genenv_cli.training.rwr import KLCapReached, make_trainer
+    from genenv_cli.machinery.launch import trainer_sharding
+    from genenv_cli.machinery.training.policy import train_policy
+    from genenv_cli.machinery.training.rwr import KLCapReached, make_trainer
 
     u = cfg.env_update
     steps: list[dict[str, Any]] = []
@@ -306,10 +308,10 @@ def _train_grpo(policy: Any, cfg: Config, epoch: int, rows: list[dict[str, Any]]
                 ui: UI) -> tuple[list[dict[str, Any]], Any, dict[str, Any] | None, dict[str, Any]]:
     """The environment's GRPO update: the agent's trainer (training/grpo.py) on the environment's generations, with
     the leash's cap (`kl_max`) stopping it."""
-    from genenv_cli.launch import trainer_sharding
-    from genenv_cli.training.common import train_policy
-    from genenv_cli.training.grpo import make_trainer
-    from genenv_cli.training.rwr import KLCapReached
+    from genenv_cli.machinery.launch import trainer_sharding
+    from genenv_cli.machinery.training.grpo import make_trainer
+    from genenv_cli.machinery.training.policy import train_policy
+    from genenv_cli.machinery.training.rwr import KLCapReached
 
     u = cfg.env_update
     steps: list[dict[str, Any]] = []
@@ -350,7 +352,7 @@ def _publish(policy: Any, cfg: Config, epoch: int, out: Staging, ui: UI, *, tag:
              extra: dict[str, Any]) -> None:
     import polars as pl
 
-    from genenv_cli.training.common import publish_update
+    from genenv_cli.machinery.training.policy import publish_update
 
     u = cfg.env_update
     digest = publish_update(policy, out, role="env", epoch=epoch, trained_from=tag, records=records, steps=steps,

@@ -14,13 +14,18 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from genenv_cli.config import Config
+from genenv_cli.catalogue.config import Config
+from genenv_cli.catalogue.stages import STAGES
 from genenv_cli.rundir import RunDir
-from genenv_cli.stages import STAGES
 
-ORDER = {name: i for i, name in enumerate(STAGES, start=1)}  # generate-tasks 1 ... update-env 5
 EVALUATE = "evaluate"
-ORDER[EVALUATE] = len(ORDER) + 1
+
+
+def order(stage: str) -> int:
+    """A stage's place in the epoch (generate-tasks 1 ... update-env 5, stages registered in this process where
+    their rows put them), then the evaluations."""
+    names = [*STAGES, EVALUATE]
+    return names.index(stage) + 1
 # an update's per-step columns sent, and the rows that count as steps (update-env's stopping row was not taken)
 STEP_COLUMNS = {
     "update-agent": ("agent_update_steps", ["loss", "policy_loss", "kl", "clip_frac", "ratio_mean", "ratio_dev_max",
@@ -49,7 +54,7 @@ class Point:
 
 def source_name(epoch: int, stage: str) -> str:
     """`e0003.3-score`: sorts as the stages run (TensorBoard's own loader reads a folder's files in name order)."""
-    return f"e{epoch:04d}.{ORDER[stage]}-{stage}"
+    return f"e{epoch:04d}.{order(stage)}-{stage}"
 
 
 def _wall(stamp: Any) -> float:

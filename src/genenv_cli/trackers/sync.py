@@ -1,5 +1,5 @@
 """Sending the run's points to each tracker it names, under one lock, once per point (`trackers/__init__.py` says
-what each tracker keeps). Everything genenv writes for the trackers lives in `RUN/trackers/`: the run's identity
+what each tracker keeps, and has their rows). `publish` subscribes to every stage's commit (commit_hooks). Everything genenv writes for the trackers lives in `RUN/trackers/`: the run's identity
 (`run.json`), what was sent to an append-only tracker (`<name>.json`), TensorBoard's event files, W&B's folder."""
 
 from __future__ import annotations
@@ -13,17 +13,33 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.config import Config
-from genenv_cli.errors import GenenvError, InputError
+from genenv_cli.catalogue.config import Config
+from genenv_cli.catalogue.trackers import TRACKERS, check_installed
+from genenv_cli.core.errors import GenenvError, InputError
+from genenv_cli.core.safefiles import read_regular, refuse_links_below, refuse_links_leaving
 from genenv_cli.rundir import RunDir, json_bytes, writable, write_bytes_atomic
-from genenv_cli.safefiles import read_regular, refuse_links_below, refuse_links_leaving
+from genenv_cli.rundir.commit_hooks import AFTER, BEFORE, subscribe
+
+
+def publish(run: Any, cfg: Config, ui: Any = None) -> dict[str, Any]:
+    """Send every tracker in `run.report_to` the run's points it does not have yet; returns what each got. Never
+    raises for a tracker's own failure (the stage before it has committed): it warns and the next call retries."""
+    if not cfg.run.report_to:
+        return {}
+    return sync(run, cfg, ui)
+
+
+# every stage: refused before any work when a named tracker is missing, and published after its commit
+subscribe(BEFORE, check_installed)
+subscribe(AFTER, publish)
 
 
 def sync(run: RunDir, cfg: Config, ui: Any = None) -> dict[str, Any]:
     folder = run.trackers_dir()
     try:
-        for name in ("tensorboard", "wandb"):  # each tracker's own folder, and (W&B's) every link below it
-            refuse_links_below(run.root, folder / name / "x", "the trackers' files")
+        for name in TRACKERS.rows:  # each tracker's own folder, and (W&B's) every link below it
+            if TRACKERS.facts(name).get("folder"):
+                refuse_links_below(run.root, folder / TRACKERS.facts(name)["folder"] / "x", "the trackers' files")
         refuse_links_leaving(run.root, folder, "the trackers' files")
     except InputError as exc:
         return _warn(ui, f"the trackers were not updated: {exc}")
@@ -56,21 +72,16 @@ def sync(run: RunDir, cfg: Config, ui: Any = None) -> dict[str, Any]:
 def _send(name: str, folder: Path, ident: dict[str, str], points: list[Any], cfg: Config) -> dict[str, Any]:
     # the trackers' clients print to stdout; a stage's stdout is its summary line (`--json` is parsed by scripts)
     with contextlib.redirect_stdout(sys.stderr):
-        if name == "tensorboard":
-            from genenv_cli.trackers.tensorboard_files import write_event_files
-
-            return write_event_files(folder / "tensorboard", points)
+        facts, send = TRACKERS.facts(name), TRACKERS.get(name)
+        if facts.get("takes") == "files":
+            return send(folder / facts.get("folder", name), points)
         ledger_path = folder / f"{name}.json"
         ledger = _read_json(ledger_path)
         sent = ledger.get("sent") if isinstance(ledger.get("sent"), dict) else {}
         fresh = [p for p in points if p.key not in sent]
         changed = sum(1 for p in points if p.key in sent and sent[p.key] != _value_id(p))
         if fresh:
-            if name == "wandb":
-                from genenv_cli.trackers.wandb_run import log_points
-            else:
-                from genenv_cli.trackers.trackio_run import log_points
-            log_points(folder, ident, fresh, cfg)
+            send(folder, ident, fresh, cfg)
             ledger["sent"] = {**sent, **{p.key: _value_id(p) for p in fresh}}
             write_bytes_atomic(ledger_path, json_bytes(ledger))
         return {"sent": len(fresh), "skipped": changed}

@@ -16,8 +16,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from genenv_cli.core.safefiles import read_regular, remove_entry
 from genenv_cli.rundir import write_bytes_atomic
-from genenv_cli.safefiles import read_regular, remove_entry
 
 PREFIX = "events.out.tfevents."
 BUCKETS = 20  # histogram buckets for p̂ per batch (values in [0, 1])

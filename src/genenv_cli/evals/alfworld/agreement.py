@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from genenv_cli.core.jsonio import json_document
 from genenv_cli.evals.alfworld.games import (
     SCRIPTED_FORMAT,
     TASK_TYPES,
@@ -29,7 +30,6 @@ from genenv_cli.evals.alfworld.games import (
     ScriptedGame,
     require_alfworld,
 )
-from genenv_cli.jsonio import json_document
 
 HEATS, COOLS, CLEANS = {"microwave"}, {"fridge"}, {"sinkbasin", "bathtubbasin"}
 STATES = {"pick_clean_then_place_in_recep": "clean", "pick_heat_then_place_in_recep": "hot",

@@ -59,8 +59,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.callparse import CallParseError, load_json
-from genenv_cli.errors import ConfigError, InputError
+from genenv_cli.core.callparse import CallParseError, load_json
+from genenv_cli.core.errors import ConfigError, InputError
+from genenv_cli.core.jsonio import json_document
 from genenv_cli.evals.alfworld.games import (
     INSTALL_HINT,
     SCRIPTED_FILE,
@@ -75,7 +76,6 @@ from genenv_cli.evals.alfworld.games import (
 )
 from genenv_cli.evals.base import PROTOCOLS, Benchmark, Episode, EvalSample, LoadedData, PaperColumn, Verdict
 from genenv_cli.evals.datasource import sha256_paths
-from genenv_cli.jsonio import json_document
 
 MAX_STEPS = 50
 SPLITS = ["valid_unseen", "valid_seen"]

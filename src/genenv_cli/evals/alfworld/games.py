@@ -46,8 +46,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from genenv_cli.errors import InputError
-from genenv_cli.jsonio import json_document
+from genenv_cli.core.errors import InputError
+from genenv_cli.core.jsonio import json_document
 
 TASK_TYPES = (
     "pick_and_place_simple",

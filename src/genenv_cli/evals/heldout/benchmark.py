@@ -21,8 +21,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.curriculum import is_success
-from genenv_cli.errors import ConfigError
+from genenv_cli.core.curriculum import is_success
+from genenv_cli.core.errors import ConfigError
 from genenv_cli.evals.base import Benchmark, EvalSample, LoadedData, Verdict
 
 

@@ -74,10 +74,12 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.callparse import (
+from genenv_cli.core.callparse import (
     parse_literal,
 )
-from genenv_cli.errors import InputError
+from genenv_cli.core.errors import InputError
+from genenv_cli.core.jsonio import json_document, json_lines
+from genenv_cli.core.safefiles import open_regular
 from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, PaperColumn, Verdict
 from genenv_cli.evals.datasource import csv_field_limit, no_data_error, sha256_paths, try_download
 from genenv_cli.evals.travelplanner.checks import (
@@ -97,8 +99,6 @@ from genenv_cli.evals.travelplanner.release import (
     ref_info_name,
     release_records,
 )
-from genenv_cli.jsonio import json_document, json_lines
-from genenv_cli.safefiles import open_regular
 
 LEVELS = ["easy", "medium", "hard"]
 PAPER_REFERENCE = {"GenEnv 7B": 16.6, "Qwen2.5-7B-Instruct": 14.3}

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.errors import InputError, elide
+from genenv_cli.core.errors import InputError, elide
 
 FILES = {
     "flights": "flights/clean_Flights_2022.csv",

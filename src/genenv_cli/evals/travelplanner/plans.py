@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from genenv_cli.callparse import (
+from genenv_cli.core.callparse import (
     MAX_ANSWER_SOURCE,
     MAX_DEPTH,
     MAX_SOURCE,

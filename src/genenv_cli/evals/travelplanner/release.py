@@ -29,9 +29,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.callparse import CallParseError, parse_literal
-from genenv_cli.errors import InputError
-from genenv_cli.jsonio import json_lines
+from genenv_cli.core.callparse import CallParseError, parse_literal
+from genenv_cli.core.errors import InputError
+from genenv_cli.core.jsonio import json_lines
 
 CHATS = "std_travelplanner.jsonl"
 

@@ -1,0 +1,104 @@
+"""Name -> plugin registries (domains, benchmarks): built-ins plus an entry-point group for users' own.
+
+Each built-in is one row: its "module:attribute" string, imported only when asked for (so listing them costs
+nothing), and the facts the rest of genenv reads without importing it (a domain's output lengths, whether it is a
+benchmark family; where the project's tests find its test answers). A new component is its own files plus one
+row; `register` adds a row at run time (a test's throwaway domain, a script's own suite), kept apart from
+the built-ins. An unknown name gets the
+nearest known one as a suggestion (lm-evaluation-harness does this).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from genenv_cli.core.errors import RegistryError
+
+
+@dataclass(frozen=True)
+class Row:
+    """One registered component: where it lives ("module:attribute") and what is known of it without loading it."""
+
+    target: str
+    facts: dict[str, Any] = field(default_factory=dict)
+
+
+class Registry:
+    """`builtins`: the rows the project ships, fixed when the registry is made; `added`: rows `register` added in
+    this process (a test's throwaway component, a script's own suite), which take precedence over a built-in of the
+    same name; then the entry-point group. Looked-up objects and instances are cached per name, and forgotten when
+    the name is registered again or unregistered."""
+
+    def __init__(self, kind: str, group: str, rows: dict[str, str | Row]):
+        self.kind = kind
+        self.group = group
+        self.builtins: dict[str, Row] = {name: row if isinstance(row, Row) else Row(row) for name, row in rows.items()}
+        self.added: dict[str, Row] = {}
+        self._loaded: dict[str, Any] = {}
+        self._instances: dict[str, Any] = {}
+
+    @property
+    def rows(self) -> dict[str, Row]:
+        """Every row known without the entry points: the built-ins, with the added rows over them."""
+        return {**self.builtins, **self.added}
+
+    def register(self, name: str, target: str, **facts: Any) -> None:
+        """Add (or replace) the row `name` for this process: `target` is "module:attribute"."""
+        self.added[name] = Row(target, facts)
+        self.forget(name)
+
+    def unregister(self, name: str) -> None:
+        """Remove a row `register` added (a built-in stays), and forget what was looked up under its name."""
+        self.added.pop(name, None)
+        self.forget(name)
+
+    def forget(self, name: str) -> None:
+        """Drop the cached object and instance of `name`: the next lookup reads the rows again."""
+        self._loaded.pop(name, None)
+        self._instances.pop(name, None)
+
+    def origin(self, name: str) -> str:
+        """Where the row of `name` comes from: "added" (at run time), "built in", or "plugin" (an entry point)."""
+        return "added" if name in self.added else "built in" if name in self.builtins else "plugin"
+
+    def facts(self, name: str) -> dict[str, Any]:
+        """What the row of `name` says besides its target; {} for a plugin from the entry-point group."""
+        row = self.rows.get(name)
+        return dict(row.facts) if row is not None else {}
+
+    def _entry_points(self) -> dict[str, Any]:
+        from importlib.metadata import entry_points  # slow to import: only when a name is not built in
+
+        return {ep.name: ep for ep in entry_points(group=self.group)}
+
+    def names(self) -> list[str]:
+        return sorted(set(self.rows) | set(self._entry_points()))
+
+    def get(self, name: str) -> Any:
+        """The registered object (a class or instance factory) for `name`."""
+        if name in self._loaded:
+            return self._loaded[name]
+        row = self.rows.get(name)
+        if row is not None:
+            module, attr = row.target.split(":")
+            obj = getattr(importlib.import_module(module), attr)
+        else:
+            eps = self._entry_points()
+            if name not in eps:
+                import difflib
+
+                close = difflib.get_close_matches(name, self.names(), n=1, cutoff=0.5)
+                hint = f" Did you mean `{close[0]}`?" if close else ""
+                raise RegistryError(f"unknown {self.kind} `{name}`.{hint} Known: {', '.join(self.names())}. "
+                                    f"Plugins register under the `{self.group}` entry-point group.")
+            obj = eps[name].load()
+        self._loaded[name] = obj
+        return obj
+
+    def instance(self, name: str) -> Any:
+        """One instance per process of the class registered as `name` (a domain caches its data)."""
+        if name not in self._instances:
+            self._instances[name] = self.get(name)()
+        return self._instances[name]

@@ -1,0 +1,3 @@
+"""The version genenv reports (`genenv --version`, every manifest and result file)."""
+
+__version__ = "0.1.0"

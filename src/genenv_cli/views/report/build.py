@@ -1,0 +1,152 @@
+"""`build_report`: every section built from the run's numbers, the page around them, and the files written (the
+HTML page and each chart's PNG beside it)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from pathlib import Path
+from typing import Any
+
+from genenv_cli.catalogue.config import Config
+from genenv_cli.core.safefiles import refuse_links_below, refuse_overlap
+from genenv_cli.rundir import REPORT, RunDir, write_bytes_atomic, write_text_atomic
+from genenv_cli.rundir.metrics import DOCS, MAPPINGS, SOURCES
+from genenv_cli.views.report.html import CSS, cell, esc
+from genenv_cli.views.report.read import _BOOL_KEYS, _NUMBER_KEYS, read_evals, read_metrics, read_task_stats
+from genenv_cli.views.report.sections import BUILDERS, CHARTS, HEADINGS, _Run
+
+
+def report_output(run: RunDir, out: Path | None) -> tuple[Path | None, bool]:
+    """(where the report goes, moved): `out` when given; else None (RUN/report/report.html, `build_report`'s
+    default), or report.html in the user cache when the run is read-only (moved True)."""
+    if out is not None:
+        return out, False
+    folder, moved = run.output_dir(REPORT)
+    return (folder / "report.html" if moved else None), moved
+
+
+def build_report(run: RunDir, cfg: Config, out: Path | None = None) -> dict[str, Any]:
+    """Write the HTML report (default RUN/report/report.html) and the chart PNGs beside it.
+
+    Returns {"html": path, "pngs": [paths], "epochs": number of epochs, "numbers": the data behind every
+    chart, keyed by chart id, plus "metrics" (every epoch's metrics.json) and "notes"}."""
+    from genenv_cli.core.version import __version__
+
+    default_dir = run.report_dir
+    if out is None:
+        refuse_links_below(run.root, default_dir / "report.html", "the report")
+        out = default_dir / "report.html"
+    elif out.is_dir():
+        out = out / "report.html"
+    if out != default_dir / "report.html":  # its PNGs go beside it: inside the run, only in the report's folder
+        refuse_overlap(out, run.root, "--out", "the report", allowed=default_dir)
+    out = out.expanduser().resolve()
+    out_dir = out.parent
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    c = cfg.curriculum
+    epochs = run.epochs()
+    metrics = {e: read_metrics(run, e, cfg) for e in epochs}
+    stats = {e: read_task_stats(run, e) for e in epochs}
+    evals = read_evals(run)
+    notes: list[str] = []
+    for e in epochs:
+        if metrics[e] is None:
+            notes.append(f"Epoch {e}: no metrics.json yet (each stage of the epoch rewrites it when it finishes); "
+                         f"its numbers are shown as gaps.")
+    mrows = [metrics[e] or {"epoch": e, **{k: None for k in [*_NUMBER_KEYS, *_BOOL_KEYS, *MAPPINGS]}} for e in epochs]
+    alphas = {m["alpha"] for m in mrows if m.get("alpha") is not None}
+    if alphas - {c.alpha}:
+        notes.append(f"Some epochs ran with alpha = {', '.join(f'{a:g}' for a in sorted(alphas))}; the lines show "
+                     f"the config's alpha = {c.alpha:g}, the p̂ histograms each epoch's own.")
+
+    numbers: dict[str, Any] = {"epochs": epochs, "metrics": mrows, "notes": notes,
+                               "config": {"alpha": c.alpha, "beta": c.beta, "k_min": c.k_min,
+                                          "band_low": c.band_low, "band_high": c.band_high,
+                                          "kl_max": cfg.env_update.kl_max}}
+    mode_note = ""
+    if cfg.env.mode == "seeds":
+        mode_note = ('<p class="note">env.mode = seeds: no environment model writes tasks, so there are no '
+                     "environment generations, rewards or updates to show.</p>")
+    from genenv_cli.views.report.episodes import read_episodes
+
+    inputs = _Run(cfg, epochs, mrows, metrics, stats, evals, mode_note, {e: read_episodes(run, e) for e in epochs})
+    pngs: dict[str, bytes] = {}
+    sections: list[str] = []
+    for cid, build, needs_epoch in BUILDERS:
+        if needs_epoch and not epochs:
+            continue
+        numbers[cid], png, section = build(inputs)
+        if png is not None:
+            pngs[cid] = png
+        if section:
+            sections.append(section)
+
+    # write
+    paths = []
+    for cid, _ in CHARTS:
+        path = out_dir / f"{cid}.png"
+        if cid in pngs:
+            write_bytes_atomic(path, pngs[cid])
+            paths.append(path)
+        elif out_dir == default_dir.resolve() and path.exists():
+            path.unlink()  # a chart of an earlier report that has no data now
+    created = _dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
+    page = _page(run, cfg, epochs, mrows, sections, notes, created, __version__)
+    write_text_atomic(out, page)
+    return {"html": out, "pngs": paths, "epochs": len(epochs), "numbers": numbers}
+
+
+
+def _epochs_text(epochs: list[int]) -> str:
+    if not epochs:
+        return "none yet"
+    if epochs == list(range(epochs[0], epochs[-1] + 1)):
+        span = f"{epochs[0]}" if len(epochs) == 1 else f"{epochs[0]}-{epochs[-1]}"
+    else:
+        span = ", ".join(map(str, epochs))
+    return f"{span} ({len(epochs)} epoch{'s' if len(epochs) != 1 else ''})"
+
+
+def _page(run: RunDir, cfg: Config, epochs: list[int], mrows: list[dict[str, Any]], sections: list[str],
+          notes: list[str], created: str, version: str) -> str:
+    c = cfg.curriculum
+    domain = (", ".join(f"{name} {100 * share:.0f}%" for name, share in cfg.run.shares().items())
+              if cfg.run.mixed else cfg.run.domain)
+    meta = [("run", run.root), ("domains" if cfg.run.mixed else "domain", domain), ("env mode", cfg.env.mode),
+            ("agent model", cfg.agent.model), ("environment model", cfg.env.model),
+            ("curriculum", f"α = {c.alpha:g}, β = {c.beta:g}, k_min = {c.k_min:g}, "
+                           f"band [{c.band_low:g}, {c.band_high:g}]"),
+            ("epochs", _epochs_text(epochs)), ("generated", f"{created} by genenv {version}")]
+    dl = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in meta)
+    present = [cid for cid, _ in CHARTS if f'<section id="{cid}">' in "".join(sections)]
+    nav = "<nav>" + "".join(f'<a href="#{cid}">{esc(HEADINGS[cid])}</a>' for cid in present)
+    nav += '<a href="#all-metrics">All metrics</a></nav>' if epochs else "</nav>"
+    parts = [f"<header><h1>GenEnv run report</h1><p class=\"sub\">{esc(run.root.name)}: "
+             f"co-evolution of the agent and its environment, epoch by epoch</p><dl class=\"meta\">{dl}</dl>"
+             f"{nav}</header>"]
+    if not epochs:
+        parts.append('<section id="no-epochs"><h2>No epochs yet</h2><p class="empty">This run has no epoch yet, so '
+                     "there is no curriculum to chart. Start one with <code>genenv generate-tasks --epoch 1</code> "
+                     "(or <code>pipelines/coevolve.sh</code>), then run <code>genenv report</code> again.</p></section>")
+    parts += [f'<p class="note">{esc(n)}</p>' for n in notes]
+    parts += sections
+    if epochs:
+        keys = ["alpha", "band_low", "band_high", *[k for k in SOURCES if k not in MAPPINGS]]
+        rows = []
+        for k in keys:
+            kind = "bool" if k in _BOOL_KEYS else "int" if k in ("tasks", "rollouts", "env_tasks", "seed_tasks", "env_batches",
+                                                                  "env_batches_kept") else "g"
+            vals = [m.get(k) for m in mrows]
+            rows.append(f'<tr><th class="row" title="{esc(DOCS.get(k, k))}">{esc(k)}</th>'
+                        + "".join(cell(v, kind) for v in vals) + "</tr>")
+        head = '<tr><th class="row">epoch</th>' + "".join(f"<th>{e}</th>" for e in epochs) + "</tr>"
+        parts.append('<section id="all-metrics"><h2>All metrics</h2><p class="what">Every key of each epoch\'s '
+                     "metrics.json (hover a name for its meaning; docs: genenv_cli/rundir/metrics.py).</p>"
+                     f'<div class="scroll"><table>{head}{"".join(rows)}</table></div></section>')
+    parts.append(f"<footer>Written by <code>genenv report</code> from {esc(run.root)}. Self-contained: the charts "
+                 "are embedded, and each is also saved beside this file as a PNG.</footer>")
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            f"<title>GenEnv report: {esc(run.root.name)}</title><style>{CSS}</style></head>"
+            f"<body><main>{''.join(parts)}</main></body></html>\n")

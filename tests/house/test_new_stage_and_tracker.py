@@ -1,0 +1,152 @@
+"""A stage and a tracker are registry rows like domains and suites: a throwaway stage and a throwaway tracker,
+written to a temporary folder and registered in this process, take their place in the epoch (`run` runs the stage
+after the one its row names and publishes to the tracker after its commit) and in `status` (its column and count).
+
+`genenv run` starts every stage in a process of its own, which knows the built-in rows: a row registered in a
+process is run there by `runner.run_epochs`, the same loop in one process. The built-in stages are replaced here
+by stand-ins that only record their turn, so the test loads no model; the throwaway stage runs for real, under the
+contract. Also: the pipelines' epoch (pipelines/epoch.sh) runs the built-in stages in the registry's order, and
+every row's extra is one pyproject declares and the noxfile installs."""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+import tomllib
+
+import pytest
+from typer.testing import CliRunner
+
+from genenv_cli.catalogue.stages import EPOCH_STAGES, STAGES, Stage, epoch_stages
+from genenv_cli.catalogue.trackers import TRACKERS
+from genenv_cli.cli import app
+from genenv_cli.core.ui import UI
+from genenv_cli.machinery.engines import ENGINES
+from genenv_cli.rundir import RunDir
+from genenv_cli.rundir.contract import StageResult
+from genenv_cli.views import runner
+from paths import ROOT
+
+STAGE_MODULE = '''
+from genenv_cli.rundir.contract import StagePlan, execute
+
+STAGE = "count-tasks"
+
+
+def plan(run_dir, cfg, epoch):
+    e = run_dir.epoch_dir(epoch)
+    return StagePlan(STAGE, epoch, inputs={"tasks": e / "tasks.jsonl"}, outputs={"count": e / "task_count.txt"})
+
+
+def run(run_dir, cfg, epoch, *, force=False, ui=None):
+    def body(out):
+        n = sum(1 for line in (run_dir.epoch_dir(epoch) / "tasks.jsonl").read_text().splitlines() if line.strip())
+        out.path("count").write_text(str(n))
+        out.counts["tasks_counted"] = n
+    return execute(run_dir, cfg, STAGE, epoch, lambda: plan(run_dir, cfg, epoch), body, force=force)
+
+
+def summary(counts, metrics):
+    return f"{counts.get('tasks_counted')} tasks counted"
+'''
+
+TRACKER_MODULE = '''
+import json
+
+
+def send(folder, identity, points, cfg):
+    with open(folder / "lines.jsonl", "a") as f:
+        for p in points:
+            f.write(json.dumps({"tag": p.tag, "step": p.step, "value": p.value}) + "\\n")
+'''
+
+
+@pytest.fixture
+def registered(tmp_path, monkeypatch):
+    folder = tmp_path / "plugins"
+    folder.mkdir()
+    (folder / "throwaway_stage.py").write_text(textwrap.dedent(STAGE_MODULE))
+    (folder / "throwaway_tracker.py").write_text(textwrap.dedent(TRACKER_MODULE))
+    monkeypatch.syspath_prepend(str(folder))
+    STAGES.register(Stage("count-tasks", "throwaway_stage", "Count the epoch's tasks.", short="counted",
+                          count="tasks_counted", metrics={"tasks_counted": ("counts", "tasks_counted")},
+                          after="generate-tasks"))
+    TRACKERS.register("lines", "throwaway_tracker:send", package="json", extra="", takes="append")
+    yield
+    STAGES.unregister("count-tasks")
+    TRACKERS.unregister("lines")
+
+
+def test_a_throwaway_stage_and_tracker_appear_in_run_and_status(tmp_path, registered, monkeypatch):
+    root = tmp_path / "run"
+    r = CliRunner().invoke(app, ["init", str(root), "--domain", "arith", "--set", 'run.report_to=["lines"]'])
+    assert r.exit_code == 0, r.output
+    run = RunDir(root.resolve())
+    run.epoch_dir(1).mkdir(parents=True, exist_ok=True)
+    (run.epoch_dir(1) / "tasks.jsonl").write_text('{"id": "a"}\n{"id": "b"}\n{"id": "c"}\n')
+    assert epoch_stages() == ["generate-tasks", "count-tasks", "rollout", "score", "update-agent", "update-env"]
+
+    turns = []
+    real = runner.stage_module
+
+    class StandIn:
+        def __init__(self, name):
+            self.name = name
+
+        def run(self, run_dir, cfg, epoch, *, force=False, ui=None):
+            turns.append(self.name)
+            return StageResult(self.name, epoch, True, {}, f"{self.name}: stand-in")
+
+    def stage_module(name):
+        if name in EPOCH_STAGES:
+            return StandIn(name)
+        turns.append(name)
+        return real(name)
+
+    monkeypatch.setattr(runner, "stage_module", stage_module)
+    results = runner.run_epochs(run, run.load_config(), 1, ui=UI(quiet=True))
+    assert turns == ["generate-tasks", "count-tasks", "rollout", "score", "update-agent", "update-env"]
+    assert [r.stage for r in results][1] == "count-tasks" and not results[1].skipped
+    assert (run.epoch_dir(1) / "task_count.txt").read_text() == "3"
+    assert json.loads(run.manifest_path(1, "count-tasks").read_text())["counts"] == {"tasks_counted": 3}
+    # the tracker got the stage's number after its commit (commit_hooks.AFTER), once
+    sent = [json.loads(line) for line in (run.trackers_dir() / "lines.jsonl").read_text().splitlines()]
+    assert sent == [{"tag": "epoch/tasks_counted", "step": 1, "value": 3.0}]
+
+    r = CliRunner().invoke(app, ["status", "--run", str(root), "--json"])
+    assert r.exit_code == 0, r.output
+    epoch = json.loads(r.output)[0] if isinstance(json.loads(r.output), list) else json.loads(r.output)
+    text = json.dumps(epoch)
+    assert "count-tasks" in text
+    r = CliRunner().invoke(app, ["status", "--run", str(root)])
+    assert r.exit_code == 0, r.output
+    assert "counted" in r.output
+
+
+def test_a_stage_row_must_follow_a_known_stage():
+    with pytest.raises(KeyError, match="no stage"):
+        STAGES.register(Stage("orphan", "nowhere", "Nothing.", after="no-such-stage"))
+    assert "orphan" not in STAGES
+
+
+def test_the_epoch_pipeline_runs_the_registry_order():
+    """pipelines/epoch.sh's stage commands, in order, are the built-in stages in the registry's order."""
+    script = (ROOT / "pipelines" / "epoch.sh").read_text(encoding="utf-8")
+    called = re.findall(r"^\s*(?:CUDA_VISIBLE_DEVICES=\S+ )?\$(?:genenv|train)\s+([a-z-]+)", script, re.M)
+    ordered = list(dict.fromkeys(called))
+    assert ordered == list(STAGES.builtins)
+    trained = re.findall(r"^\s*\$train\s+([a-z-]+)", script, re.M)
+    assert trained == [name for name, s in STAGES.builtins.items() if s.training]
+
+
+def test_every_rows_extra_is_declared_and_installed():
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    named = {TRACKERS.facts(n)["extra"] for n in TRACKERS.builtins} | {ENGINES.facts(n)["extra"] for n in ENGINES.builtins}
+    named |= {e for s in STAGES.builtins.values() for e in s.extras}
+    named.discard(None)
+    assert named - set(extras) == set()
+    nox = (ROOT / "noxfile.py").read_text()
+    tracker_extras = re.search(r"TRACKER_EXTRAS = \(([^)]*)\)", nox).group(1)
+    assert {x.strip().strip('"') for x in tracker_extras.split(",") if x.strip()} == {
+        TRACKERS.facts(n)["extra"] for n in TRACKERS.builtins}
