@@ -6,8 +6,8 @@
 `--official`: a checkout of github.com/OSU-NLP-Group/TravelPlanner (its evaluation/, tools/ and utils/ are used,
 from a copy in a temporary folder; nothing of it enters this repository). `--data`: the release's files as
 `genenv evaluate --bench travelplanner --data DIR` reads them (std_travelplanner.jsonl, train_ref_info.jsonl,
-database/). `--python`: the interpreter that runs the official code (it needs pandas and numpy; its requirements
-pin pandas 2.0.1).
+database/). `--python`: the interpreter that runs the official code (it needs pandas, numpy and tqdm; its
+requirements pin pandas 2.0.1).
 
 The plans: the 45 annotated reference plans, the planted errors and perturbations of `travelplanner_plants.py`,
 and each reference plan scored against another query of the same length. Both sides get the same query fields
