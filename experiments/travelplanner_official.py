@@ -6,8 +6,8 @@
 `--official`: a checkout of github.com/OSU-NLP-Group/TravelPlanner (its evaluation/, tools/ and utils/ are used,
 from a copy in a temporary folder; nothing of it enters this repository). `--data`: the release's files as
 `genenv evaluate --bench travelplanner --data DIR` reads them (std_travelplanner.jsonl, train_ref_info.jsonl,
-database/). `--python`: the interpreter that runs the official code (it needs pandas and numpy; its requirements
-pin pandas 2.0.1).
+database/). `--python`: the interpreter that runs the official code (it needs pandas, numpy and tqdm; its
+requirements pin pandas 2.0.1).
 
 The plans: the 45 annotated reference plans, the planted errors and perturbations of `travelplanner_plants.py`,
 and each reference plan scored against another query of the same length. Both sides get the same query fields
@@ -18,8 +18,11 @@ its checks never use; an empty module stands in for it.
 
 Written to `--out`: `plans.jsonl` (per plan: the case, genenv's and the official verdict per constraint, agree or
 not) and `agreement.json` / `agreement.md` (counts per case kind and per constraint, the machine, the versions).
-`--outputs FILE` adds a model's plans (the samples file of `genenv evaluate --model ...`): each answer that holds a
-plan, scored against its query.
+`--outputs FILE` adds a model's answers (`{"id", "output"}` lines, as `genenv evaluate --model ...` writes its
+samples, or `travelplanner_model_plans.py`'s, whose `arm` names the case): each answer's plan, read by genenv's
+`extract_plan` (the official pipeline has GPT-4 turn prose into JSON instead), is scored against its query. An
+answer with no plan is compared too: genenv says not delivered, and the driver does what `evaluation/eval.py` does
+with an empty plan (neither box computed).
 """
 
 from __future__ import annotations
@@ -70,6 +73,9 @@ with open("cases.jsonl") as fh, open("official.jsonl", "w") as out:
         cc.flight.data = rows
         hc.flight.data = rows
         q, plan = case["query"], case["plan"]
+        if not plan:  # eval.py: a plan that is None or empty is not delivered, and neither box is computed
+            out.write(json.dumps({"commonsense": None, "hard": None}) + "\n")
+            continue
         try:
             cs = cc.evaluation(q, plan)
             hard = hc.evaluation(q, plan) if cs["is_not_absent"][0] and cs["is_valid_information_in_sandbox"][0] else None
@@ -95,14 +101,17 @@ def official_tree(repo: Path, data: Path, work: Path, flights: list[dict[str, An
     return work / "evaluation"
 
 
-def genenv_verdict(q: dict[str, Any], plan: list[dict[str, Any]], db) -> dict[str, Any]:
+def genenv_verdict(q: dict[str, Any], plan: list[dict[str, Any]] | None, db) -> dict[str, Any]:
+    """genenv's values per constraint; a model answer with no plan (`extract_plan` found none) is not delivered."""
+    if not plan:
+        return {"commonsense": None, "hard": None}
     cs, hard, _ = evaluate_plan(q, plan, db)
     return {"commonsense": {k: bool(v[0]) for k, v in cs.items()},
             "hard": None if hard is None else {k: v[0] for k, v in hard.items()}}
 
 
 def final_pass(v: dict[str, Any]) -> bool:
-    if v.get("error") or v["hard"] is None:
+    if v.get("error") or v["commonsense"] is None or v["hard"] is None:
         return False
     return all(x is not False for x in v["commonsense"].values()) and all(x is not False for x in v["hard"].values())
 
@@ -115,7 +124,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--outputs", type=Path, action="append", default=[],
                     help="a model's answers ({\"id\", \"output\"} lines, as `genenv evaluate` writes its samples); "
-                         "each delivered plan is compared too (repeatable)")
+                         "each is compared too, with or without a plan (repeatable)")
     args = ap.parse_args(argv)
 
     suite = TravelPlanner()
@@ -127,14 +136,16 @@ def main(argv: list[str] | None = None) -> None:
     plans = [s.gold["annotated_plan"] for s in samples]
     rows = [(n, c) for n, c in cases(queries, plans, lambda q: dbs[id(q)])]
     undelivered = Counter()
+    outputs: dict[int, str] = {}  # row index -> the model's answer, kept in plans.jsonl
     for path in args.outputs:
         for line in path.read_text().splitlines():
             rec = json.loads(line)
+            # an answer with no plan is compared too: both sides then see no plan (eval.py: not delivered)
             plan, _ = extract_plan(rec.get("output") or "")
-            if plan is None:
-                undelivered[path.name] += 1
-            else:
-                rows.append((int(rec["id"]) - 1, Case(f"model:{path.stem}", None, queries[int(rec["id"]) - 1], plan)))
+            name = f"model:{rec.get('arm') or path.stem}"
+            undelivered[name] += plan is None
+            outputs[len(rows)] = rec.get("output") or ""
+            rows.append((int(rec["id"]) - 1, Case(name, None, queries[int(rec["id"]) - 1], plan)))
 
     with tempfile.TemporaryDirectory(prefix="travelplanner-official-") as tmp:
         evaluation = official_tree(args.official, args.data, Path(tmp), [f for q in queries for f in
@@ -156,7 +167,7 @@ def main(argv: list[str] | None = None) -> None:
     per_key: dict[str, Counter] = {k: Counter() for k in KEYS}
     named_fail = Counter()
     with open(args.out / "plans.jsonl", "w") as fh:
-        for (n, c), off in zip(rows, official, strict=True):
+        for row, ((n, c), off) in enumerate(zip(rows, official, strict=True)):
             ours = genenv_verdict({k: c.query[k] for k in QUERY_FIELDS}, c.plan, dbs[id(queries[n])])
             same = not off.get("error") and ours == off
             kind = per_kind.setdefault(c.name, Counter())
@@ -165,6 +176,7 @@ def main(argv: list[str] | None = None) -> None:
             kind["final_pass_genenv"] += final_pass(ours)
             kind["final_pass_official"] += final_pass(off)
             kind["official_errors"] += bool(off.get("error"))
+            kind["delivered"] += bool(c.plan)
             if c.constraint:
                 fails = [_value(v, c.constraint) is False for v in (ours, off)]
                 kind["named_fails_both"] += all(fails)
@@ -172,7 +184,8 @@ def main(argv: list[str] | None = None) -> None:
             for k in KEYS:
                 per_key[k]["agree"] += not off.get("error") and _value(ours, k) == _value(off, k)
                 per_key[k]["plans"] += 1
-            extra = {"plan": c.plan} if c.name.startswith("model:") else {}  # the others are rebuilt from the data
+            # the others are rebuilt from the data
+            extra = {"plan": c.plan, "output": outputs[row]} if c.name.startswith("model:") else {}
             fh.write(json.dumps({"query": n + 1, "case": c.name, "constraint": c.constraint, "agree": same,
                                  "genenv": ours, "official": off, **extra}) + "\n")
     total = sum(k["plans"] for k in per_kind.values())
@@ -180,7 +193,7 @@ def main(argv: list[str] | None = None) -> None:
     files = "; ".join(Path(x).name for x in loaded.source.split("; "))  # the release's files, not where they lay
     result = {"plans": total, "agree": agree, "per_case": {k: dict(v) for k, v in per_kind.items()},
               "per_constraint": {k: dict(v) for k, v in per_key.items()},
-              "model_answers_without_a_plan": dict(undelivered), "source": files, "official_python": versions,
+              "model_answers_without_a_plan": {k: v for k, v in undelivered.items() if v}, "source": files, "official_python": versions,
               "commit": git_commit(), "machine": machine()}
     (args.out / "agreement.json").write_text(json.dumps(result, indent=2) + "\n")
     (args.out / "agreement.md").write_text(_table(result))
@@ -195,23 +208,24 @@ def _value(v: dict[str, Any], key: str) -> bool | None:
     if v.get("error"):
         return None
     if key in COMMONSENSE:
-        return v["commonsense"][key]
+        return None if v["commonsense"] is None else v["commonsense"][key]
     return None if v["hard"] is None else v["hard"].get(key)
 
 
 def _table(r: dict[str, Any]) -> str:
     lines = ["# genenv's TravelPlanner checks beside the official evaluator\n",
              f"{r['agree']} of {r['plans']} plans get the same verdict on all 13 constraints (and whether the hard "
-             f"ones are evaluated).\n", "| case | plans | same verdict | named constraint fails in both | final pass "
-             "genenv / official | official errors |", "|---|---:|---:|---:|---:|---:|"]
+             f"ones are evaluated).\n", "| case | plans | with a plan | same verdict | named constraint fails in both | final pass "
+             "genenv / official | official errors |", "|---|---:|---:|---:|---:|---:|---:|"]
     for name, k in r["per_case"].items():
         named = k.get("named_fails_both", "-")
-        lines.append(f"| {name} | {k['plans']} | {k['agree']} | {named} | {k['final_pass_genenv']} / "
+        lines.append(f"| {name} | {k['plans']} | {k['delivered']} | {k['agree']} | {named} | {k['final_pass_genenv']} / "
                      f"{k['final_pass_official']} | {k['official_errors']} |")
     lines += ["", "| constraint | same value |", "|---|---:|"]
     lines += [f"| {k} | {v['agree']} / {v['plans']} |" for k, v in r["per_constraint"].items()]
     if r["model_answers_without_a_plan"]:
-        lines += ["", "Model answers with no plan to check (not delivered, under both): "
+        lines += ["", "Model answers with no plan (genenv's reader found none; both then say not delivered, as "
+                  "eval.py does for an empty plan): "
                   + ", ".join(f"{k}: {v}" for k, v in r["model_answers_without_a_plan"].items()) + "."]
     lines += ["", f"Data: {r['source']}. Official code run with Python/pandas/numpy {' / '.join(r['official_python'])}. "
               f"genenv commit {r['commit']}; machine: {r['machine']}.", ""]
