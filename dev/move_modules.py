@@ -8,8 +8,8 @@ below it. Rewritten in every tracked text file (recorded results, tests/fixtures
 record what was): dotted names (`genenv_cli.old.module`, registry rows' "module:attribute" strings included),
 `from genenv_cli.old import module` (as `from genenv_cli.new import module as module` where the name changes) and
 paths (`genenv_cli/old/module.py`, `genenv_cli/old/package/`). Paths written relative to the package (docs tables:
-`evals/bfcl/`) and data files a module finds beside itself are left to the mover. For example, the two benchmark
-families still split between evals/ and domains/:
+`evals/bfcl/`) and data files a module finds beside itself are left to the mover. For example, the map that moved the
+last two benchmark families out of evals/ and domains/:
 
     evals.travelplanner families.travelplanner
     domains.travelplanner families.travelplanner.domain

@@ -34,8 +34,8 @@ from typing import Any
 
 from lab.record import git_commit, machine, versions
 
-from genenv_cli.evals.alfworld.benchmark import collect_games
-from genenv_cli.evals.alfworld.games import alfworld_version
+from genenv_cli.families.alfworld.benchmark import collect_games
+from genenv_cli.families.alfworld.games import alfworld_version
 
 OUT = Path(__file__).parent / "results" / "alfworld" / "baseline"
 SPLIT = "valid_unseen"

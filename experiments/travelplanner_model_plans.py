@@ -29,7 +29,7 @@ from typing import Any
 
 from lab.record import git_commit, machine, versions
 
-from genenv_cli.evals.travelplanner import TravelPlanner
+from genenv_cli.families.travelplanner import TravelPlanner
 from genenv_cli.machinery.engines.base import SamplingParams
 
 OUT = Path(__file__).parent / "results" / "travelplanner_official" / "model_outputs" / "embedded.jsonl"

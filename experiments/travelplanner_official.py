@@ -11,7 +11,7 @@ requirements pin pandas 2.0.1).
 
 The plans: the 45 annotated reference plans, the planted errors and perturbations of `travelplanner_plants.py`,
 and each reference plan scored against another query of the same length. Both sides get the same query fields
-(derived from the release's text by genenv; see evals/travelplanner/release.py) and the same flights: the
+(derived from the release's text by genenv; see families/travelplanner/release.py) and the same flights: the
 database has no flights table, so the official code's flight table is set, query by query, to the rows of that
 query's reference information, as genenv's checks use them. The official code needs `gradio` only for an import
 its checks never use; an empty module stands in for it.
@@ -40,11 +40,11 @@ from typing import Any
 from lab.record import git_commit, machine
 
 from experiments.travelplanner_plants import Case, cases
-from genenv_cli.evals.travelplanner import TravelPlanner
-from genenv_cli.evals.travelplanner.benchmark import sample_database
-from genenv_cli.evals.travelplanner.checks import COMMONSENSE, HARD, evaluate_plan
-from genenv_cli.evals.travelplanner.database import FILES
-from genenv_cli.evals.travelplanner.plans import extract_plan
+from genenv_cli.families.travelplanner import TravelPlanner
+from genenv_cli.families.travelplanner.benchmark import sample_database
+from genenv_cli.families.travelplanner.checks import COMMONSENSE, HARD, evaluate_plan
+from genenv_cli.families.travelplanner.database import FILES
+from genenv_cli.families.travelplanner.plans import extract_plan
 
 RESULTS = Path(__file__).parent / "results" / "travelplanner_official"
 QUERY_FIELDS = ("org", "dest", "days", "visiting_city_number", "date", "people_number", "local_constraint",

@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from genenv_cli.evals.travelplanner.checks import MEALS, filled, name_city, total_cost
-from genenv_cli.evals.travelplanner.database import Database
+from genenv_cli.families.travelplanner.checks import MEALS, filled, name_city, total_cost
+from genenv_cli.families.travelplanner.database import Database
 
 HOUSE_RULES = {"smoking": "No smoking", "parties": "No parties", "children under 10": "No children under 10",
                "visitors": "No visitors", "pets": "No pets"}

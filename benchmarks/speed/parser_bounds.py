@@ -79,8 +79,8 @@ def main() -> None:
     from genenv_cli.catalogue.domains import get_domain
     from genenv_cli.catalogue.suites import get_benchmark
     from genenv_cli.core.callparse import parse_tool_calls
-    from genenv_cli.evals.travelplanner.plans import extract_plan
     from genenv_cli.families.bamboogle.benchmark import extract_answer
+    from genenv_cli.families.travelplanner.plans import extract_plan
     from genenv_cli.machinery.grading import grade_pairs
 
     arith = get_domain("arith")

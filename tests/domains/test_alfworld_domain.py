@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from genenv_cli.cli import app
 from genenv_cli.domains.base import EnvContext, Reject
-from genenv_cli.evals.alfworld.games import TASK_TYPES
+from genenv_cli.families.alfworld.games import TASK_TYPES
 from paths import FIXTURES
 
 DOMAIN = "alfworld"
@@ -216,7 +216,7 @@ def _as_evaluation_game(tmp_path: Path, trial: str) -> Path:
 
 
 def test_the_import_refuses_evaluation_games_as_a_folder_or_a_file(tmp_path):
-    from genenv_cli.domains.alfworld import evaluation_trials
+    from genenv_cli.families.alfworld.domain import evaluation_trials
 
     trials = evaluation_trials()
     assert len(trials) == 274 and sum(v.startswith("valid_unseen/") for v in trials.values()) == 134

@@ -57,7 +57,7 @@ def test_the_conversation_only_grows_so_episodes_are_token_level(dom, tiny_model
     prompt rewrites the earlier turn (its command list dropped), which it refuses."""
     from transformers import AutoTokenizer
 
-    from genenv_cli.evals.alfworld.benchmark import _turn
+    from genenv_cli.families.alfworld.benchmark import _turn
     from genenv_cli.machinery.engines.base import Generation
 
     tok = AutoTokenizer.from_pretrained(str(tiny_model))
@@ -109,7 +109,7 @@ def test_the_environment_writes_games_that_its_plan_wins(dom):
 
 
 def test_evaluation_games_are_refused_as_seeds(dom, tmp_path):
-    from genenv_cli.domains.alfworld import evaluation_trials
+    from genenv_cli.families.alfworld.domain import evaluation_trials
 
     trial, where = next(iter(evaluation_trials().items()))
     game = tmp_path / "json_2.1.1" / where / "game.tw-pddl"
@@ -128,7 +128,7 @@ def test_evaluation_games_are_refused_as_seeds(dom, tmp_path):
 @pytest.mark.slow
 def test_real_training_games_are_read_and_won_by_their_walkthroughs(dom, alfworld_train_sample):
     need_alfworld()
-    from genenv_cli.evals.alfworld.benchmark import collect_games
+    from genenv_cli.families.alfworld.benchmark import collect_games
 
     seeds = dom.read_seeds(alfworld_train_sample)
     assert sorted(s.shape for s in seeds) == sorted(TRAIN_TYPES) and all(s.split == "" for s in seeds)

@@ -16,15 +16,15 @@ from typer.testing import CliRunner
 
 from genenv_cli.cli import app
 from genenv_cli.domains.base import EnvContext, Reject
-from genenv_cli.domains.travelplanner import travelplanner_sandbox
-from genenv_cli.evals.travelplanner.benchmark import TravelPlanner
+from genenv_cli.families.travelplanner.benchmark import TravelPlanner
+from genenv_cli.families.travelplanner.domain import travelplanner_sandbox
 from paths import FIXTURES, SRC
 from travel_item import ITEM
 
 DOMAIN = "travelplanner"
 FIX = FIXTURES / "travelplanner"
 GOLD = json.loads((FIX / "gold_plans.json").read_text())
-SEEDS = SRC / "genenv_cli" / "domains" / "data" / "travelplanner_seeds.jsonl"
+SEEDS = SRC / "genenv_cli" / "families" / "travelplanner" / "data" / "travelplanner_seeds.jsonl"
 
 # A 3-day, one-city, easy item written by hand in the official record format, with its own sandbox.
 
@@ -246,7 +246,7 @@ def test_init_refuses_the_evaluation_splits(tmp_path):
 
 def test_open_databases_are_shared_and_bounded(tmp_path):
     """One instance per folder while in use; a long run's many small item databases do not pile up in memory."""
-    from genenv_cli.evals.travelplanner.benchmark import open_database
+    from genenv_cli.families.travelplanner.benchmark import open_database
 
     first = open_database(tmp_path / "db-first")
     assert open_database(tmp_path / "db-first") is first

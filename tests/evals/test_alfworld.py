@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from genenv_cli.core.errors import InputError
-from genenv_cli.evals.alfworld.benchmark import ALFWorld, normalize, parse_action, parse_action_list
-from genenv_cli.evals.alfworld.games import NOTHING_HAPPENS, ScriptedGame
+from genenv_cli.families.alfworld.benchmark import ALFWorld, normalize, parse_action, parse_action_list
+from genenv_cli.families.alfworld.games import NOTHING_HAPPENS, ScriptedGame
 from paths import FIXTURES
 
 FIX = FIXTURES / "alfworld"

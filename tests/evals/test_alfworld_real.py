@@ -19,8 +19,8 @@ from typer.testing import CliRunner
 
 from alfworld_real import need_alfworld
 from genenv_cli.cli import app
-from genenv_cli.domains.alfworld import EVAL_GAMES
-from genenv_cli.evals.alfworld.benchmark import collect_games
+from genenv_cli.families.alfworld.benchmark import collect_games
+from genenv_cli.families.alfworld.domain import EVAL_GAMES
 
 pytestmark = [pytest.mark.alfworld, pytest.mark.slow]
 SPLITS = ("valid_seen", "valid_unseen")
@@ -58,7 +58,7 @@ def test_the_scripted_engine_agrees_with_the_real_one_where_it_can_express_the_g
     step, the admissible commands at 90% of them or more (the scripted engine lets any receptacle take any object;
     ALFWorld's `canContain` does not: `move pillow 1 to sidetable 2` is offered by the scripted engine only)."""
     need_alfworld()
-    from genenv_cli.evals.alfworld.agreement import NotExpressible, compare, shared_places
+    from genenv_cli.families.alfworld.agreement import NotExpressible, compare, shared_places
 
     own_places = [ref for _, ref in games(alfworld_valid) if not shared_places(ref.path)]
     assert len(own_places) == 51

@@ -14,11 +14,11 @@ import pytest
 
 from genenv_cli.core.errors import InputError
 from genenv_cli.evals.base import EvalSample
-from genenv_cli.evals.travelplanner import benchmark as tp
-from genenv_cli.evals.travelplanner.benchmark import TravelPlanner
-from genenv_cli.evals.travelplanner.checks import name_city
-from genenv_cli.evals.travelplanner.database import Database
-from genenv_cli.evals.travelplanner.plans import extract_plan
+from genenv_cli.families.travelplanner import benchmark as tp
+from genenv_cli.families.travelplanner.benchmark import TravelPlanner
+from genenv_cli.families.travelplanner.checks import name_city
+from genenv_cli.families.travelplanner.database import Database
+from genenv_cli.families.travelplanner.plans import extract_plan
 from paths import FIXTURES
 
 FIX = FIXTURES / "travelplanner"
@@ -442,7 +442,7 @@ def test_degenerate_plans_are_not_delivered_never_a_crash():
 # ---------------------------------------------------------------------------- the release's training split
 
 def test_fields_are_derived_from_a_training_query_text():
-    from genenv_cli.evals.travelplanner.release import derive_fields
+    from genenv_cli.families.travelplanner.release import derive_fields
 
     states = {"Denver": "Colorado", "Aspen": "Colorado", "Boise": "Idaho"}
     ref = {"Attractions in Denver": [], "Accommodations in Aspen": [], "Flight from Boise to Denver on 2022-03-11": [],

@@ -18,8 +18,8 @@ from experiments.travelplanner_plants import PLANTS, cases
 from typer.testing import CliRunner
 
 from genenv_cli.cli import app
-from genenv_cli.evals.travelplanner.benchmark import TravelPlanner, sample_database
-from genenv_cli.evals.travelplanner.checks import COMMONSENSE, evaluate_plan, hard_total
+from genenv_cli.families.travelplanner.benchmark import TravelPlanner, sample_database
+from genenv_cli.families.travelplanner.checks import COMMONSENSE, evaluate_plan, hard_total
 from paths import ROOT
 
 DATA = ROOT.parent / "shared" / "data" / "travelplanner"

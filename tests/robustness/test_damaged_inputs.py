@@ -91,8 +91,8 @@ def test_a_huge_bamboogle_cell_is_refused_whatever_read_a_csv_before(tmp_path):
     import csv
 
     from genenv_cli.core.errors import InputError
-    from genenv_cli.evals.travelplanner.benchmark import _read_records
     from genenv_cli.families.bamboogle.benchmark import read_bamboogle
+    from genenv_cli.families.travelplanner.benchmark import _read_records
 
     split = tmp_path / "validation.csv"
     split.write_text("query,days\n" + '"' + "q" * 200_000 + '",3\n')
@@ -137,7 +137,7 @@ def test_a_damaged_travelplanner_database_is_an_input_error_not_a_score(tmp_path
              "--json", expect=0)
     assert json.loads(ok.stdout)["headline"]["value"] == 100.0
     damage(data / FLIGHTS)
-    from genenv_cli.evals.travelplanner.benchmark import _open_database
+    from genenv_cli.families.travelplanner.benchmark import _open_database
 
     _open_database.cache_clear()  # one process reads each database once; a new command is a new process
     before = snapshot(tmp_path / "r")

@@ -33,12 +33,12 @@ DOMAINS = Registry("domain", "genenv.domains", {
                      "test_answers": "genenv_cli.families.api_bank.answers:contract_answers"}),
     "bamboogle": Row("genenv_cli.families.bamboogle.domain:BamboogleDomain",
                      {"family": True, "test_answers": "genenv_cli.families.bamboogle.answers:contract_answers"}),
-    "travelplanner": Row("genenv_cli.domains.travelplanner:TravelPlannerDomain",
-                         {"family": True, "test_answers": "genenv_cli.domains.answers.travelplanner:contract_answers"}),
-    "alfworld": Row("genenv_cli.domains.alfworld:ALFWorldDomain",
-                    {"family": True, "test_answers": "genenv_cli.domains.answers.alfworld:contract_answers"}),
-    "alfworld-game": Row("genenv_cli.domains.alfworld_game:ALFWorldGameDomain",
-                         {"test_answers": "genenv_cli.domains.answers.alfworld_game:contract_answers"}),
+    "travelplanner": Row("genenv_cli.families.travelplanner.domain:TravelPlannerDomain",
+                         {"family": True, "test_answers": "genenv_cli.families.travelplanner.answers:contract_answers"}),
+    "alfworld": Row("genenv_cli.families.alfworld.domain:ALFWorldDomain",
+                    {"family": True, "test_answers": "genenv_cli.families.alfworld.answers:contract_answers"}),
+    "alfworld-game": Row("genenv_cli.families.alfworld.game_domain:ALFWorldGameDomain",
+                         {"test_answers": "genenv_cli.families.alfworld.game_answers:contract_answers"}),
 })
 
 

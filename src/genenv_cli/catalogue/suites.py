@@ -7,8 +7,8 @@ BENCHMARKS = Registry("benchmark", "genenv.benchmarks", {
     "bfcl": "genenv_cli.families.bfcl:BFCL",
     "api-bank": "genenv_cli.families.api_bank:APIBank",
     "bamboogle": "genenv_cli.families.bamboogle:Bamboogle",
-    "travelplanner": "genenv_cli.evals.travelplanner:TravelPlanner",
-    "alfworld": "genenv_cli.evals.alfworld:ALFWorld",
+    "travelplanner": "genenv_cli.families.travelplanner:TravelPlanner",
+    "alfworld": "genenv_cli.families.alfworld:ALFWorld",
     "heldout": "genenv_cli.evals.heldout:HeldOut",
 })
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from genenv_cli.core.jsonio import json_document
-from genenv_cli.evals.alfworld.games import (
+from genenv_cli.families.alfworld.games import (
     SCRIPTED_FORMAT,
     TASK_TYPES,
     WELCOME,

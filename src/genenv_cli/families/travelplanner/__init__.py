@@ -2,6 +2,6 @@
 
 The data, the protocol and the official source followed: README.md beside this file."""
 
-from genenv_cli.evals.travelplanner.benchmark import TravelPlanner
+from genenv_cli.families.travelplanner.benchmark import TravelPlanner
 
 __all__ = ["TravelPlanner"]

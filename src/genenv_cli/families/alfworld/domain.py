@@ -50,9 +50,9 @@ from typing import Any
 from genenv_cli.core.errors import InputError
 from genenv_cli.domains.base import EnvContext, Reject, SeedTask
 from genenv_cli.domains.family import FamilyDomain
-from genenv_cli.evals.alfworld.benchmark import MAX_STEPS, collect_games, normalize, resolve
-from genenv_cli.evals.alfworld.games import SCRIPTED_FILE, TASK_TYPES
 from genenv_cli.evals.base import EvalSample
+from genenv_cli.families.alfworld.benchmark import MAX_STEPS, collect_games, normalize, resolve
+from genenv_cli.families.alfworld.games import SCRIPTED_FILE, TASK_TYPES
 
 SHAPES = TASK_TYPES
 GAME_FILES = ("game.tw-pddl", SCRIPTED_FILE)

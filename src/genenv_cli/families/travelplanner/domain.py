@@ -20,7 +20,7 @@ one more of house rule, cuisine, room type; transportation too), which is what t
 directly and what the suite reports per category; trip length (3/5/7 days, 1/2/3 cities) is the other axis,
 and the self-consistency rules below tie it to visiting_city_number.
 
-**Agent prompt and R_agent**: the suite's `official` protocol (`evals/travelplanner/`, built by its
+**Agent prompt and R_agent**: the suite's `official` protocol (`families/travelplanner/`, built by its
 `make_sample`): the official sole-planning instruction, "Given information: ... Query: ... Travel Plan:", the
 plan as JSON; reward 1 on the final pass (all 8 commonsense checks and every hard constraint the query sets).
 `paper` differs only in the summary's headline, not per item, so the official one is used. `partial` is 0/1
@@ -58,16 +58,16 @@ from genenv_cli.core.errors import InputError
 from genenv_cli.domains.base import EnvContext, Reject, SeedTask
 from genenv_cli.domains.family import FamilyDomain
 from genenv_cli.evals.base import EvalSample
-from genenv_cli.evals.travelplanner.benchmark import (
+from genenv_cli.families.travelplanner.benchmark import (
     LEVELS,
     SPLIT_SUFFIXES,
     make_sample,
     parse_query,
     sample_database,
 )
-from genenv_cli.evals.travelplanner.checks import LOCAL_CONSTRAINTS
-from genenv_cli.evals.travelplanner.database import COLUMNS, FILES, PANDAS_NA
-from genenv_cli.evals.travelplanner.release import CHATS, ref_info_name
+from genenv_cli.families.travelplanner.checks import LOCAL_CONSTRAINTS
+from genenv_cli.families.travelplanner.database import COLUMNS, FILES, PANDAS_NA
+from genenv_cli.families.travelplanner.release import CHATS, ref_info_name
 
 SHAPES = tuple(LEVELS)
 CITIES_FOR_DAYS = {3: 1, 5: 2, 7: 3}

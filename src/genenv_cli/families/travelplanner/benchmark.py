@@ -82,16 +82,16 @@ from genenv_cli.core.jsonio import json_document, json_lines
 from genenv_cli.core.safefiles import open_regular
 from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, PaperColumn, Verdict
 from genenv_cli.evals.datasource import csv_field_limit, no_data_error, sha256_paths, try_download
-from genenv_cli.evals.travelplanner.checks import (
+from genenv_cli.families.travelplanner.checks import (
     COMMONSENSE,
     HARD,
     LOCAL_CONSTRAINTS,
     evaluate_plan,
     hard_total,
 )
-from genenv_cli.evals.travelplanner.database import FILES, Database, QueryDatabase, find_database
-from genenv_cli.evals.travelplanner.plans import extract_plan
-from genenv_cli.evals.travelplanner.release import (
+from genenv_cli.families.travelplanner.database import FILES, Database, QueryDatabase, find_database
+from genenv_cli.families.travelplanner.plans import extract_plan
+from genenv_cli.families.travelplanner.release import (
     CHATS,
     find_ref_info,
     flight_rows,

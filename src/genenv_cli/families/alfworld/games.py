@@ -126,7 +126,7 @@ _HELP = ("\nAvailable commands:\n  look:                             look around
 
 def _bad(path: str, what: str) -> InputError:
     return InputError(f"{path}: not a valid scripted ALFWorld game ({what}). Expected the JSON object described "
-                      f"in genenv_cli/evals/alfworld/games.py: format {SCRIPTED_FORMAT!r}, task_type, task, "
+                      f"in genenv_cli/families/alfworld/games.py: format {SCRIPTED_FORMAT!r}, task_type, task, "
                       f"receptacles, goal, expert_plan.")
 
 

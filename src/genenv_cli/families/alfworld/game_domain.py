@@ -2,7 +2,7 @@
 
 **Task** (`payload`): `{"task_type": "<one of ALFWorld's six>", "game": GAME, "max_steps": N}`, where GAME is a
 path to a real game file (`game.tw-pddl`, played by alfworld's TextWorld environment, needing the alfworld
-extra) or a scripted game written inline (the JSON object `evals/alfworld/games.py` describes, played by the
+extra) or a scripted game written inline (the JSON object `families/alfworld/games.py` describes, played by the
 project's own deterministic engine). `max_steps` caps the agent's turns (ALFWorld's official cap is 50).
 
 **Episode**: the first observation is the `alfworld` suite's system prompt and the room with the task and the
@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 from genenv_cli.core.errors import InputError
-from genenv_cli.domains.alfworld import game_folder, refuse_evaluation_games
 from genenv_cli.domains.base import (
     Domain,
     DomainEpisode,
@@ -47,7 +46,7 @@ from genenv_cli.domains.base import (
     stats_lines,
 )
 from genenv_cli.domains.family import first_json_object
-from genenv_cli.evals.alfworld.benchmark import (
+from genenv_cli.families.alfworld.benchmark import (
     MAX_STEPS,
     SYSTEM_PROMPT,
     _turn,
@@ -56,7 +55,8 @@ from genenv_cli.evals.alfworld.benchmark import (
     process_observation,
     resolve,
 )
-from genenv_cli.evals.alfworld.games import ScriptedGame, TextWorldGame, check_scripted_spec
+from genenv_cli.families.alfworld.domain import game_folder, refuse_evaluation_games
+from genenv_cli.families.alfworld.games import ScriptedGame, TextWorldGame, check_scripted_spec
 
 SHAPES = ("look_at_obj_in_light", "pick_and_place_simple", "pick_clean_then_place_in_recep",
           "pick_cool_then_place_in_recep", "pick_heat_then_place_in_recep", "pick_two_obj_and_place")
@@ -114,7 +114,7 @@ class ALFWorldGameDomain(Domain):
     seed_folders = True
     seed_format = ("an ALFWorld training game (game.tw-pddl, needs the alfworld extra), a folder of them "
                    "(json_2.1.1/train), or JSON lines of this domain's records; evaluation games are refused")
-    code_modules = ("genenv_cli.evals.alfworld.benchmark", "genenv_cli.evals.alfworld.games")
+    code_modules = ("genenv_cli.families.alfworld.benchmark", "genenv_cli.families.alfworld.games")
     max_turns = MAX_STEPS
 
     # ------------------------------------------------------------ the agent's side: an episode per game

@@ -62,7 +62,9 @@ from typing import Any
 from genenv_cli.core.callparse import CallParseError, load_json
 from genenv_cli.core.errors import ConfigError, InputError
 from genenv_cli.core.jsonio import json_document
-from genenv_cli.evals.alfworld.games import (
+from genenv_cli.evals.base import PROTOCOLS, Benchmark, Episode, EvalSample, LoadedData, PaperColumn, Verdict
+from genenv_cli.evals.datasource import sha256_paths
+from genenv_cli.families.alfworld.games import (
     INSTALL_HINT,
     SCRIPTED_FILE,
     TASK_TYPES,
@@ -74,8 +76,6 @@ from genenv_cli.evals.alfworld.games import (
     load_scripted_spec,
     require_alfworld,
 )
-from genenv_cli.evals.base import PROTOCOLS, Benchmark, Episode, EvalSample, LoadedData, PaperColumn, Verdict
-from genenv_cli.evals.datasource import sha256_paths
 
 MAX_STEPS = 50
 SPLITS = ["valid_unseen", "valid_seen"]
@@ -388,7 +388,7 @@ class ALFWorld(Benchmark):
                     admissible: list[str], gold: str, steps: int | None = None, **meta: Any) -> EvalSample:
         """One paper-protocol step: `shown[j]` is the observation before expert action `actions[j]`, `shown[-1]`
         the current one (len(shown) == len(actions) + 1), `admissible` the commands offered now, `gold` the
-        expert's next command. Also builds the `alfworld` training domain's items (domains/alfworld.py)."""
+        expert's next command. Also builds the `alfworld` training domain's items (families/alfworld/domain.py)."""
         k = len(actions)
         messages = [self._system()]
         for j in range(k):

@@ -2,6 +2,6 @@
 
 The data, the protocol and the official source followed: README.md beside this file."""
 
-from genenv_cli.evals.alfworld.benchmark import ALFWorld
+from genenv_cli.families.alfworld.benchmark import ALFWorld
 
 __all__ = ["ALFWorld"]

@@ -35,7 +35,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from genenv_cli.evals.travelplanner.database import Database, before_parenthesis, number
+from genenv_cli.families.travelplanner.database import Database, before_parenthesis, number
 
 # official key -> the paper's name (`paper_term_mapping` in evaluation/eval.py), in eval.py's order
 COMMONSENSE = {
