@@ -34,10 +34,9 @@ def _rolled(make_run, domain: str) -> RunDir:
 def three_turns():
     register()
     yield
-    from genenv_cli.catalogue.domains import DOMAINS, get_domain
+    from genenv_cli.catalogue.domains import DOMAINS
 
-    DOMAINS.unregister(NAME)
-    get_domain.cache_clear()
+    DOMAINS.unregister(NAME)  # which also forgets the cached instance
 
 
 def test_a_multi_turn_epoch_gets_the_panel(make_run, three_turns):
