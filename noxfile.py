@@ -174,6 +174,11 @@ DEMO_SETTINGS = [
 DEMO_STAGES = ("generate-tasks", "rollout", "score", "update-agent", "update-env")
 
 
+def demo_export_folder(run: str) -> str:
+    """Where the demo exports its trained agent: a sibling of the run (demo-run -> demo-run-agent)."""
+    return run.rstrip("/") + "-agent"
+
+
 @nox.session
 def demo(session: nox.Session) -> None:
     """One whole co-evolution epoch on the embedded model (arith): the five stages, status, the report, the trained
@@ -186,12 +191,13 @@ def demo(session: nox.Session) -> None:
         session.run("genenv", stage, "--run", run, "--epoch", "1")
     session.run("genenv", "status", "--run", run)
     session.run("genenv", "report", "--run", run)
-    # the trained agent as a standard transformers folder, checked greedy token for token against the run's engine
-    session.run("genenv", "export", "--run", run, "--epoch", "1", "--model", "agent", "--out", f"{run}/export/agent",
-                "--force")
-    session.run("python", "tests/check_export.py", run, "1", f"{run}/export/agent")
+    # the trained agent as a standard transformers folder, checked greedy token for token against the run's engine.
+    # Outside the run: export never writes among a run's own files (it would replace them with --force)
+    export = demo_export_folder(run)
+    session.run("genenv", "export", "--run", run, "--epoch", "1", "--model", "agent", "--out", export, "--force")
+    session.run("python", "tests/check_export.py", run, "1", export)
     session.log(f"the report: {run}/report/report.html (open it in a browser; the charts are PNGs beside it)")
-    session.log(f"the agent as a model folder: {run}/export/agent (vllm serve, or AutoModelForCausalLM)")
+    session.log(f"the agent as a model folder: {export} (vllm serve, or AutoModelForCausalLM)")
     session.run("python", "tests/check_trackers.py", run)  # TensorBoard's reader finds every epoch figure once
     session.log(f"the curves: tensorboard --logdir {run}/trackers/tensorboard (then open http://localhost:6006)")
 
