@@ -1,4 +1,4 @@
-"""Sessions: `nox -s tests` (the whole suite), `lint`, `demo` (one whole co-evolution epoch on the embedded model),
+"""Sessions: `nox -s tests` (the whole suite but the `heavy` tests), `heavy` (those, each a minute or more), `lint`, `demo` (one whole co-evolution epoch on the embedded model),
 `kills` (the fault harness at every file-system operation of a whole two-epoch run), `bench` (the speed benchmarks
 in benchmarks/speed/), `demonstration` (genenv vs frozen, several epochs) and
 `curriculum` (the multi-seed curriculum experiment), both in experiments/; `alfworld` (ALFWorld's real games from
@@ -41,7 +41,16 @@ def tests(session: nox.Session) -> None:
     # the trackers' extras: their tests write and read back real event files, W&B offline runs and trackio's store
     install(session, "test", *TRACKER_EXTRAS)
     session.install(*BFCL_DATA)
-    session.run("pytest", *(session.posargs or ["-q", "-n", "auto", "--durations", "15"]))
+    session.run("pytest", *(session.posargs or ["-q", "-n", "auto", "--durations", "15", "-m", "not heavy"]))
+
+
+@nox.session
+def heavy(session: nox.Session) -> None:
+    """The tests marked `heavy`, each a minute or more on its own (CI runs them after `tests`): the GPU check packed,
+    installed as the GPU machine installs it and dry-run on CPU, and real SIGKILLs of whole stages."""
+    install(session, "test")
+    session.run("pytest", *(session.posargs or ["-q", "-n", "auto", "-m", "heavy", "-p", "no:cacheprovider",
+                                                "--durations", "5"]))
 
 
 @nox.session

@@ -17,7 +17,8 @@ import pytest
 
 from paths import ROOT
 
-pytestmark = pytest.mark.slow
+# `heavy`: a minute or more on its own; `nox -s heavy` runs it (CI too), `nox -s tests` leaves it out
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
 
 def _stand_in_wheel(folder: Path, filename: str, name: str, version: str) -> None:

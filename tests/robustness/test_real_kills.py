@@ -28,7 +28,8 @@ from genenv_cli.catalogue.stages import EPOCH_STAGES, stage_module
 from genenv_cli.rundir import RunDir
 from genenv_cli.rundir.contract import check_state
 
-pytestmark = pytest.mark.slow
+# `heavy`: a minute or more on its own; `nox -s heavy` runs it (CI too), `nox -s tests` leaves it out
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 TARGETS = ("generate-tasks", "rollout", "score")
 DELAYS = (0.0, 1.0)  # seconds after the lock names the stage: as it loads, as it works
 
