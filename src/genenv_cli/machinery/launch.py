@@ -179,6 +179,15 @@ def check_update_launch(cfg: Config, section: str, model_name: str) -> str:
             f"DeepSpeed ZeRO-3 is launched without gathering 16-bit weights on save (zero3_save_16bit_model: false, "
             f"or stage3_gather_16bit_weights_on_model_save missing): the checkpoint could not be written after the "
             f"whole update. Launch with {ZERO3_FILE}, or set zero3_save_16bit_model: true.")
+    if sharding == "zero3" and train.lora and (bits := _zero3_weight_bits(cfg)) < 32:
+        raise ConfigError(
+            f"`{section}.lora` = true under DeepSpeed ZeRO-3 with {bits}-bit weights: DeepSpeed keeps the adapter's "
+            f"working weights in {bits} bits, reduces their gradients in them and gathers the checkpoint from them, "
+            f"not from the float32 master weights AdamW updates, so the next epoch would start from an adapter "
+            f"rounded to {bits} bits (small updates of lora_A are lost) and the gradients were not reduced in "
+            f"float32 as on every other route (docs/gpus.md, \"Precision\"). LoRA: launch with "
+            f"pipelines/accelerate/ddp.yaml (the adapter's base fits on each GPU) or {FSDP_FILE}; or set "
+            f"run.dtype = \"float32\" with mixed_precision: 'no'.")
     if sharding == "zero3" and not train.lora and (bits := _zero3_weight_bits(cfg)) < 32:
         raise ConfigError(
             f"`{section}.lora` = false under DeepSpeed ZeRO-3 with {bits}-bit weights: its checkpoint is gathered from "
