@@ -167,6 +167,36 @@ def _bf16_spacing(w: torch.Tensor) -> torch.Tensor:
     return torch.exp2(torch.floor(torch.log2(w.abs().clamp(min=1e-30))) - 7)
 
 
+def _first_step_grad_norm(pool: Path, model: Path, sets: list[str]) -> float:
+    """update-agent's first-step gradient norm over all of a pool's rows in one batch, from the loss functions
+    themselves (float32, no Trainer): the old policy is the model itself (ratio 1), the sampler's logprobs enter
+    through the importance weight, the KL term's gradient is 0 at the reference. A gradient scaled the same way on
+    every route shows here, where the layouts' comparison cannot see it."""
+    from genenv_cli.catalogue.config import apply_overrides, config_from_dict
+    from genenv_cli.machinery.training.grpo import collate, grpo_loss
+    from genenv_cli.machinery.training.logits import token_logps
+    from genenv_cli.machinery.training.policy import load_policy
+    from genenv_cli.stages.update_agent import select_samples
+
+    u = config_from_dict(apply_overrides({}, sets), "t").agent_update
+    partition = RunDir(pool).pool_partition("agent_train", 1)
+    import polars as pl
+
+    temperature = float(pl.read_parquet(partition)["temperature"][0])
+    rows, _ = select_samples(partition, [], temperature)
+    policy = load_policy(str(model), "x", base_name=str(model), train=u, need_reference=False, device="cpu",
+                         dtype="float32", trust_remote_code=False, seed=1)
+    batch = collate([{**r, "index": i} for i, r in enumerate(rows)], policy.tokenizer.pad_token_id)
+    n = batch["completion_mask"].shape[1]
+    logps = token_logps(policy.model, batch["input_ids"], batch["attention_mask"], n, temperature)
+    loss, _ = grpo_loss(logps, logps.detach(), batch["advantages"], batch["completion_mask"], clip_eps=u.clip_eps,
+                        kl_coef=0.0, loss_type=u.loss_type, replay=batch["replay"], replay_clip=u.replay_clip,
+                        sampler_logps=batch["sampler_logps"], is_cap=u.is_cap)
+    loss.backward()
+    return float(torch.sqrt(sum((p.grad.double() ** 2).sum() for p in policy.model.parameters()
+                                if p.grad is not None)))
+
+
 def _expected_precision(dtype: str, config: str | None) -> dict[str, str | None]:
     """The dtypes the trainer must hold (training/precision.py): float32 weights, gradients and reduction, compute in
     the run's dtype; under FSDP2 the gathered weights in it too."""
@@ -211,6 +241,8 @@ def test_two_processes_train_what_one_process_trains(pools, models, tmp_path_fac
         assert a["step"] == b["step"] and a["grad_norm"] > 0
         assert _close(a["grad_norm"], b["grad_norm"], tol["grad_norm"]), (a["step"], a["grad_norm"], b["grad_norm"])
         assert _close(a["loss"], b["loss"], tol["loss"], tol["loss_floor"]), (a["step"], a["loss"], b["loss"])
+    if pool == "single":   # one step over every row: its gradient norm against one computed here from the loss
+        assert _close(steps_one[0]["grad_norm"], _first_step_grad_norm(pools[pool], models[role], sets), 1e-3)
     if dtype != "float32":
         return   # bf16 rounds the gradients differently on the two routes: their norms and losses, not the weights
     lr = LORA_LR if lora else FULL_LR

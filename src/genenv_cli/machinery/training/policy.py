@@ -7,10 +7,11 @@ accelerate's multi-process/FSDP/DeepSpeed support) with their own `compute_loss`
 GRPOTrainer generates its own completions (and with `rollout_func` ignores stored behaviour logprobs), and
 SFTTrainer has no per-sample weights or KL term.
 
-Precision: the weights being trained are kept in float32 (the master copy AdamW updates) and the forward and
-backward passes run in the run's compute dtype under autocast (Trainer's bf16/fp16). Weights stored in bf16
-would round an AdamW step of about 1e-6 away: bf16 keeps 8 bits of mantissa, so a weight of 0.02 moves in steps
-of 1e-4. Frozen weights (a LoRA base, the reference model) are loaded in the compute dtype.
+Precision (training/precision.py has the whole story): the weights being trained are kept in float32 (the master
+copy AdamW updates), forward and backward compute in the run's compute dtype (autocast, Trainer's bf16/fp16; under
+FSDP2 the policy genenv sets), and gradients are reduced and accumulated in float32. Weights stored in bf16 would
+round an AdamW step of about 1e-6 away: bf16 keeps 8 bits of mantissa, so a weight of 0.02 moves in steps of 1e-4.
+Frozen weights (a LoRA base, the reference model) are loaded in the compute dtype.
 
 Sharded training (FSDP or DeepSpeed ZeRO-3: `run.sharding`, or the launch's config file in pipelines/accelerate/) is
 what a 7B full fine-tune needs;
@@ -343,7 +344,7 @@ def train_policy(policy: Policy, train: TrainingConfig, build: Any, *, seed: int
         held = getattr(trainer, "precision", {})
         if held:
             ui.info(f"{desc}: precision: weights {held.get('weights')}, compute {held.get('compute')}, gradients "
-                    f"{held.get('grads')}, reduced and accumulated over ranks in {held.get('reduce') or '(one process)'}")
+                    f"{held.get('grads')}, reduced over the ranks in {held.get('reduce') or '(one process: none)'}")
         shards = [p for p in trainer.model_wrapped.parameters() if hasattr(p, "to_local")]
         if shards:  # FSDP2 holds each parameter as a DTensor: this rank's part of it
             local = sum(p.to_local().numel() for p in shards)
