@@ -55,7 +55,7 @@ BUDGET_S = 330  # the check's own deadline: with the install (about 15 s) one ca
 # name: (cap on a GPU, cap in the dry run, in the default plan), most important first. A part starts only when its cap
 # fits in what is left; its processes are killed at the cap. The GPU caps are estimates from the parts' earlier runs
 # on one H200 at the sizes below (scaled where a size changed); the dry run's are generous (2 shared CPU cores).
-PLAN = {"models": (45, 300, True), "gpu_tests": (50, 120, True), "precision": (65, 600, True),
+PLAN = {"models": (45, 300, True), "gpu_tests": (50, 120, True), "precision": (65, 1200, True),
         "updates": (55, 300, True), "epoch": (55, 400, True), "rollout_speed": (30, 150, True),
         "mismatch": (15, 120, True), "big": (200, 300, False), "shard_agreement": (50, 150, False)}
 
