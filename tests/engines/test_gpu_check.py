@@ -124,7 +124,7 @@ def test_a_dry_run_of_the_precision_part(pack, tmp_path):
 
 
 @pytest.mark.skipif(os.environ.get("GENENV_GPU_CHECK_DRY_RUN_ALL") != "1",
-                    reason="every part at toy sizes takes about 10 minutes on 2 cores: GENENV_GPU_CHECK_DRY_RUN_ALL=1")
+                    reason="every part at toy sizes: longer than the suite may take on 2 cores; GENENV_GPU_CHECK_DRY_RUN_ALL=1")
 def test_a_dry_run_of_the_check_runs_every_part(pack, tmp_path):
     record, table = _dry_run(pack, tmp_path, None)
     parts = record["parts"]

@@ -232,9 +232,8 @@ def make_trainer(policy: Any, args: Any, rows: list[dict[str, Any]], *, clip_eps
     the old policy's logprobs of every on-policy row from `trainer.old_policy_logps()`.
 
     Two callers: the agent's update (rollouts) and the environment's (`env_update.algo = "grpo"`, its
-    generations). `kl_max` is the environment's leash: before every optimizer step the batch's KL to the
-    reference (the step's: the token mean over its micro-batches and ranks, training/step_stats.py) is compared with
-    it, and past it the step is not taken and the update stops (`KLCapReached`, the step in `trainer.stopped`), as
+    generations). `kl_max` is the environment's leash: before every optimizer step the step's KL to the
+    reference (the token mean over all its micro-batches and ranks, training/step_stats.py) is compared with it, and past it the step is not taken and the update stops (`KLCapReached`, the step in `trainer.stopped`), as
     in the environment's reward-weighted regression. `group_batches`: rows of one `group` share micro-batches
     (common.grouped_order; the environment's, whose groups share long prompts), else Trainer's random order."""
     import torch
