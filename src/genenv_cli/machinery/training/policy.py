@@ -254,8 +254,8 @@ def attach_recorder(trainer: Any, kl_max: float | None = None) -> Any:
                 trainer.step_stats.append({**trainer.pending, "step": state.global_step, "pass": state.epoch})
             trainer.pending = None
 
+    attach_probe(trainer, trainer.model)   # first: it reads the dtypes even of a step the KL cap refuses
     trainer.add_callback(_Recorder())
-    attach_probe(trainer, trainer.model)
     trainer.remove_callback(PrinterCallback)  # it prints every log dict to stdout; ours go to the UI and parquet
     trainer.model_accepts_loss_kwargs = False  # our losses are means: let Trainer divide by accumulation steps
     trainer.micro, trainer.step_stats, trainer.logged, trainer.pending, trainer.stopped = [], [], [], None, None
