@@ -17,7 +17,7 @@ import pytest
 
 from paths import ROOT
 
-pytestmark = pytest.mark.slow
+SLOW = pytest.mark.slow   # all but the plan's arithmetic
 
 
 def _stand_in_wheel(folder: Path, filename: str, name: str, version: str) -> None:
@@ -44,6 +44,7 @@ def pack(tmp_path_factory, tiny_model) -> Path:
     return out
 
 
+@SLOW
 def test_the_pack_holds_polars_genenv_and_a_chat_tokenizer_under_the_limit(pack):
     manifest = json.loads((pack / "MANIFEST.json").read_text())
     version = importlib.metadata.version("polars")
@@ -60,6 +61,7 @@ def test_the_pack_holds_polars_genenv_and_a_chat_tokenizer_under_the_limit(pack)
     assert json.loads(files["tokenizer_config.json"])["tokenizer_class"] == "PreTrainedTokenizerFast"
 
 
+@SLOW
 def test_the_packed_genenv_installs_as_the_gpu_machine_installs_it(pack, tmp_path):
     site = tmp_path / "site"
     wheels = sorted(str(p) for p in pack.glob("*.whl"))
@@ -99,6 +101,7 @@ def _dry_run(pack, tmp_path, parts: str | None) -> tuple[dict, str]:
     return record, done.stdout[done.stdout.index("GPU check on cpu"):]
 
 
+@SLOW
 def test_a_dry_run_of_the_precision_part(pack, tmp_path):
     """The check's most telling new part, at toy sizes on CPU: both routes trained full weights in bf16 over float32
     master weights (on CPU accelerate trains the FSDP launch unsharded: the same dtypes as the one-GPU route), their
@@ -123,6 +126,7 @@ def test_a_dry_run_of_the_precision_part(pack, tmp_path):
     assert "\nprecision " in table and "\nprecision accumulation " in table
 
 
+@SLOW
 @pytest.mark.skipif(os.environ.get("GENENV_GPU_CHECK_DRY_RUN_ALL") != "1",
                     reason="every part at toy sizes: longer than the suite may take on 2 cores; GENENV_GPU_CHECK_DRY_RUN_ALL=1")
 def test_a_dry_run_of_the_check_runs_every_part(pack, tmp_path):
