@@ -1,29 +1,34 @@
-"""The GPU check: what a CUDA GPU shows of genenv, in one command that fits in 8 minutes on one H100 or H200.
+"""The GPU check: what a CUDA GPU shows of genenv, in one call of at most 6 minutes on one H100 or H200.
 
     python -m benchmarks.gpu.pack                                   # here, once: fills .whl/ (pack.py)
-    python3 -m benchmarks.gpu.check [--pack .whl] [--budget-s 430]  # there (README.md beside this file: the call)
+    python3 -m benchmarks.gpu.check [--pack .whl] [--budget-s 330]  # there (README.md beside this file: the call)
     python -m benchmarks.gpu.check --dry-run                        # here: the same steps, toy sizes, on CPU
+    python -m benchmarks.gpu.check --plan                           # the plan: each part's cap, and the sum
 
-Parts, in this order (the first ones are what the last GPU run left open), each in its own processes, each skipped
-(and said so) when the time left is less than it needs (`--parts` runs a subset, to finish the rest in a second call):
+The check keeps its own deadline: `--budget-s` (330 s by default: with the install, about 15 s, one call of at most
+360 s). Each part has a cap (PLAN); it starts only when its cap fits in what is left of the budget, its processes are
+killed at the cap, and the caps of the default parts, with the time kept back for the results, add up to at most the
+budget, so a slow part costs its own cap and never the parts after it. The results file is written after every part,
+so whatever a part measured is recorded even when the call is cut short. Parts, most important first:
 
 1. models: randomly initialised models of real shapes around the carried tokenizer (models.py): SmolLM2-135M's,
-   taught the arith formats for a few hundred steps, the same shape untaught, and Qwen2.5-0.5B's;
-2. updates: update-agent and update-env on the 0.5B shape with synthetic pools of realistic lengths (updates.py):
-   LoRA in one process, and full fine-tuning under `accelerate launch --num_processes 1` with the FSDP config; each
-   a `genenv` process under benchmarks/gpu/probe.py: its allocated and reserved peaks against memory_plan's plan for
-   the same shape, method and workload, the dtype its loss was handed, its host memory;
-3. big: the same on Qwen2.5-7B's shape (random weights, built here), the one-GPU LoRA route: update-env at 8 x 2,560
-   output tokens and update-agent at 8 x 9,000 tokens, with and without the allocator's expandable segments;
-4. rollout_speed: `genenv rollout` tokens/s against a bare `generate` on the same prompts at realistic lengths (64
-   sequences x 512 new tokens of the untaught 135M shape, bf16; benchmarks/speed/engine_overhead.py);
-5. shard_agreement: `genenv rollout` in one process against 2 shards, the share of sampled tokens that agree
-   (agreement.py);
-6. gpu_tests: the test suite's GPU tests (`pytest -m gpu tests/engines/test_on_gpu.py`);
-7. epoch: a whole co-evolution epoch (`genenv run --epochs 1`) in bf16 on the hf engine, the 135M shape as agent
+   taught the arith formats for a few steps, the same shape untaught, and Qwen2.5-0.5B's;
+2. gpu_tests: the test suite's GPU tests (`pytest -m gpu tests/engines/test_on_gpu.py`);
+3. precision: the FSDP route over one process against the plain one-GPU route, full fine-tuning in bf16: the dtypes
+   each trainer held, gradient norms and losses per step, final weights; and FSDP2's gradient accumulation over 4
+   micro-batches with `reduce_dtype` float32 (genenv's policy) against bf16 (precision.py);
+4. updates: update-agent with LoRA in one process and update-env with full fine-tuning under `accelerate launch
+   --num_processes 1` with the FSDP config (cpu_ram_efficient_loading), on the 0.5B shape (updates.py): peak memory
+   during `Accelerator.prepare` and over the whole update against memory_plan's plan, the dtype the loss was handed;
+5. epoch: a whole co-evolution epoch (`genenv run --epochs 1`) in bf16 on the hf engine, the 135M shape as agent
    and environment, arith; each stage's seconds from its manifest;
-8. mismatch: the sampler/trainer gap on the GPU: the epoch's rollouts (sampled in bf16) against update-agent's old
-   policy (float32 weights under bf16 autocast), as benchmarks/speed/sampler_mismatch.py measures it on CPU.
+6. rollout_speed: `genenv rollout` tokens/s against a bare `generate` on the same prompts (the untaught 135M shape,
+   bf16; benchmarks/speed/engine_overhead.py);
+7. mismatch: the sampler/trainer gap on the GPU: the epoch's rollouts (sampled in bf16) against update-agent's old
+   policy (float32 weights under bf16 autocast).
+
+Two more parts run only when named (`--parts`, a second call, optional): big (the 7B shape's one-GPU LoRA route,
+about 200 s) and shard_agreement (`genenv rollout` in one process against 2 shards).
 
 Writes benchmarks/speed/results/gpu/gpu_check-<device>.json (GENENV_BENCH_RESULTS=DIR: DIR/gpu/ instead) and
 prints one table. A part that fails is recorded with its error's last lines and the others still run; the exit
@@ -45,16 +50,20 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 RESERVE_S = 15  # kept back for writing the results and the table
+BUDGET_S = 330  # the check's own deadline: with the install (about 15 s) one call of at most 360 s
 
-# (what the part needs, in seconds, on the GPU / in the dry run); a part starts only when that much is left
-NEEDS = {"models": (60, 60), "updates": (150, 120), "big": (200, 90), "rollout_speed": (60, 60),
-         "shard_agreement": (50, 40), "gpu_tests": (90, 30), "epoch": (110, 150), "mismatch": (30, 40)}
+# name: (cap on a GPU, cap in the dry run, in the default plan), most important first. A part starts only when its cap
+# fits in what is left; its processes are killed at the cap. The GPU caps are estimates from the parts' earlier runs
+# on one H200 at the sizes below (scaled where a size changed); the dry run's are generous (2 shared CPU cores).
+PLAN = {"models": (45, 300, True), "gpu_tests": (50, 120, True), "precision": (65, 1200, True),
+        "updates": (55, 300, True), "epoch": (55, 400, True), "rollout_speed": (30, 150, True),
+        "mismatch": (15, 120, True), "big": (200, 300, False), "shard_agreement": (50, 150, False)}
 
-GPU_SIZES = {"teach_steps": 300, "teach_batch": 32,
-             "epoch": {"tasks": 32, "variations": 4, "k": 8, "rollout_tokens": 32, "generate_tokens": 24,
+GPU_SIZES = {"teach_steps": 150, "teach_batch": 32,
+             "epoch": {"tasks": 16, "variations": 4, "k": 8, "rollout_tokens": 32, "generate_tokens": 24,
                        "train_batch": 16},
-             "rollout_speed": ["--tasks", "8", "--k", "8", "--max-new-tokens", "512", "--batch-size", "64",
-                               "--repeat", "2"],
+             "rollout_speed": ["--tasks", "8", "--k", "4", "--max-new-tokens", "256", "--batch-size", "32",
+                               "--repeat", "1"],
              "shards": {"tasks": 8, "k": 8, "max_new_tokens": 512, "batch": 64}}
 DRY_SIZES = {"teach_steps": 10, "teach_batch": 8,
              "epoch": {"tasks": 4, "variations": 2, "k": 2, "rollout_tokens": 6, "generate_tokens": 8,
@@ -62,6 +71,16 @@ DRY_SIZES = {"teach_steps": 10, "teach_batch": 8,
              "rollout_speed": ["--tasks", "2", "--k", "2", "--max-new-tokens", "4", "--batch-size", "4",
                                "--repeat", "1"],
              "shards": {"tasks": 3, "k": 2, "max_new_tokens": 6, "batch": 4}}
+
+
+def default_parts() -> list[str]:
+    return [name for name, (_, _, default) in PLAN.items() if default]
+
+
+def plan_seconds(dry: bool = False) -> dict[str, float]:
+    """The default plan's caps, their sum with the reserve, and the budget they must fit."""
+    caps = {name: PLAN[name][1 if dry else 0] for name in default_parts()}
+    return {**caps, "reserve": RESERVE_S, "total": sum(caps.values()) + RESERVE_S, "budget": BUDGET_S}
 
 
 def sizes(dry: bool) -> dict[str, Any]:
@@ -165,6 +184,7 @@ class Check:
         self.start = time.monotonic()
         self.work = Path(tempfile.mkdtemp(prefix="genenv-gpu-check-"))
         self.parts: dict[str, dict[str, Any]] = {}
+        self.part_deadline = float("inf")
         self.env = dict(os.environ, PYTHONUNBUFFERED="1", GENENV_CACHE=str(self.work / "cache"), GENENV_OFFLINE="1",
                         HF_HUB_OFFLINE="1")
         if self.dry:
@@ -188,23 +208,27 @@ class Check:
         return json.loads(out.read_text())
 
     def part(self, name: str, fn) -> None:
-        need = NEEDS[name][1 if self.dry else 0]
+        need = PLAN[name][1 if self.dry else 0]
         if self.left() - RESERVE_S < need:
             self.parts[name] = {"status": "skipped", "reason": f"{self.left():.0f} s left of the budget, {need} s needed"}
             return
         t = time.monotonic()
+        self.part_deadline = t + need
         try:
             result = fn()
             self.parts[name] = {"status": "failed" if result.get("failed") else "ok", **result}
         except subprocess.TimeoutExpired:
-            self.parts[name] = {"status": "failed", "error": "ran past the time left of the budget"}
+            self.parts[name] = {"status": "failed", "error": f"ran past its cap of {need} s (killed)"}
         except Exception as exc:  # noqa: BLE001 - one part's failure is recorded; the others still run
             self.parts[name] = {"status": "failed", "error": str(exc)[-1500:]}
         self.parts[name]["seconds"] = round(time.monotonic() - t, 1)
+        self.parts[name]["cap_s"] = need
+        self.write()   # what this part measured is recorded now, whatever happens to the call after it
         print(f"[{time.monotonic() - self.start:5.0f} s] {name}: {self.parts[name]['status']}", flush=True)
 
     def budget(self) -> float:
-        return self.left() - RESERVE_S
+        """Seconds the running part's processes may still take: to its cap, within the whole budget."""
+        return min(self.left() - RESERVE_S, self.part_deadline - time.monotonic())
 
     # -- the parts
     def models(self) -> dict[str, Any]:
@@ -231,6 +255,14 @@ class Check:
 
         built = self.child("--part", "build-7b", timeout=self.budget())
         return {**run_part(self, "big", built["model"]), "build_s": built["build_s"]}
+
+    def precision(self) -> dict[str, Any]:
+        from benchmarks.gpu.precision import compare_routes
+
+        model = self.parts["models"]["models"]["smollm2-135m-random"]
+        prepared = self.child("--part", "prepare-precision", "--model", model, timeout=self.budget())
+        reduce = self.child("--part", "reduce", "--model", model, timeout=self.budget())
+        return {"reduce": reduce, "routes": compare_routes(self, prepared["run"], model)}
 
     def shard_agreement(self) -> dict[str, Any]:
         return self.child("--part", "shards", "--model", self.parts["models"]["models"]["smollm2-135m-random"],
@@ -282,11 +314,11 @@ class Check:
         return {**record["figures"], "settings": record["settings"]}
 
     def go(self) -> int:
-        chosen = self.args.parts.split(",") if self.args.parts else list(NEEDS)
-        unknown = sorted(set(chosen) - set(NEEDS))
+        chosen = self.args.parts.split(",") if self.args.parts else default_parts()
+        unknown = sorted(set(chosen) - set(PLAN))
         if unknown:
-            raise SystemExit(f"--parts: unknown {', '.join(unknown)}; the parts are {', '.join(NEEDS)}")
-        for name in NEEDS:
+            raise SystemExit(f"--parts: unknown {', '.join(unknown)}; the parts are {', '.join(PLAN)}")
+        for name in PLAN:
             if name not in chosen and name != "models":
                 continue
             if name != "models" and self.parts.get("models", {}).get("status") != "ok":
@@ -366,6 +398,17 @@ def table(parts: dict[str, dict[str, Any]], device: str) -> str:
         elif name == "mismatch":
             add(name, f"mean |d logp| {p['mean_abs_delta_logprob']:.3g}, KL {p['kl_sampler_trainer']:.2g}, "
                 f"outside clip band {p['share_outside_clip_band']:.2%}", f"{p['samples']} samples, {p['trainer']}")
+        elif name == "precision":
+            r, red = p["routes"], p["reduce"]
+            norms = ", ".join(f"{x['grad_norm_one_gpu']:.4g}/{x['grad_norm_fsdp']:.4g}" for x in r["steps"])
+            held = (r["precision"].get("fsdp") or {})
+            add(name, f"FSDP weights {held.get('weights')}, compute {held.get('compute')}, reduce "
+                f"{held.get('reduce')}; grad norms one GPU/FSDP {norms}; weights differ "
+                f"{r['weights_mean_diff_over_mean_move']} of the move", "one-GPU route, bf16")
+            add("precision accumulation", f"reduce float32: error {red['reduce_float32']['relative_error_vs_float64_sum']} "
+                f"({','.join(red['reduce_float32']['accumulated_in'])}); bf16: error "
+                f"{red['reduce_bfloat16']['relative_error_vs_float64_sum']} "
+                f"({','.join(red['reduce_bfloat16']['accumulated_in'])})", "4 micro-batches, float64 sum")
         elif name == "rollout_speed":
             add(name, f"genenv {p['genenv_rollout_tokens_per_s']} tok/s, generate {p['bare_generate_tokens_per_s']} "
                 f"tok/s: ratio {p['ratio']}", "goal >= 0.95")
@@ -381,13 +424,17 @@ def table(parts: dict[str, dict[str, Any]], device: str) -> str:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pack", default=str(ROOT / ".whl"), help="the folder pack.py filled (the tokenizer is read there)")
-    ap.add_argument("--budget-s", type=float, default=430.0, help="seconds the whole check may take")
+    ap.add_argument("--budget-s", type=float, default=float(BUDGET_S), help="seconds the whole check may take")
+    ap.add_argument("--plan", action="store_true", help="print the default plan's caps and their sum, and exit")
     ap.add_argument("--out", help="where the result goes (default benchmarks/speed/results/gpu/)")
     ap.add_argument("--dry-run", action="store_true", help="toy sizes on CPU, to check the check itself")
-    ap.add_argument("--parts", help=f"a comma-separated subset of {','.join(NEEDS)} (models always runs)")
+    ap.add_argument("--parts", help=f"a comma-separated subset of {','.join(PLAN)} (models always runs)")
     for hidden in ("--part", "--work", "--result", "--model", "--run-dir"):
         ap.add_argument(hidden, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.plan:
+        print(json.dumps(plan_seconds(args.dry_run), indent=1))
+        return
     if args.part:
         work = Path(args.work)
         if args.part == "models":
@@ -396,6 +443,16 @@ def main(argv: list[str] | None = None) -> None:
             from benchmarks.gpu.updates import prepare_all
 
             result = prepare_all(work, args.model, args.part.removeprefix("prepare-"), args.dry_run)
+        elif args.part == "prepare-precision":
+            from benchmarks.gpu.updates import prepare
+
+            variant = {"name": "precision", "role": "agent", "method": "precision", "pool": "agent",
+                       "alloc": "expandable"}
+            result = prepare(work, args.model, variant, args.dry_run)
+        elif args.part == "reduce":
+            from benchmarks.gpu.precision import part_reduce
+
+            result = part_reduce(args.model, args.dry_run)
         elif args.part == "build-7b":
             result = part_build_7b(work, args.dry_run)
         elif args.part == "shards":

@@ -7,7 +7,9 @@ reserved; null without CUDA) and the allocator setting it ran with; the peak hos
 memory (what it allocated itself, sampled every 10 ms; file pages such as a memory-mapped checkpoint are not counted)
 and VmHWM (everything resident, file pages included); and what the update's loss was handed (`loss_inputs`): the
 route (`head`: hidden states, the head applied inside the loss; `logits`), the dtype of the tensor the model's
-forward gave the loss, and the dtype the head's product ran in.
+forward gave the loss, and the dtype the head's product ran in; and the GPU peak while accelerate prepared the model
+(`prepare_gpu_allocated_peak_gb`: under FSDP with cpu_ram_efficient_loading, the weights moved to the meta device,
+sharded and rank 0's broadcast into the shards).
 """
 
 from __future__ import annotations
@@ -52,6 +54,31 @@ def watch_loss_inputs(seen: dict) -> None:
     logits.completion_logits, head_loss.compute_dtype = completion_logits, compute_dtype
 
 
+def watch_prepare(seen: dict) -> None:
+    """Record the allocator's peak over `Accelerator.prepare` (reset before, read after), once."""
+    import accelerate
+
+    prepare = accelerate.Accelerator.prepare
+
+    def measured(self, *args, **kwargs):
+        import torch
+
+        cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
+        if cuda:
+            torch.cuda.synchronize()
+            before = torch.cuda.max_memory_allocated()
+            torch.cuda.reset_peak_memory_stats()
+        out = prepare(self, *args, **kwargs)
+        if cuda and "prepare_gpu_allocated_peak_gb" not in seen:
+            torch.cuda.synchronize()
+            seen["prepare_gpu_allocated_peak_gb"] = round(torch.cuda.max_memory_allocated() / 1e9, 3)
+            seen["before_prepare_gpu_allocated_peak_gb"] = round(before / 1e9, 3)
+        seen.setdefault("prepared", True)
+        return out
+
+    accelerate.Accelerator.prepare = measured
+
+
 def main() -> None:
     out, args = sys.argv[1], sys.argv[2:]
     peak = {"anon_kb": _status_kb("RssAnon")}
@@ -64,6 +91,8 @@ def main() -> None:
     threading.Thread(target=sample, daemon=True).start()
     seen: dict = {}
     watch_loss_inputs(seen)
+    prepared: dict = {}
+    watch_prepare(prepared)
     sys.argv = ["genenv", *args]
     t = time.perf_counter()
     code = 0
@@ -80,11 +109,13 @@ def main() -> None:
                   "host_anon_peak_gb": round(max(peak["anon_kb"], _status_kb("RssAnon")) * 1024 / 1e9, 3),
                   "host_hwm_gb": round(_status_kb("VmHWM") * 1024 / 1e9, 3),
                   "gpu_allocated_peak_gb": None, "gpu_reserved_peak_gb": None, "loss_inputs": seen,
+                  "prepare": prepared,
                   "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF")}
         import torch
 
         if torch.cuda.is_available() and torch.cuda.is_initialized():
-            record["gpu_allocated_peak_gb"] = round(torch.cuda.max_memory_allocated() / 1e9, 3)
+            record["gpu_allocated_peak_gb"] = max(round(torch.cuda.max_memory_allocated() / 1e9, 3),
+                                                  prepared.get("before_prepare_gpu_allocated_peak_gb", 0.0))
             record["gpu_reserved_peak_gb"] = round(torch.cuda.max_memory_reserved() / 1e9, 3)
         with open(out, "w") as fh:
             json.dump(record, fh)

@@ -426,8 +426,8 @@ def _count_syncs(monkeypatch):
 
 
 def test_micro_steps_do_not_wait_for_the_device(make_run, tiny_model, monkeypatch, tmp_path):
-    """GRPO's compute_loss reads nothing back (its numbers are read once per optimizer step); RWR's reads one
-    number, the KL its cap decides on (it read five before)."""
+    """Neither GRPO's nor RWR's compute_loss reads anything back: their numbers, the KL the cap decides on included,
+    are read once per optimizer step (policy.materialize), when the step's numbers are combined."""
     from genenv_cli.machinery.training import grpo, rwr
     from genenv_cli.machinery.training.policy import load_policy, materialize, training_arguments
 
@@ -457,7 +457,9 @@ def test_micro_steps_do_not_wait_for_the_device(make_run, tiny_model, monkeypatc
     batch = rwr.collate(env_rows, policy.tokenizer.pad_token_id)
     calls["n"] = 0
     trainer.compute_loss(policy.model, batch)
-    assert calls["n"] == 1
+    assert calls["n"] == 0
+    stats = materialize(trainer.micro)
+    assert calls["n"] == 1 and stats[0]["tokens"] == 2.0 and stats[0]["rows"] == 1.0
 
 
 @pytest.mark.slow

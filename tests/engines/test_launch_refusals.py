@@ -113,7 +113,8 @@ def test_zero3_without_16bit_gathering_on_save_is_refused(gpus, monkeypatch, tmp
                                           r"pipelines/accelerate/zero3.yaml"):
         check_update_launch(Config(), "agent_update", "embedded")
     monkeypatch.setenv("ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL", "true")
-    assert check_update_launch(Config(), "agent_update", "embedded") == "zero3"
+    fp32 = config_from_dict({"run": {"dtype": "float32"}}, "t")          # ZeRO-3 trains only in float32
+    assert check_update_launch(fp32, "agent_update", "embedded") == "zero3"
     ds = tmp_path / "ds.json"
     ds.write_text(json.dumps({"zero_optimization": {"stage": 3}}))
     monkeypatch.setenv("ACCELERATE_DEEPSPEED_CONFIG_FILE", str(ds))
@@ -193,7 +194,7 @@ def test_an_fsdp_setting_under_a_deepspeed_launch_is_refused(gpus, monkeypatch):
                                           r"pipelines/accelerate/fsdp-full-shard.yaml.*run.sharding = \"zero3\""):
         check_update_launch(cfg, "agent_update", "embedded")
     for setting in ("zero3", "none"):
-        ok = config_from_dict({"run": {"sharding": setting}}, "t")
+        ok = config_from_dict({"run": {"sharding": setting, "dtype": "float32"}}, "t")
         assert check_update_launch(ok, "agent_update", "embedded") == "zero3"
 
 
@@ -230,8 +231,8 @@ def test_the_preset_one_gpu_lora_route_trains_in_one_process(gpus, tiny_model, t
 
 def test_zero3_full_finetune_with_16_bit_weights_is_refused(gpus, monkeypatch, tmp_path):
     """ZeRO-3 gathers its checkpoint from DeepSpeed's 16-bit working weights: a full fine-tune's update below bf16's
-    resolution would be lost between epochs, so the launch is refused before any work, naming FSDP. LoRA, and a
-    float32 ZeRO-3, go ahead."""
+    resolution would be lost between epochs, and so would a LoRA adapter's small updates, so both are refused before
+    any work, naming FSDP (and DDP for LoRA). A float32 ZeRO-3 goes ahead."""
     gpus(0)
     for k, v in {"ACCELERATE_USE_DEEPSPEED": "true", "ACCELERATE_DEEPSPEED_ZERO_STAGE": "3",
                  "ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL": "true", "ACCELERATE_MIXED_PRECISION": "bf16",
@@ -242,7 +243,13 @@ def test_zero3_full_finetune_with_16_bit_weights_is_refused(gpus, monkeypatch, t
                                           r"learning_rate = 1e-06.*the update is lost.*pipelines/accelerate/"
                                           r"fsdp-full-shard.yaml"):
         check_update_launch(full, "agent_update", "embedded")
-    assert check_update_launch(Config(), "agent_update", "embedded") == "zero3"          # LoRA
+    with pytest.raises(ConfigError, match=r"`agent_update.lora` = true under DeepSpeed ZeRO-3 with 16-bit weights.*"
+                                          r"rounded to 16 bits.*pipelines/accelerate/ddp.yaml"):
+        check_update_launch(Config(), "agent_update", "embedded")                       # LoRA: 16-bit adapters
+    lora_fp32 = config_from_dict({"run": {"dtype": "float32"}}, "t")
+    monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "no")
+    assert check_update_launch(lora_fp32, "agent_update", "embedded") == "zero3"         # LoRA in float32 trains
+    monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "bf16")
     monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "no")
     with pytest.raises(ConfigError, match="16-bit weights"):       # run.dtype auto: bf16 autocast, bf16 in DeepSpeed
         check_update_launch(full, "agent_update", "embedded")

@@ -116,7 +116,8 @@ def test_update_env_loss_in_chunks_holds_a_fraction_of_the_whole_vocabulary_one_
 
 def test_both_updates_train_in_bf16_on_the_gpu(make_run, tiny_model):
     """update-agent (full fine-tuning at lr 1e-6: float32 master weights move under bf16 autocast) and update-env
-    (LoRA, the chunked KL) as the CLI runs them, on the GPU; the checkpoint loads back with the recorded digest."""
+    (LoRA, the chunked KL) as the CLI runs them, on the GPU, with the dtypes of the precision story (float32 weights
+    and gradients, bf16 compute); the checkpoint loads back with the recorded digest."""
     from transformers import AutoModelForCausalLM
 
     from genenv_cli.machinery.training.policy import parameter_digest
@@ -132,6 +133,9 @@ def test_both_updates_train_in_bf16_on_the_gpu(make_run, tiny_model):
                               "--json"], capture_output=True, text=True, timeout=600)
         assert out.returncode == 0, out.stderr[-3000:]
         assert json.loads(out.stdout.strip().splitlines()[-1])["steps"] >= 1
+        manifest = json.loads(run.manifest_path(1, stage).read_text())   # the precision story (docs/gpus.md)
+        assert manifest["counts"]["precision"] == {"weights": "float32", "compute": "bfloat16", "grads": "float32",
+                                                   "reduce": None}
     saved = AutoModelForCausalLM.from_pretrained(run.epoch_dir(1) / "agent", dtype=torch.float32)
     base = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=torch.float32)
     assert any(not torch.equal(a, b) for a, b in zip(saved.state_dict().values(), base.state_dict().values(),

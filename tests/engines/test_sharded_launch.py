@@ -193,7 +193,7 @@ def test_zero3_launch_on_two_cpu_processes_saves_a_gathered_checkpoint(make_run,
     from transformers import AutoModelForCausalLM
 
     run = RunDir(make_run("agent_update.lora=false", "agent_update.learning_rate=0.01", "agent_update.batch_size=2",
-                          "agent_update.kl_coef=0", "run.device=cpu"))
+                          "agent_update.kl_coef=0", "run.device=cpu", "run.dtype=float32"))
     agent_pool(run, tiny_model, 1, {"t1": [1.0, 0.0, 1.0, 0.0], "t2": [0.0, 1.0, 1.0, 1.0]})
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(CONFIGS / "zero3.yaml"),
            "--num_processes", "2", "--mixed_precision", "no", "--main_process_port", "29533",

@@ -117,3 +117,25 @@ def test_when_rank_0_refuses_every_rank_stops_at_once(killed, tmp_path):
     assert [(s["ran"], s["error"]) for s in said] == [(False, "LockError"), (False, "GenenvError")]
     assert said[1]["message"].startswith("`score --epoch 1`: rank 0 stopped it before any work: ")
     assert said[0]["message"] in said[1]["message"]                      # rank 0's own reason, word for word
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_without_the_launchers_store_every_rank_refuses_alike(killed, monkeypatch, rank):
+    """A launch of two processes with no launcher store (TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1): rank 0 has no channel
+    for its decision, so neither rank decides alone (before, each did): both refuse with the same reason, from the
+    environment they share, before anything is read or written; the killed writer's state stays for a proper
+    launch to recover."""
+    from genenv_cli.core.errors import ConfigError
+    from genenv_cli.rundir.contract import execute
+
+    for k, v in {"WORLD_SIZE": "2", "RANK": str(rank), "LOCAL_RANK": str(rank),
+                 "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("TORCHELASTIC_USE_AGENT_STORE", raising=False)
+    final = killed.epoch_dir(1) / "scores.txt"
+    ran = []
+    with pytest.raises(ConfigError, match=r"`score --epoch 1` was launched as 2 processes without the launcher's "
+                                          r"key-value store.*each rank would decide alone.*torchrun"):
+        execute(killed, killed.load_config(), "score", 1,
+                lambda: StagePlan("score", 1, outputs={"out": final}), lambda staging: ran.append(1))
+    assert not ran and final.read_text() == "the killed writer's output"

@@ -179,14 +179,6 @@ def check_update_launch(cfg: Config, section: str, model_name: str) -> str:
             f"DeepSpeed ZeRO-3 is launched without gathering 16-bit weights on save (zero3_save_16bit_model: false, "
             f"or stage3_gather_16bit_weights_on_model_save missing): the checkpoint could not be written after the "
             f"whole update. Launch with {ZERO3_FILE}, or set zero3_save_16bit_model: true.")
-    if sharding == "zero3" and not train.lora and (bits := _zero3_weight_bits(cfg)) < 32:
-        raise ConfigError(
-            f"`{section}.lora` = false under DeepSpeed ZeRO-3 with {bits}-bit weights: its checkpoint is gathered from "
-            f"DeepSpeed's {bits}-bit working weights, not the float32 master weights AdamW updates, so the next epoch "
-            f"would start from the update rounded to {bits} bits. A step of about {section}.learning_rate = "
-            f"{train.learning_rate:g} moves a weight of 0.02 far less than bf16's resolution there (about 1e-4): "
-            f"the update is lost. Full fine-tuning: launch with {FSDP_FILE} (its checkpoint is float32), or set "
-            f"run.dtype = \"float32\" with mixed_precision: 'no'; or train a LoRA adapter ({section}.lora = true).")
     if cfg.run.sharding == "zero3" and _true("ACCELERATE_USE_FSDP"):
         raise ConfigError(f"run.sharding = \"zero3\" but the launch uses FSDP ({FSDP_FILE}); launch with "
                           f"{ZERO3_FILE} or set run.sharding = \"fsdp\".")
@@ -194,6 +186,24 @@ def check_update_launch(cfg: Config, section: str, model_name: str) -> str:
         raise ConfigError(f"run.sharding = \"fsdp\" but the launch uses DeepSpeed ({ZERO3_FILE} or another "
                           f"DeepSpeed config): the log would say one and the trainer use the other. Launch with "
                           f"{FSDP_FILE}, or set run.sharding = \"zero3\" (or \"none\", to let the config file decide).")
+    if sharding == "zero3" and train.lora and (bits := _zero3_weight_bits(cfg)) < 32:
+        raise ConfigError(
+            f"`{section}.lora` = true under DeepSpeed ZeRO-3 with {bits}-bit weights: DeepSpeed keeps the adapter's "
+            f"working weights in {bits} bits, reduces their gradients in them and gathers the checkpoint from them, "
+            f"not from the float32 master weights AdamW updates, so the next epoch would start from an adapter "
+            f"rounded to {bits} bits (small updates of lora_A are lost) and the gradients were not reduced in "
+            f"float32 as on every other route (docs/gpus.md, \"Precision\"). LoRA: launch with "
+            f"pipelines/accelerate/ddp.yaml (the adapter's base fits on each GPU) or {FSDP_FILE}; or set "
+            f"run.dtype = \"float32\" with mixed_precision: 'no'.")
+    if sharding == "zero3" and not train.lora and (bits := _zero3_weight_bits(cfg)) < 32:
+        raise ConfigError(
+            f"`{section}.lora` = false under DeepSpeed ZeRO-3 with {bits}-bit weights: its checkpoint is gathered from "
+            f"DeepSpeed's {bits}-bit working weights, not the float32 master weights AdamW updates, so the next epoch "
+            f"would start from the update rounded to {bits} bits. A step of about {section}.learning_rate = "
+            f"{train.learning_rate:g} moves a weight of 0.02 far less than bf16's resolution there (about 1e-4): "
+            f"the update is lost. Full fine-tuning: launch with {FSDP_FILE} (its checkpoint is float32), or set "
+            f"run.dtype = \"float32\" with mixed_precision: 'no'; or train a LoRA adapter ({section}.lora = true) "
+            f"with pipelines/accelerate/ddp.yaml.")
     if not train.lora and gpus >= 1:
         _check_full_finetune_fits(cfg, section, train, model_name, sharding)
     return sharding

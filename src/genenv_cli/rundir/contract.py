@@ -68,7 +68,7 @@ from genenv_cli.rundir import (
     write_new,
 )
 from genenv_cli.rundir.committed import require_committed_inputs
-from genenv_cli.rundir.ranks import launch_store, rank0_decides
+from genenv_cli.rundir.ranks import rank0_decides, require_launch_store
 from genenv_cli.rundir.staleness import Change, config_changes, value_changes
 
 
@@ -391,7 +391,7 @@ def execute(run: RunDir, cfg: Config, stage: str, epoch: int, build_plan: Callab
     for before in commit_hooks.BEFORE:
         before(cfg, f"`{stage} --epoch {epoch}`")
     # under a launcher rank 0 decides, after its recovery, and the other ranks follow (rundir/ranks.py)
-    store = launch_store(cfg.run.dist_timeout) if int(os.environ.get("WORLD_SIZE", "1") or 1) > 1 else None
+    store = require_launch_store(cfg.run.dist_timeout, stage, epoch)   # refused without one for several processes
     rank = process_rank()
     if rank != 0:  # other ranks of a distributed update: no lock, nothing written but by rank 0
         decided = None

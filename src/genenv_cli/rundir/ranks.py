@@ -8,7 +8,9 @@ decision and every other rank waits for it.
 
 The channel is the launcher's own key-value store: torchrun (and `accelerate launch`, which starts torchrun) hosts
 it at MASTER_ADDR:MASTER_PORT for the whole launch and says so in TORCHELASTIC_USE_AGENT_STORE; the process group
-connects to the same store later. A launcher without it (none of the shipped ones) leaves each rank to decide alone.
+connects to the same store later. Without it (TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1, or a launcher that hosts
+none) there is no channel before the process group, and no rank may decide alone: the stage is refused on every
+rank alike, from the environment they share, before any of them looks at the run directory (`require_launch_store`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,26 @@ def launch_store(timeout: float) -> Any | None:
     store = TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
                      timeout=timedelta(seconds=timeout))
     return PrefixStore(f"genenv/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}", store)
+
+
+def require_launch_store(timeout: float, stage: str, epoch: int) -> Any | None:
+    """The launcher's store for a launch of several processes (None for one process); a ConfigError, the same on
+    every rank, when a launch of several has none."""
+    world = int(os.environ.get("WORLD_SIZE", "1") or 1)
+    if world <= 1:
+        return None
+    store = launch_store(timeout)
+    if store is None:
+        from genenv_cli.core.errors import ConfigError
+
+        raise ConfigError(
+            f"`{stage} --epoch {epoch}` was launched as {world} processes without the launcher's key-value store "
+            f"(TORCHELASTIC_USE_AGENT_STORE is not \"True\": TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 is set, or the "
+            f"launcher hosts no store). Rank 0 decides for the launch whether the stage is done, must run or cannot "
+            f"(after recovering a killed writer's half-done commit) and passes that decision through the store; "
+            f"without it each rank would decide alone and could disagree. Launch with `accelerate launch` or "
+            f"`torchrun`, and leave TORCH_DISABLE_SHARE_RDZV_TCP_STORE unset.")
+    return store
 
 
 def rank0_decides(rank: int, what: str, decision: dict[str, Any] | None, *, store: Any,

@@ -249,7 +249,8 @@ SCHEMAS: dict[str, FileSchema] = {s.key: s for s in [
        ("truncated_share", "float?", "Share of the completion's tokens whose importance weight trainer / sampler "
         "was truncated at `agent_update.is_cap`. Null as for `logp_abs_diff`.", True)),
     _s("agent_update_steps", "epochs/NNNN/agent_update_steps.parquet", "parquet", "update-agent",
-       "The agent's training curve, one row per optimizer step.",
+       "The agent's training curve, one row per optimizer step; each number is the step's, over all its "
+       "micro-batches and ranks (token means weighted by tokens, the loss by rows), the same in every layout.",
        ("step", "int", "Optimizer step (from 1)."),
        ("pass", "float", "Pass over the data (fractional within a pass)."),
        ("loss", "float", "GRPO loss (surrogate + kl_coef * KL)."),
@@ -266,7 +267,7 @@ SCHEMAS: dict[str, FileSchema] = {s.key: s for s in [
         "in older files.", True),
        ("grad_norm", "float?", "Gradient norm before clipping."),
        ("learning_rate", "float?", "Learning rate of the step."),
-       ("tokens", "float", "Completion tokens in the step.")),
+       ("tokens", "float", "Completion tokens in the step, all ranks together.")),
     _s("env_update", "epochs/NNNN/env_update.parquet", "parquet", "update-env",
        "What each environment generation contributed to the update (`env_update.algo`).",
        ("epoch", "int", "Epoch of the pool partition the pair comes from."),
@@ -290,7 +291,9 @@ SCHEMAS: dict[str, FileSchema] = {s.key: s for s in [
        ("truncated_share", "float?", "grpo: share of tokens whose importance weight was truncated at "
                                      "env_update.is_cap; null otherwise.", True)),
     _s("env_update_steps", "epochs/NNNN/env_update_steps.parquet", "parquet", "update-env",
-       "The environment's training curve, one row per optimizer step; the last row says whether kl_max stopped it.",
+       "The environment's training curve, one row per optimizer step; each number is the step's, over all its "
+       "micro-batches and ranks (token means weighted by tokens, the loss and NLL by rows); the last row says "
+       "whether kl_max stopped it (the cap compares the step's KL).",
        ("step", "int", "Optimizer step (from 1)."),
        ("loss", "float", "Weighted NLL + kl_coef * KL (rwr, rwr-task); the GRPO loss (grpo)."),
        ("nll", "float?", "Weighted token-mean negative log-likelihood of the targets; null under grpo."),

@@ -139,7 +139,7 @@ def select_samples(pool: Path, replay: list[Path], temperature: float | None = N
 
 def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
     from genenv_cli.machinery.launch import trainer_sharding
-    from genenv_cli.machinery.training.distributed import all_mean, world
+    from genenv_cli.machinery.training.distributed import world
     from genenv_cli.machinery.training.grpo import make_trainer, mismatch_records
     from genenv_cli.machinery.training.policy import load_policy, publish_update, train_policy
 
@@ -185,7 +185,7 @@ def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
                           "learning_rate": lg.get("learning_rate"), "tokens": s["tokens"]})
     old_logps = trainer.old_policy_logps() if trainer is not None else None
     records, mismatch = mismatch_records(records, rows, old_logps, u.is_cap, key="rollout_id")
-    loss_mean = all_mean(sum(s["loss"] for s in steps) / len(steps)) if steps else None
+    loss_mean = sum(s["loss"] for s in steps) / len(steps) if steps else None   # each step's: every rank's alike
     digest = publish_update(policy, out, role="agent", epoch=epoch, trained_from=tag, records=records, steps=steps,
                             ui=ui, trainer=trainer, train=u)
     on_policy = records.filter(~pl.col("replay"))["reward"]

@@ -37,3 +37,19 @@ def all_mean(value: Any) -> float:
         dist.all_reduce(t)
         return float(t.item()) / dist.get_world_size()
     return float(value.item()) if isinstance(value, torch.Tensor) else value
+
+
+def all_reduce_floats(values: list[float], op: str = "sum") -> list[float]:
+    """Numbers summed (op "sum") or maximised ("max") elementwise over all ranks, in float64, with one collective
+    (the numbers themselves alone)."""
+    import torch
+    import torch.distributed as dist
+
+    if not values or not (dist.is_available() and dist.is_initialized()):
+        return list(values)
+    device = "cpu"
+    if "nccl" in str(dist.get_backend()) and torch.cuda.is_available():
+        device = torch.device("cuda", torch.cuda.current_device())   # nccl reduces on this rank's own GPU
+    t = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX if op == "max" else dist.ReduceOp.SUM)
+    return t.cpu().tolist()

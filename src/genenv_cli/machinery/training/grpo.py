@@ -232,18 +232,15 @@ def make_trainer(policy: Any, args: Any, rows: list[dict[str, Any]], *, clip_eps
     the old policy's logprobs of every on-policy row from `trainer.old_policy_logps()`.
 
     Two callers: the agent's update (rollouts) and the environment's (`env_update.algo = "grpo"`, its
-    generations). `kl_max` is the environment's leash: before every optimizer step the batch's KL to the
-    reference (averaged over ranks, so every process stops at the same step) is compared with it, and past it the
-    step is not taken and the update stops (`rwr.KLCapReached`, the step in `trainer.stopped`), as in the
-    environment's reward-weighted regression. `group_batches`: rows of one `group` share micro-batches
+    generations). `kl_max` is the environment's leash: before every optimizer step the step's KL to the
+    reference (the token mean over all its micro-batches and ranks, training/step_stats.py) is compared with it, and past it the step is not taken and the update stops (`KLCapReached`, the step in `trainer.stopped`), as
+    in the environment's reward-weighted regression. `group_batches`: rows of one `group` share micro-batches
     (common.grouped_order; the environment's, whose groups share long prompts), else Trainer's random order."""
     import torch
     from transformers import Trainer
 
-    from genenv_cli.machinery.training.distributed import all_mean
     from genenv_cli.machinery.training.logits import token_logps
     from genenv_cli.machinery.training.policy import attach_recorder, grouped_order
-    from genenv_cli.machinery.training.rwr import KLCapReached
 
     measure_kl = kl_coef != 0.0 or kl_max is not None
 
@@ -305,19 +302,12 @@ def make_trainer(policy: Any, args: Any, rows: list[dict[str, Any]], *, clip_eps
                                     replay=inputs["replay"], replay_clip=replay_clip, sampler_logps=sampler,
                                     is_cap=is_cap, sync=False)
             stats["loss"] = loss.detach()
-            if kl_max is not None:
-                kl_all = all_mean(stats["kl"])  # one synchronisation per micro-step: the cap decides before the step
-                if kl_all > kl_max:
-                    self.stopped = {"step": self.state.global_step + 1, "kl": kl_all, "loss": float(loss.item())}
-                    raise KLCapReached(f"KL {kl_all:.4g} > kl_max {kl_max:g}")
-                stats["kl"] = kl_all
-            self.micro.append(stats)
+            stats["rows"] = float(inputs["advantages"].shape[0])
+            self.micro.append(stats)   # the step's numbers and the KL cap's decision: policy.attach_recorder
             return loss
 
-    trainer = attach_recorder(StoredRolloutGRPO(model=policy.model, args=args, train_dataset=rows,
-                                                data_collator=lambda batch: collate(batch, pad_id)))
-    trainer.stopped = None
-    return trainer
+    return attach_recorder(StoredRolloutGRPO(model=policy.model, args=args, train_dataset=rows,
+                                             data_collator=lambda batch: collate(batch, pad_id)), kl_max=kl_max)
 
 
 MISMATCH_COLUMNS = ("logp_abs_diff", "sampler_kl", "truncated_share")

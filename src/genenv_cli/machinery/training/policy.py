@@ -7,10 +7,11 @@ accelerate's multi-process/FSDP/DeepSpeed support) with their own `compute_loss`
 GRPOTrainer generates its own completions (and with `rollout_func` ignores stored behaviour logprobs), and
 SFTTrainer has no per-sample weights or KL term.
 
-Precision: the weights being trained are kept in float32 (the master copy AdamW updates) and the forward and
-backward passes run in the run's compute dtype under autocast (Trainer's bf16/fp16). Weights stored in bf16
-would round an AdamW step of about 1e-6 away: bf16 keeps 8 bits of mantissa, so a weight of 0.02 moves in steps
-of 1e-4. Frozen weights (a LoRA base, the reference model) are loaded in the compute dtype.
+Precision (training/precision.py has the whole story): the weights being trained are kept in float32 (the master
+copy AdamW updates), forward and backward compute in the run's compute dtype (autocast, Trainer's bf16/fp16; under
+FSDP2 the policy genenv sets), and gradients are reduced and accumulated in float32. Weights stored in bf16 would
+round an AdamW step of about 1e-6 away: bf16 keeps 8 bits of mantissa, so a weight of 0.02 moves in steps of 1e-4.
+Frozen weights (a LoRA base, the reference model) are loaded in the compute dtype.
 
 Sharded training (FSDP or DeepSpeed ZeRO-3: `run.sharding`, or the launch's config file in pipelines/accelerate/) is
 what a 7B full fine-tune needs;
@@ -222,28 +223,42 @@ def grouped_order(groups: list[Any], seed: int) -> Any:
     return _Grouped()
 
 
-def attach_recorder(trainer: Any) -> Any:
+def attach_recorder(trainer: Any, kl_max: float | None = None) -> Any:
     """Make a Trainer with our own compute_loss report per-step numbers: compute_loss appends a dict per
-    micro-step to `trainer.micro`; each optimizer step's mean (token counts summed) lands in
-    `trainer.step_stats`, transformers' own log records (grad norm, learning rate) in `trainer.logged`."""
+    micro-step to `trainer.micro` (with its `tokens` and `rows`); before each optimizer step they are combined over
+    the step's micro-batches and the ranks (training/step_stats.py) and, with `kl_max`, the step's KL decides whether
+    the step is taken (`KLCapReached`, the step in `trainer.stopped`); the step's numbers land in
+    `trainer.step_stats`, transformers' own log records (grad norm before clipping, learning rate) in
+    `trainer.logged`, the dtypes the training had in `trainer.precision` (training/precision.py)."""
     from transformers import TrainerCallback
     from transformers.trainer_callback import PrinterCallback
+
+    from genenv_cli.machinery.training.precision import attach_probe
+    from genenv_cli.machinery.training.step_stats import KLCapReached, step_totals
 
     class _Recorder(TrainerCallback):
         def on_log(self, args, state, control, logs=None, **kw):
             trainer.logged.append({"step": state.global_step, **(logs or {})})
 
-        def on_step_end(self, args, state, control, **kw):
+        def on_pre_optimizer_step(self, args, state, control, **kw):
             micro, trainer.micro = materialize(trainer.micro), []
-            if micro:
-                row = {k: max(m[k] for m in micro) if k.endswith("_max")
-                       else sum(m[k] for m in micro) / (1 if k == "tokens" else len(micro)) for k in micro[0]}
-                trainer.step_stats.append({**row, "step": state.global_step, "pass": state.epoch})
+            trainer.pending = step_totals(micro) if micro else None
+            if kl_max is not None and trainer.pending is not None and trainer.pending["kl"] > kl_max:
+                step = trainer.pending
+                trainer.stopped = {"step": state.global_step + 1, "kl": step["kl"], "loss": step["loss"],
+                                   "nll": step.get("nll")}
+                raise KLCapReached(f"KL {step['kl']:.4g} > kl_max {kl_max:g}")
 
+        def on_step_end(self, args, state, control, **kw):
+            if trainer.pending is not None:
+                trainer.step_stats.append({**trainer.pending, "step": state.global_step, "pass": state.epoch})
+            trainer.pending = None
+
+    attach_probe(trainer, trainer.model)   # first: it reads the dtypes even of a step the KL cap refuses
     trainer.add_callback(_Recorder())
     trainer.remove_callback(PrinterCallback)  # it prints every log dict to stdout; ours go to the UI and parquet
     trainer.model_accepts_loss_kwargs = False  # our losses are means: let Trainer divide by accumulation steps
-    trainer.micro, trainer.step_stats, trainer.logged = [], [], []
+    trainer.micro, trainer.step_stats, trainer.logged, trainer.pending, trainer.stopped = [], [], [], None, None
     return trainer
 
 
@@ -307,6 +322,9 @@ def train_policy(policy: Policy, train: TrainingConfig, build: Any, *, seed: int
         args = training_arguments(tmp, train, seed=seed, device=device, dtype=dtype, sharding=sharding,
                                   timeout=timeout)
         trainer = build(args)
+        from genenv_cli.machinery.training.precision import apply_precision
+
+        apply_precision(trainer, dtype_name(dtype, pick_device(device)))  # before train() wraps the model
         warning = _memory_warning(policy, train, trainer, sharding, dtype)
         if warning and world()[0] == 0:
             ui.warn(f"{desc}: {warning}")
@@ -323,6 +341,10 @@ def train_policy(policy: Policy, train: TrainingConfig, build: Any, *, seed: int
         if asked and kind not in ("FSDP", "DEEPSPEED"):
             # accelerate applies FSDP only to GPU-like process groups: CPU processes (MULTI_CPU) train unsharded
             ui.info(f"{desc}: warning: sharding was asked for, but accelerate trained {kind}, unsharded")
+        held = getattr(trainer, "precision", {})
+        if held:
+            ui.info(f"{desc}: precision: weights {held.get('weights')}, compute {held.get('compute')}, gradients "
+                    f"{held.get('grads')}, reduced over the ranks in {held.get('reduce') or '(one process: none)'}")
         shards = [p for p in trainer.model_wrapped.parameters() if hasattr(p, "to_local")]
         if shards:  # FSDP2 holds each parameter as a DTensor: this rank's part of it
             local = sum(p.to_local().numel() for p in shards)
@@ -442,6 +464,8 @@ def publish_update(policy: Policy, out: Any, *, role: str, epoch: int, trained_f
     from genenv_cli.rundir.datafiles import frame, write_parquet
 
     check_finite(policy, steps, role=role, epoch=epoch, train=train)
+    if trainer is not None and getattr(trainer, "precision", None):
+        out.counts["precision"] = dict(trainer.precision)   # the dtypes the training held (training/precision.py)
     state_dict = gather_state_dict(trainer)
     digest = ""
     if out.is_main:  # rank 0 alone hashes, and what it hashes is the gathered weights it saves

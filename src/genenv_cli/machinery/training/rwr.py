@@ -6,9 +6,9 @@ conditioning context, `w_rel_i = N * exp(lambda R_i) / sum_j exp(lambda R_j)` (t
 rescaled to mean 1 so the loss has the size of a plain SFT loss), and KL is the exact per-token
 KL(pi_theta || pi_init) over the vocabulary at the target positions.
 
-Before every optimizer step the batch's KL to the initial model (which reflects every step taken so far) is
-compared with `kl_max`; past it, that step is not taken and the update stops (`KLCapReached`). The decision
-is averaged over ranks first, so every process stops at the same step.
+Before every optimizer step the step's KL to the initial model (which reflects every step taken so far), the
+token mean over all its micro-batches on all ranks, is compared with `kl_max`; past it, that step is not taken and
+the update stops (`KLCapReached`, training/step_stats.py), at the same step in every layout.
 
 Memory. The per-token terms (the target token's log-probability and the exact KL) need the log-softmax of both
 models over the whole vocabulary. Computed for the whole batch at once, in float32, with autograd keeping what
@@ -28,9 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
-
-class KLCapReached(Exception):
-    """The environment drifted past kl_max from the initial model; the update stops here."""
+from genenv_cli.machinery.training.step_stats import KLCapReached  # noqa: F401  (the stages catch it from here)
 
 
 def rwr_loss(logits: Any, ref_logits: Any, targets: Any, mask: Any, weights: Any, *, kl_coef: float) -> tuple[Any, Any, Any]:
@@ -127,7 +125,6 @@ def make_trainer(policy: Any, args: Any, rows: list[dict[str, Any]], *, kl_coef:
     one group, the generations of one conditioning context, share micro-batches; see common.grouped_order)."""
     from transformers import Trainer
 
-    from genenv_cli.machinery.training.distributed import all_mean
     from genenv_cli.machinery.training.policy import attach_recorder, grouped_order
     pad_id = policy.tokenizer.pad_token_id
     groups = [r.get("group", i) for i, r in enumerate(rows)]
@@ -141,15 +138,10 @@ def make_trainer(policy: Any, args: Any, rows: list[dict[str, Any]], *, kl_coef:
             ids, attn = inputs["input_ids"], inputs["attention_mask"]
             loss, nll, kl = batch_loss(model, policy, ids, attn, n, inputs["target_mask"], inputs["weights"],
                                        kl_coef=kl_coef)
-            kl_all = all_mean(kl.detach())  # the one synchronisation per micro-step: the cap decides before the step
-            if kl_all > kl_max:
-                self.stopped = {"step": self.state.global_step + 1, "kl": kl_all, "nll": float(nll.item()),
-                                "loss": float(loss.item())}
-                raise KLCapReached(f"KL {kl_all:.4g} > kl_max {kl_max:g}")
-            self.micro.append({"loss": loss.detach(), "nll": nll.detach(), "kl": kl_all})
+            # read once per optimizer step (policy.materialize); the cap decides on the whole step's KL there
+            self.micro.append({"loss": loss.detach(), "nll": nll.detach(), "kl": kl.detach(),
+                               "tokens": inputs["target_mask"].sum().detach(), "rows": float(ids.shape[0])})
             return loss
 
-    trainer = attach_recorder(WeightedSFT(model=policy.model, args=args, train_dataset=rows,
-                                          data_collator=lambda batch: collate(batch, pad_id)))
-    trainer.stopped = None
-    return trainer
+    return attach_recorder(WeightedSFT(model=policy.model, args=args, train_dataset=rows,
+                                       data_collator=lambda batch: collate(batch, pad_id)), kl_max=kl_max)
