@@ -48,7 +48,8 @@ TOLERANCE = {"float32": {"grad_norm": 1e-3, "loss": 1e-3, "loss_floor": 1e-6},
 FULL_LR = 2e-6          # full fine-tuning: a step far below bf16's resolution at the tiny model's weights (~0.02)
 LORA_LR = 1e-3
 
-pytestmark = [pytest.mark.slow, pytest.mark.e2e]
+# heavy: several gloo launches of a minute or more each; `nox -s heavy` runs them (CI too)
+pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.heavy]
 
 
 def _settings(role: str, lora: bool, dtype: str = "float32") -> list[str]:
