@@ -19,6 +19,7 @@ import typer
 
 from genenv_cli.catalogue.stages import STAGES
 from genenv_cli.core.errors import ConfigError
+from genenv_cli.core.library_noise import library_output_to_log
 from genenv_cli.core.ui import UI
 from genenv_cli.core.version import __version__
 from genenv_cli.views.errorpath import DEBUG, Where, reported
@@ -118,7 +119,8 @@ def _stage(stage: str, run: Path | None, sets: list[str] | None, quiet: bool, as
         module = STAGES[stage].load()
         run_dir, cfg = _open(run, sets, where, stage, recorded=getattr(module, "CONFIG_SECTIONS", []))
         ui = _ui(run_dir, stage, quiet, as_json, start=f"{stage} epoch={epoch}")
-        fields, text = summarize(call(module, run_dir, cfg, ui))
+        with library_output_to_log(ui):
+            fields, text = summarize(call(module, run_dir, cfg, ui))
         ui.summary(stage, epoch, fields, text)
 
 
@@ -233,9 +235,10 @@ def evaluate(
         run_dir, cfg = _open(run, sets, where, "evaluate",
                              required=predictions is None and export is None and model is None)
         ui = _ui(run_dir, "evaluate", quiet, as_json)
-        result = evaluation.evaluate(run_dir, cfg, bench, epoch=epoch, model=model, data=data, predictions=predictions,
-                                export=export, limit=limit, split=split, version=version, protocol=protocol, ui=ui,
-                                force=force, label=label)
+        with library_output_to_log(ui):
+            result = evaluation.evaluate(run_dir, cfg, bench, epoch=epoch, model=model, data=data,
+                                         predictions=predictions, export=export, limit=limit, split=split,
+                                         version=version, protocol=protocol, ui=ui, force=force, label=label)
         if export is not None:
             ui.summary("evaluate", None, result, f"exported {result['exported']} samples to {result['path']}")
             return

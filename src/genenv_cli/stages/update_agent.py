@@ -163,9 +163,10 @@ def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
     rank, size = world()
     ui.info(f"update-agent epoch {epoch}: {len(rows)} samples in {groups_used} groups from {tag}"
             + (f" (rank {rank} of {size})" if size > 1 else ""))
-    policy = load_policy(name, tag, base_name=cfg.agent.model, train=u, need_reference=u.kl_coef > 0,
-                         device=cfg.run.device, dtype=cfg.run.dtype, trust_remote_code=cfg.run.trust_remote_code,
-                         seed=cfg.run.seed + epoch)
+    with ui.working(f"update-agent e{epoch}: loading {tag}"):
+        policy = load_policy(name, tag, base_name=cfg.agent.model, train=u, need_reference=u.kl_coef > 0,
+                             device=cfg.run.device, dtype=cfg.run.dtype, trust_remote_code=cfg.run.trust_remote_code,
+                             seed=cfg.run.seed + epoch)
     steps: list[dict[str, Any]] = []
     trainer = None
     if rows:

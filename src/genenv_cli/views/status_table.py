@@ -20,6 +20,7 @@ from typing import Any
 from genenv_cli.catalogue.config import Config
 from genenv_cli.catalogue.stages import STAGES, available, epoch_stages, stage_module
 from genenv_cli.core.errors import GenenvError
+from genenv_cli.core.progress import fmt_clock, read_progress
 from genenv_cli.core.reject_reasons import describe
 from genenv_cli.rundir import RunDir, shard_of, shard_stage
 from genenv_cli.rundir.contract import check_state, manifests_problem
@@ -156,6 +157,12 @@ def label(name: str, st: dict[str, Any]) -> str:
     return text + (f": {extra}" if extra else "")
 
 
+def last_progress(run: RunDir, stage: str, holder: dict[str, Any]) -> tuple[str, float] | None:
+    """The running stage's last progress line and its age: what the holder of the lock wrote beside its log
+    (core/progress.py); None when it wrote none, or the file is another process's."""
+    return read_progress(run.logs_dir() / f"{stage.split('.')[0]}.progress", holder.get("pid"))
+
+
 def collect(run: RunDir, cfg: Config) -> list[dict[str, Any]]:
     c = cfg.curriculum
     band = (c.band_low, c.band_high)
@@ -174,6 +181,9 @@ def collect(run: RunDir, cfg: Config) -> list[dict[str, Any]]:
                 h = running[name]
                 stages[name]["state"] = "running"
                 stages[name]["reasons"] = [f"pid {h.get('pid')} on {h.get('host')} since {h.get('since')}"]
+                if (said := last_progress(run, name, h)) is not None:
+                    stages[name]["progress"] = said[0]
+                    stages[name]["reasons"].append(f"{said[0]} ({fmt_clock(said[1])} ago)")
         # from the manifests, not metrics.json: that file is derived state, and a stale copy must never show
         metrics = {k: v for k, v in gather(run, epoch, band, c.alpha).items() if k != "epoch"}
         rows.append({"epoch": epoch, "stages": stages, "metrics": metrics,
