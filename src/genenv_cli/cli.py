@@ -267,7 +267,7 @@ def report(run: RunOpt = None, sets: SetOpt = None,
                         f"choose)", err=True)
         result = build_report(run_dir, cfg, out)
         typer.echo(json.dumps(result, indent=2, default=str) if as_json else
-                   f"wrote {result['html']} and {len(result['pngs'])} PNG charts ({result['epochs']} epochs)")
+                   f"wrote {result['html']} and {len(result['pngs'])} PNG charts; epochs {result['epochs_text']}")
 
 
 @app.command()

@@ -117,11 +117,31 @@ def _update_note(name: str, st: dict[str, Any], cfg: Config) -> str:
                     f"(|p̂ batch − α| ≤ curriculum.k_min = {cfg.curriculum.k_min:g}) with a non-empty output")
         why = counts.get("skipped_by_reason") or {}
         parts = ", ".join(f"{n} {reason}" for reason, n in why.items()) if isinstance(why, dict) else ""
-        return ("trained on nothing: no GRPO group had rewards that differ" + (f" (skipped groups: {parts})" if parts
-                                                                               else ""))
+        said = "trained on nothing: no GRPO group had rewards that differ" + (f" (skipped groups: {parts})" if parts
+                                                                              else "")
+        if isinstance(why, dict) and why.get("all-equal group"):
+            from genenv_cli.catalogue.advice import all_equal_advice
+
+            said += "; " + all_equal_advice(cfg, _multi_turn(cfg))
+        return said
+    if name.split(".")[0] == "update-env":  # its samples are the environment's generations, not the agent's rollouts
+        return (f"{counts.get('steps')} optimizer step from {counts.get('samples_used')} environment generations; "
+                f"more of them (generate.tasks_per_epoch with a lower generate.seed_share, more "
+                f"generate.variations), a wider difficulty filter (curriculum.k_min) or a smaller batch "
+                f"(env_update.batch_size, grad_accum) gives more")
     return (f"{counts.get('steps')} optimizer step from {counts.get('samples_used')} samples; more tasks "
             f"(generate.tasks_per_epoch), a larger group (rollout.group_size) or a smaller batch "
-            f"(*_update.batch_size, grad_accum) gives more")
+            f"(agent_update.batch_size, grad_accum) gives more")
+
+
+def _multi_turn(cfg: Config) -> list[str]:
+    """The run's multi-turn domains; none when a domain cannot be loaded (status still shows the rest)."""
+    from genenv_cli.catalogue.domains import run_domains
+
+    try:
+        return [n for n, d in run_domains(cfg).items() if d.episodic]
+    except Exception:  # noqa: BLE001 - a plugin domain that fails to load is reported elsewhere
+        return []
 
 
 def generation_note(st: dict[str, Any]) -> str | None:
