@@ -303,15 +303,19 @@ def export(epoch: Annotated[int, typer.Option("--epoch", min=1, max=EPOCH_MAX, h
            dtype: Annotated[str, typer.Option("--dtype", help="Dtype of the saved weights: float32 (training's), "
                                               "bfloat16 or float16.")] = "float32",
            force: Annotated[bool, typer.Option("--force", help="Replace --out if it exists.")] = False,
+           run_sampling: Annotated[bool, typer.Option(
+               "--run-sampling", help="Write the run's sampling (temperature, top-p, max_new_tokens) as "
+                                      "generation_config.json instead of the base model's own defaults.")] = False,
            run: RunOpt = None, sets: SetOpt = None) -> None:
     """A trained checkpoint as a standard transformers model folder: the weights (LoRA merged, or the adapter with
-    its base named portably), the tokenizer and chat template, the run's sampling as generation_config.json, and
-    a model card. Loads with AutoModelForCausalLM and `vllm serve`."""
+    its base named portably), the tokenizer and chat template, the base model's generation_config.json (the run's
+    sampling with --run-sampling), and a model card. Loads with AutoModelForCausalLM and `vllm serve`."""
     from genenv_cli.views.export import export_checkpoint
 
     with reported() as where:
         run_dir, cfg = _open(run, sets, where)
-        result = export_checkpoint(run_dir, cfg, epoch, model, out, merge=merge, dtype=dtype, force=force)
+        result = export_checkpoint(run_dir, cfg, epoch, model, out, merge=merge, dtype=dtype, force=force,
+                                   run_sampling=run_sampling)
         for note in result["notes"]:
             typer.echo(f"note: {note}", err=True)
         typer.echo(f"wrote {result['out']}: epoch {epoch}'s {model} "
