@@ -378,15 +378,28 @@ def domains_preview(
                                                 "(- reads standard input); default: the seed as the domain writes it.")] = None,
     answer: Annotated[Path | None, typer.Option("--answer", help="A file holding an agent answer to score (- reads "
                                                 "standard input); default: the seed's right answer.")] = None,
+    say: Annotated[list[str] | None, typer.Option(
+        "--say", help="Multi-turn domains: the agent's answer at the next turn of the episode played (repeat it, "
+                      "once per turn).")] = None,
+    answers: Annotated[Path | None, typer.Option(
+        "--answers", help="Multi-turn domains: a file of the agent's answers, one per turn (a JSON list of strings, "
+                          "or one per line).")] = None,
+    model: Annotated[str | None, typer.Option(
+        "--model", help="Multi-turn domains: a model that plays the episode (greedy): a Hugging Face id, a folder "
+                        "such as RUN/epochs/0003/agent, or embedded.")] = None,
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=1, help="With --model: the longest answer "
+                                                "per turn, in tokens.")] = 256,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Show the environment's and the agent's prompts for a seed, the parser's verdict on an environment output and
-    the score of an answer, with no model loaded (exit status 1 when the output is rejected or the answer is not
-    right)."""
+    the score of an answer, with no model loaded; for a multi-turn domain, one episode played turn by turn (the
+    seed's right answer at every turn, scripted answers, or a model). Exit status 1 when the output is rejected or
+    the answer (the episode) is not right."""
     from genenv_cli.views.domain_commands import preview
 
     with reported():
-        code = preview(name, run, seed_id=seed, output=output, answer=answer, as_json=as_json)
+        code = preview(name, run, seed_id=seed, output=output, answer=answer, as_json=as_json, says=say,
+                       answers=answers, model=model, max_new_tokens=max_new_tokens)
     raise typer.Exit(code)
 
 
