@@ -12,18 +12,21 @@ from typer.testing import CliRunner
 
 from genenv_cli.catalogue.config import Config, apply_overrides, config_from_dict, render_config
 from genenv_cli.cli import app
-from genenv_cli.core.reject_reasons import shorten, top_reasons
 from genenv_cli.rundir import RunDir
 from replay import ReplayEngine, patch_engine
 
 
 def test_a_reject_reason_keeps_the_format_every_generation_was_refused_for():
+    from genenv_cli.core.reject_reasons import top_reasons
+
     rejects = [{"reason": "parse: no 'EXERCISE:' line"}] * 3 + [{"reason": "parse: unexpected character 'x'"},
                                                                {"reason": "parse: unexpected character 'y'"}]
     assert top_reasons(rejects) == [["parse: no 'EXERCISE:' line", 3], ["parse: unexpected character '…'", 2]]
 
 
 def test_a_long_reason_is_shortened_at_its_end_and_never_inside_a_quote():
+    from genenv_cli.core.reject_reasons import shorten, top_reasons
+
     reason = "invalid: " + "the tool call names an argument the tool does not declare, " * 2 + "in '" + "x" * 40 + "'"
     said = top_reasons([{"reason": reason}])[0][0]
     assert said.startswith("invalid: the tool call names an argument") and said.endswith(" …")
