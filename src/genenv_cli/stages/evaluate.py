@@ -391,9 +391,9 @@ def generate(bench: Benchmark, samples: list[EvalSample], cfg: Config, name: str
 
     settings = cfg.evaluate
     max_new = answer_length(bench, cfg)
-    ref = resolve(name, tag=tag)
     ui.info(f"evaluate {bench.name}: loading {tag}")
-    with ui.working(f"evaluate {bench.name}: loading {tag}"):
+    with ui.working(f"evaluate {bench.name}: loading {tag}"):  # the embedded model converts once, on first use
+        ref = resolve(name, tag=tag)
         engine = open_engine(ref, engine=cfg.run.engine, device=cfg.run.device, dtype=cfg.run.dtype,
                              trust_remote_code=cfg.run.trust_remote_code, batch_size=settings.batch_size,
                              seed=cfg.run.seed, vllm_settings=cfg.vllm)
