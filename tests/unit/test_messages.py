@@ -156,3 +156,10 @@ def test_an_update_keeps_its_internal_lines_in_the_log(make_run, tiny_model):
     assert "trainable-parameter digest" not in r.stderr and "accelerate: NO" not in r.stderr
     log = (run.logs_dir() / "update-agent.log").read_text()
     assert "rank 0 trainable-parameter digest" in log and "(accelerate: NO," in log
+
+
+def test_rollout_says_how_many_answers_stopped_at_its_token_limit():
+    from genenv_cli.stages import rollout
+
+    line = rollout.summary({"rollouts": 24, "tasks": 4, "completion_tokens": 300, "truncated": 5}, {})
+    assert line.endswith("5 of 24 stopped at rollout.max_new_tokens")

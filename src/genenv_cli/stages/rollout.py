@@ -81,8 +81,15 @@ def plan(run_dir: RunDir, cfg: Config, epoch: int, shard: tuple[int, int] | None
 
 
 def summary(counts: dict[str, Any], metrics: dict[str, Any]) -> str:
-    return (f"{counts.get('rollouts')} rollouts of {counts.get('tasks')} tasks, "
-            f"{counts.get('completion_tokens')} tokens, {counts.get('truncated', 0)} truncated")
+    """The stage's line; the rollouts whose (last) answer ran to the token limit are said against it.
+
+    >>> summary({"rollouts": 24, "tasks": 4, "completion_tokens": 300, "truncated": 5}, {})
+    '24 rollouts of 4 tasks, 300 tokens; 5 of 24 stopped at rollout.max_new_tokens'
+    """
+    cut = counts.get("truncated", 0)
+    return (f"{counts.get('rollouts')} rollouts of {counts.get('tasks')} tasks, {counts.get('completion_tokens')} "
+            f"tokens; " + (f"{cut} of {counts.get('rollouts')} stopped at rollout.max_new_tokens" if cut else
+                           "none stopped at rollout.max_new_tokens"))
 
 
 def run(run_dir: RunDir, cfg: Config, epoch: int, *, shard: tuple[int, int] | None = None, force: bool = False,
