@@ -306,7 +306,8 @@ def train_policy(policy: Policy, train: TrainingConfig, build: Any, *, seed: int
     with tempfile.TemporaryDirectory(prefix="genenv-trainer-") as tmp:
         args = training_arguments(tmp, train, seed=seed, device=device, dtype=dtype, sharding=sharding,
                                   timeout=timeout)
-        trainer = build(args)
+        with ui.working(f"{desc}: preparing the trainer"):
+            trainer = build(args)
         warning = _memory_warning(policy, train, trainer, sharding, dtype)
         if warning and world()[0] == 0:
             ui.warn(f"{desc}: {warning}")
