@@ -152,3 +152,19 @@ def test_status_shows_a_running_stages_last_progress_line(make_run):
     out = subprocess.run([sys.executable, "-m", "genenv_cli", "status", "--run", str(run)],
                          capture_output=True, text=True, check=True).stdout
     assert "0/64 gens" not in out
+
+
+def test_steps_that_follow_each_other_keep_the_beat(monkeypatch):
+    """A model that loads for 0.7 intervals, then a step of 0.7 intervals: without the command's last line counting,
+    1.4 intervals would pass with no line."""
+    monkeypatch.setenv("GENENV_PROGRESS_INTERVAL", "0.2")
+    err = io.StringIO()
+    ui = UI(stream=err, out=io.StringIO())
+    stamps = []
+    ui._progress_line = lambda text: (stamps.append(time.monotonic()), UI._progress_line(ui, text))
+    start = time.monotonic()
+    for step in ("loading", "preparing", "training"):
+        with ui.working(step):
+            time.sleep(0.14)
+    gaps = [b - a for a, b in zip([start, *stamps], [*stamps, time.monotonic()])]
+    assert stamps and max(gaps) < 0.3, gaps

@@ -89,7 +89,8 @@ class Tracker:
     """Counts work done; renders through a rich task (`rich_progress`, `task`) or plain lines on `ui`.
 
     `ui` needs `interval` (seconds between plain lines; 0 or less: a line at every advance and no heartbeat),
-    `_progress_line(text)` (print and log a line) and `_progress_note(text)` (keep it for `status`)."""
+    `_progress_line(text)` (print and log a line) and `_progress_note(text)` (keep it for `status`); its
+    `last_line_at` (the `clock` time of the command's last line), where it has one, times the heartbeat."""
 
     def __init__(self, ui: Any, desc: str, total: int, unit: str, rich_progress: Any = None, task: Any = None,
                  clock: Callable[[], float] = time.monotonic):
@@ -98,7 +99,7 @@ class Tracker:
         self.done = 0
         self.tokens = 0
         self.start = clock()
-        self._last_line = self.start
+        self._last_line = getattr(ui, "last_line_at", self.start)  # the command's last line, not this step's start
         self._last_done = -1
         self._rich, self._task = rich_progress, task
         self._note = ""
@@ -188,8 +189,9 @@ class Tracker:
 
         def beat() -> None:
             while True:
-                with self._lock:
-                    wait = self._last_line + self.ui.interval - self.clock()
+                with self._lock:  # the command's last line counts too: steps that follow each other keep the beat
+                    last = max(self._last_line, getattr(self.ui, "last_line_at", self._last_line))
+                    wait = last + self.ui.interval - self.clock()
                 if wait > 0:
                     if self._stop.wait(wait):
                         return

@@ -78,6 +78,7 @@ class UI:
         self.root = root  # the run the log belongs to: no link between it and the log is followed
         self.interval = float(os.environ.get("GENENV_PROGRESS_INTERVAL", "10"))
         self.tty = self.stream.isatty() and os.environ.get("TERM") != "dumb"
+        self.last_line_at = time.monotonic()  # when the command last printed a line (the progress heartbeat's beat)
 
     def log(self, text: str) -> None:
         """Append to the log. A log that cannot be written (read-only storage, `logs` being a file, a full disk)
@@ -97,16 +98,19 @@ class UI:
     def info(self, text: str) -> None:
         self.log(text)
         if not self.quiet:
+            self.last_line_at = time.monotonic()
             print(text, file=self.stream, flush=True)
 
     def warn(self, text: str) -> None:
         self.log("WARNING: " + text)
         prefix = f"[rank {self.rank}] " if self.rank else ""
+        self.last_line_at = time.monotonic()
         print(f"{prefix}warning: {text}", file=self.stream, flush=True)
 
     def _progress_line(self, text: str) -> None:
         self.log(text)
         self._progress_note(text)
+        self.last_line_at = time.monotonic()
         if not self.quiet:
             print(text, file=self.stream, flush=True)
 
