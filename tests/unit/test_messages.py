@@ -112,6 +112,9 @@ def test_the_report_says_which_epochs_are_complete(tmp_path):
     run.manifest_path(2, "generate-tasks").parent.mkdir(parents=True)
     run.manifest_path(2, "generate-tasks").write_text("{}")
     assert complete_epochs(run, [1, 2]) == [1]
+    run.metrics_path(3).parent.mkdir(parents=True)
+    run.metrics_path(3).write_text("{}")        # an epoch kept as results alone: complete
+    assert complete_epochs(run, [1, 2, 3]) == [1, 3]
     assert _epochs_text([1, 2], [1]) == "1-2 (1 complete; epoch 2 not finished)"
 
 

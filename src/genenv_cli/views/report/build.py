@@ -102,11 +102,17 @@ def build_report(run: RunDir, cfg: Config, out: Path | None = None) -> dict[str,
 
 
 def complete_epochs(run: RunDir, epochs: list[int]) -> list[int]:
-    """The epochs every stage of has finished (its manifest written)."""
+    """The epochs every stage of has finished (its manifest written), and those kept as results alone (a
+    metrics.json and no manifest, as archived results are)."""
     from genenv_cli.catalogue.stages import available, epoch_stages
 
     stages = [s for s in epoch_stages() if available(s)]
-    return [e for e in epochs if all(run.manifest_path(e, s).exists() for s in stages)]
+    done = []
+    for e in epochs:
+        present = [run.manifest_path(e, s).exists() for s in stages]
+        if all(present) or (not any(present) and run.metrics_path(e).exists()):
+            done.append(e)
+    return done
 
 
 def _epochs_text(epochs: list[int], complete: list[int] | None = None) -> str:
