@@ -166,5 +166,5 @@ def test_steps_that_follow_each_other_keep_the_beat(monkeypatch):
     for step in ("loading", "preparing", "training"):
         with ui.working(step):
             time.sleep(0.14)
-    gaps = [b - a for a, b in zip([start, *stamps], [*stamps, time.monotonic()])]
-    assert stamps and max(gaps) < 0.3, gaps
+    gaps = [b - a for a, b in zip([start, *stamps], [*stamps, time.monotonic()], strict=True)]
+    assert stamps and max(gaps) < 0.4, gaps   # one interval, and some slack for a busy machine
