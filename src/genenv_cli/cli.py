@@ -19,6 +19,7 @@ import typer
 
 from genenv_cli.catalogue.stages import STAGES
 from genenv_cli.core.errors import ConfigError
+from genenv_cli.core.library_noise import library_output_to_log
 from genenv_cli.core.ui import UI
 from genenv_cli.core.version import __version__
 from genenv_cli.views.errorpath import DEBUG, Where, reported
@@ -118,7 +119,8 @@ def _stage(stage: str, run: Path | None, sets: list[str] | None, quiet: bool, as
         module = STAGES[stage].load()
         run_dir, cfg = _open(run, sets, where, stage, recorded=getattr(module, "CONFIG_SECTIONS", []))
         ui = _ui(run_dir, stage, quiet, as_json, start=f"{stage} epoch={epoch}")
-        fields, text = summarize(call(module, run_dir, cfg, ui))
+        with library_output_to_log(ui):
+            fields, text = summarize(call(module, run_dir, cfg, ui))
         ui.summary(stage, epoch, fields, text)
 
 
@@ -233,9 +235,10 @@ def evaluate(
         run_dir, cfg = _open(run, sets, where, "evaluate",
                              required=predictions is None and export is None and model is None)
         ui = _ui(run_dir, "evaluate", quiet, as_json)
-        result = evaluation.evaluate(run_dir, cfg, bench, epoch=epoch, model=model, data=data, predictions=predictions,
-                                export=export, limit=limit, split=split, version=version, protocol=protocol, ui=ui,
-                                force=force, label=label)
+        with library_output_to_log(ui):
+            result = evaluation.evaluate(run_dir, cfg, bench, epoch=epoch, model=model, data=data,
+                                         predictions=predictions, export=export, limit=limit, split=split,
+                                         version=version, protocol=protocol, ui=ui, force=force, label=label)
         if export is not None:
             ui.summary("evaluate", None, result, f"exported {result['exported']} samples to {result['path']}")
             return
@@ -264,7 +267,7 @@ def report(run: RunOpt = None, sets: SetOpt = None,
                         f"choose)", err=True)
         result = build_report(run_dir, cfg, out)
         typer.echo(json.dumps(result, indent=2, default=str) if as_json else
-                   f"wrote {result['html']} and {len(result['pngs'])} PNG charts ({result['epochs']} epochs)")
+                   f"wrote {result['html']} and {len(result['pngs'])} PNG charts; epochs {result['epochs_text']}")
 
 
 @app.command()
@@ -300,15 +303,19 @@ def export(epoch: Annotated[int, typer.Option("--epoch", min=1, max=EPOCH_MAX, h
            dtype: Annotated[str, typer.Option("--dtype", help="Dtype of the saved weights: float32 (training's), "
                                               "bfloat16 or float16.")] = "float32",
            force: Annotated[bool, typer.Option("--force", help="Replace --out if it exists.")] = False,
+           run_sampling: Annotated[bool, typer.Option(
+               "--run-sampling", help="Write the run's sampling (temperature, top-p, max_new_tokens) as "
+                                      "generation_config.json instead of the base model's own defaults.")] = False,
            run: RunOpt = None, sets: SetOpt = None) -> None:
     """A trained checkpoint as a standard transformers model folder: the weights (LoRA merged, or the adapter with
-    its base named portably), the tokenizer and chat template, the run's sampling as generation_config.json, and
-    a model card. Loads with AutoModelForCausalLM and `vllm serve`."""
+    its base named portably), the tokenizer and chat template, the base model's generation_config.json (the run's
+    sampling with --run-sampling), and a model card. Loads with AutoModelForCausalLM and `vllm serve`."""
     from genenv_cli.views.export import export_checkpoint
 
     with reported() as where:
         run_dir, cfg = _open(run, sets, where)
-        result = export_checkpoint(run_dir, cfg, epoch, model, out, merge=merge, dtype=dtype, force=force)
+        result = export_checkpoint(run_dir, cfg, epoch, model, out, merge=merge, dtype=dtype, force=force,
+                                   run_sampling=run_sampling)
         for note in result["notes"]:
             typer.echo(f"note: {note}", err=True)
         typer.echo(f"wrote {result['out']}: epoch {epoch}'s {model} "
@@ -371,15 +378,28 @@ def domains_preview(
                                                 "(- reads standard input); default: the seed as the domain writes it.")] = None,
     answer: Annotated[Path | None, typer.Option("--answer", help="A file holding an agent answer to score (- reads "
                                                 "standard input); default: the seed's right answer.")] = None,
+    say: Annotated[list[str] | None, typer.Option(
+        "--say", help="Multi-turn domains: the agent's answer at the next turn of the episode played (repeat it, "
+                      "once per turn).")] = None,
+    answers: Annotated[Path | None, typer.Option(
+        "--answers", help="Multi-turn domains: a file of the agent's answers, one per turn (a JSON list of strings, "
+                          "or one per line).")] = None,
+    model: Annotated[str | None, typer.Option(
+        "--model", help="Multi-turn domains: a model that plays the episode (greedy): a Hugging Face id, a folder "
+                        "such as RUN/epochs/0003/agent, or embedded.")] = None,
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=1, help="With --model: the longest answer "
+                                                "per turn, in tokens.")] = 256,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Show the environment's and the agent's prompts for a seed, the parser's verdict on an environment output and
-    the score of an answer, with no model loaded (exit status 1 when the output is rejected or the answer is not
-    right)."""
+    the score of an answer, with no model loaded; for a multi-turn domain, one episode played turn by turn (the
+    seed's right answer at every turn, scripted answers, or a model). Exit status 1 when the output is rejected or
+    the answer (the episode) is not right."""
     from genenv_cli.views.domain_commands import preview
 
     with reported():
-        code = preview(name, run, seed_id=seed, output=output, answer=answer, as_json=as_json)
+        code = preview(name, run, seed_id=seed, output=output, answer=answer, as_json=as_json, says=say,
+                       answers=answers, model=model, max_new_tokens=max_new_tokens)
     raise typer.Exit(code)
 
 

@@ -110,7 +110,7 @@ def test_lockstep_episodes_match_one_by_one_with_one_call_per_turn(games, tokeni
         assert (v1.correct, v1.parsed, v1.reason, v1.scores, v1.end) == (v2.correct, v2.parsed, v2.reason,
                                                                           v2.scores, v2.end)
     steps = [int(v.scores["steps"]) for _, v in batched]
-    assert sorted({v.end for _, v in batched}) == ["max_steps", "won"]
+    assert sorted({v.end for _, v in batched}) == ["done", "turn_cap"]
     assert len(set(steps)) > 2                             # the episodes end at different turns
     # one call per turn, each holding the episodes still live then; one call per step played alone
     assert together.calls == turns == [sum(n > t for n in steps) for t in range(max(steps))]
@@ -169,7 +169,7 @@ def test_an_overflowing_episode_ends_as_a_failure_and_the_evaluation_reports(gam
     result = json.loads(path.read_text())
     rows = [json.loads(line) for line in Path(str(path).replace(".json", ".samples.jsonl")).read_text().splitlines()]
     overflowed = [row for row in rows if row.get("end") == CONTEXT_OVERFLOW]
-    won = [row for row in rows if row.get("end") == "won"]
+    won = [row for row in rows if row.get("end") == "done"]
     assert len(won) == len(expert) == 3 and all(row["correct"] for row in won)
     assert len(overflowed) == len(rows) - len(won) > 0
     for row in overflowed:

@@ -115,7 +115,7 @@ def test_generate_tasks_names_its_top_reject_reasons(tmp_path, monkeypatch):
     assert out.exit_code == 0, out.output
     summary = out.stdout.strip().splitlines()[-1]
     assert re.search(r"0/4 generations valid and novel \(0%\); top reject reasons: parse: no EXERCISE: line "
-                     r"\(2 of 4\), parse: unexpected character '…' \(1 of 4\), invalid: a number with more than 4 "
+                     r"\(2 of 4\), parse: unexpected character 'x' \(1 of 4\), invalid: a number with more than 4 "
                      r"digits \(1 of 4\)", summary), summary
     manifest = json.loads((root / "epochs/0001/manifests/generate-tasks.json").read_text())
     assert manifest["counts"]["reject_reasons"][0] == ["parse: no EXERCISE: line", 2]

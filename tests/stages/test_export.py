@@ -69,7 +69,7 @@ def test_merged_export_loads_with_transformers_and_generates_as_the_run_does(tra
 
     out = tmp_path / "exported"
     result = runner.invoke(app, ["export", "--run", str(trained.root), "--epoch", "1", "--model", "agent", "--out",
-                                 str(out)])
+                                 str(out), "--run-sampling"])
     assert result.exit_code == 0, result.output
     names = {p.name for p in out.iterdir()}
     assert {"config.json", "model.safetensors", "generation_config.json", "README.md", "tokenizer_config.json"} <= names
@@ -91,6 +91,22 @@ def test_merged_export_loads_with_transformers_and_generates_as_the_run_does(tra
     assert not bool((dict(model.named_parameters())[name] - dict(base.named_parameters())[name]).abs().max() == 0)
     card = (out / "README.md").read_text()
     assert "epoch 1" in card and "GRPO" in card and "learning_rate = 0.05" in card and "temperature 0.8" in card
+
+
+@pytest.mark.slow
+def test_by_default_the_export_keeps_the_models_own_generation_defaults(trained, tmp_path):
+    """The run's rollout.max_new_tokens (10 here) is a training setting: a served export must not answer in at most
+    that many tokens unless asked (--run-sampling)."""
+    from transformers import GenerationConfig
+
+    for merge in ("--merge", "--no-merge"):
+        out = tmp_path / f"default{merge}"
+        result = runner.invoke(app, ["export", "--run", str(trained.root), "--epoch", "1", "--out", str(out), merge])
+        assert result.exit_code == 0, result.output
+        gen = GenerationConfig.from_pretrained(out)
+        assert gen.max_new_tokens != 10 and gen.top_p != 0.9 and gen.top_k != 0, gen
+        card = (out / "README.md").read_text()
+        assert "the base model's own defaults" in card and "temperature 0.8" in card and "--run-sampling" in card
 
 
 @pytest.mark.slow
@@ -126,7 +142,7 @@ def test_the_environment_exports_with_its_own_sampling(trained, tmp_path):
 
     out = tmp_path / "env"
     result = runner.invoke(app, ["export", "--run", str(trained.root), "--epoch", "1", "--model", "env", "--out",
-                                 str(out), "--dtype", "bfloat16"])
+                                 str(out), "--dtype", "bfloat16", "--run-sampling"])
     assert result.exit_code == 0, result.output
     cfg = trained.load_config()
     gen = GenerationConfig.from_pretrained(out)

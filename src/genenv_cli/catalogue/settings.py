@@ -90,8 +90,9 @@ class GenerateConfig:
     temperature: float = _f(0.7, "Environment sampling temperature (0 only when every batch has one variation).",
                             min=0.0, max=2.0)
     top_p: float = _f(0.95, "Environment nucleus sampling threshold, above 0.", min=0.0, max=1.0)
-    max_new_tokens: int = _f(256, "Longest environment generation, in tokens. When not set, a domain whose items "
-                             "are longer gives its own (bfcl 2560, api-bank 1536: docs/domains.md).", min=1)
+    max_new_tokens: int = _f(256, "Longest environment generation, in tokens (one task, written in one turn, for single- "
+                             "and multi-turn domains alike). When not set, a domain whose items are longer gives its own "
+                             "(bfcl 2560, api-bank 1536: docs/domains.md).", min=1)
     batch_size: int = _f(32, "Sequences generated together.", min=1)
     max_rounds: int = _f(4, "Generation rounds to try to fill tasks_per_epoch before giving up with what is valid.", min=1)
     near_duplicate: float = _f(0.9, "A task whose word-trigram Jaccard similarity to an earlier task reaches this is a near duplicate.",
@@ -107,7 +108,9 @@ class RolloutConfig:
                             "0 (greedy) only with group_size 1.", min=0.0, max=2.0)
     top_p: float = _f(1.0, "Agent nucleus sampling threshold, above 0; below 1 the stored logprobs are of the truncated "
                       "distribution.", min=0.0, max=1.0)
-    max_new_tokens: int = _f(256, "Longest agent completion, in tokens.", min=1)
+    max_new_tokens: int = _f(256, "Longest agent answer, in tokens, per turn: a multi-turn domain's episode has up to "
+                             "the domain's max_turns answers, each capped at this alone (the episode's total is not).",
+                             min=1)
     batch_size: int = _f(32, "Sequences generated together.", min=1)
 
 

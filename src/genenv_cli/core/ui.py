@@ -1,7 +1,9 @@
 """What a stage shows while it works, and what it leaves in RUN/logs/.
 
 On a terminal: a rich progress bar with the rate (items/s, tokens/s) and the ETA. Off a terminal (CI, a
-log file, a pipe): a plain line every `GENENV_PROGRESS_INTERVAL` seconds (default 10) and one at the end.
+log file, a pipe): a plain line every `GENENV_PROGRESS_INTERVAL` seconds (default 10), whether or not an item
+finished in between, and one at the end (core/progress.py says what a line claims and when). A step with nothing to
+count (a model loading) prints a line every interval too (`working`).
 `--quiet` shows neither. Messages and progress lines go to stderr; each stage's one-line summary goes to
 stdout (as JSON with `--json`), so `genenv score --json | jq .` works. Everything is also appended,
 with timestamps, to `RUN/logs/<stage>.log`.
@@ -21,50 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
-
-def _fmt_eta(seconds: float) -> str:
-    if seconds != seconds or seconds == float("inf"):  # nan / inf
-        return "?"
-    seconds = int(seconds)
-    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
-
-
-class Tracker:
-    """Counts work done; renders through a rich task or plain lines."""
-
-    def __init__(self, ui: UI, desc: str, total: int, unit: str, rich_progress: Any = None, task: Any = None):
-        self.ui, self.desc, self.total, self.unit = ui, desc, total, unit
-        self.done = 0
-        self.tokens = 0
-        self.start = time.monotonic()
-        self._last_line = self.start
-        self._last_done = -1
-        self._rich, self._task = rich_progress, task
-
-    def advance(self, n: int = 1, tokens: int = 0) -> None:
-        self.done += n
-        self.tokens += tokens
-        if self._rich is not None:
-            self._rich.update(self._task, advance=n, tokens=self.tokens)
-        now = time.monotonic()
-        if self._rich is None and now - self._last_line >= self.ui.interval:
-            self.emit()
-
-    def emit(self) -> None:
-        """A plain progress line, unless one was already printed for this count."""
-        if self.done != self._last_done:
-            self._last_line = time.monotonic()
-            self._last_done = self.done
-            self.ui._progress_line(self.line())
-
-    def line(self) -> str:
-        elapsed = max(time.monotonic() - self.start, 1e-9)
-        rate = self.done / elapsed
-        pct = f" ({100 * self.done / self.total:.0f}%)" if self.total else ""
-        toks = f", {self.tokens / elapsed:.0f} tok/s" if self.tokens else ""
-        eta = (self.total - self.done) / rate if rate > 0 and self.total else float("nan")
-        return (f"{self.desc}: {self.done}/{self.total} {self.unit}{pct}, {rate:.2f} {self.unit}/s{toks}, "
-                f"elapsed {_fmt_eta(elapsed)}, ETA {_fmt_eta(eta)}")
+from genenv_cli.core.progress import Tracker, progress_file, write_progress
 
 
 def open_log(path: Path, root: Path | None = None) -> Any:
@@ -119,6 +78,7 @@ class UI:
         self.root = root  # the run the log belongs to: no link between it and the log is followed
         self.interval = float(os.environ.get("GENENV_PROGRESS_INTERVAL", "10"))
         self.tty = self.stream.isatty() and os.environ.get("TERM") != "dumb"
+        self.last_line_at = time.monotonic()  # when the command last printed a line (the progress heartbeat's beat)
 
     def log(self, text: str) -> None:
         """Append to the log. A log that cannot be written (read-only storage, `logs` being a file, a full disk)
@@ -138,25 +98,48 @@ class UI:
     def info(self, text: str) -> None:
         self.log(text)
         if not self.quiet:
+            self.last_line_at = time.monotonic()
             print(text, file=self.stream, flush=True)
 
     def warn(self, text: str) -> None:
         self.log("WARNING: " + text)
         prefix = f"[rank {self.rank}] " if self.rank else ""
+        self.last_line_at = time.monotonic()
         print(f"{prefix}warning: {text}", file=self.stream, flush=True)
 
     def _progress_line(self, text: str) -> None:
         self.log(text)
+        self._progress_note(text)
+        self.last_line_at = time.monotonic()
         if not self.quiet:
             print(text, file=self.stream, flush=True)
+
+    def _progress_note(self, text: str) -> None:
+        """Keep `text` as the command's last progress line, for `genenv status` (core/progress.py)."""
+        path = progress_file(self.log_path)
+        if path is not None:
+            write_progress(path, text)
+
+    @contextmanager
+    def working(self, desc: str):
+        """A step with nothing to count (a model loading or converting): off a terminal, a line every interval
+        while it lasts, so a log never goes quiet for longer."""
+        tracker = Tracker(self, desc, 0, "")
+        tracker.start_heartbeat()
+        try:
+            yield tracker
+        finally:
+            tracker.stop_heartbeat()
 
     @contextmanager
     def progress(self, desc: str, total: int, unit: str = "items"):
         if self.quiet or not self.tty:
             tracker = Tracker(self, desc, total, unit)
+            tracker.start_heartbeat()
             try:
                 yield tracker
             finally:
+                tracker.stop_heartbeat()
                 tracker.emit()
             return
         from rich.console import Console
@@ -174,20 +157,13 @@ class UI:
                    TaskProgressColumn(), TextColumn("{task.fields[rate]}"),
                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn()]
         with Progress(*columns, console=Console(file=self.stream), transient=False) as prog:
-            task = prog.add_task(desc, total=total, rate="", tokens=0)
+            task = prog.add_task(desc, total=total, rate="")
             tracker = Tracker(self, desc, total, unit, prog, task)
-            orig = tracker.advance
-
-            def advance(n: int = 1, tokens: int = 0) -> None:
-                orig(n, tokens)
-                elapsed = max(time.monotonic() - tracker.start, 1e-9)
-                rate = f"{tracker.done / elapsed:.2f} {unit}/s"
-                if tracker.tokens:
-                    rate += f" {tracker.tokens / elapsed:.0f} tok/s"
-                prog.update(task, rate=rate)
-
-            tracker.advance = advance  # type: ignore[method-assign]
-            yield tracker
+            tracker.start_heartbeat()  # on a terminal it only keeps the line for `status`: the bar shows the time
+            try:
+                yield tracker
+            finally:
+                tracker.stop_heartbeat()
         self.log(tracker.line())
 
     def summary(self, stage: str, epoch: int | None, fields: dict[str, Any], text: str) -> None:

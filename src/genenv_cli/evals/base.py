@@ -37,7 +37,8 @@ class Verdict:
     parsed: Any = None                    # JSON-serialisable parsed form of the output
     reason: str = ""                      # why it failed ("" when correct)
     scores: dict[str, float] = field(default_factory=dict)  # per-sample metric values (em, f1, checks ...)
-    end: str = ""                         # episodes: how it ended ("won", "max_steps", "context_overflow")
+    end: str = ""                         # episodes: how it ended, in the training episodes' words (domains/base.py:
+    #                                       "done", "turn_cap", "context_overflow"; "actions_ended" for predictions)
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from genenv_cli.core.errors import ModelError, elide
+from genenv_cli.core.library_noise import route_transformers_logging
 from genenv_cli.core.paths import cache_dir
 from genenv_cli.core.safefiles import read_regular
 
@@ -116,8 +117,11 @@ def embedded_identity() -> dict[str, str]:
 
 @contextlib.contextmanager
 def _quiet_transformers():
-    """transformers prints tqdm bars while converting GGUF; keep the CLI's output ours."""
+    """transformers prints tqdm bars while converting GGUF; keep the CLI's output ours (and its records go through
+    the standard logging tree, which a command sends to its log: core/library_noise.py)."""
     from transformers.utils import logging as hf_logging
+
+    route_transformers_logging()
 
     prev = os.environ.get("TQDM_DISABLE")
     os.environ["TQDM_DISABLE"] = "1"
@@ -281,6 +285,7 @@ def pick_dtype(dtype: str, device: str) -> Any:
 def load_tokenizer(ref: ModelRef, trust_remote_code: bool = False) -> Any:
     from transformers import AutoTokenizer
 
+    route_transformers_logging()
     try:
         tok = AutoTokenizer.from_pretrained(ref.adapter or ref.path, trust_remote_code=trust_remote_code)
     except Exception as exc:  # noqa: BLE001 - transformers raises many kinds; the user needs one message

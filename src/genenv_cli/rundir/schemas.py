@@ -133,7 +133,9 @@ SCHEMAS: dict[str, FileSchema] = {s.key: s for s in [
        ("error", "str?", "Why the episode is not a success (null on success and for a single-turn rollout).",
         True, True),
        ("actions", "json?", "The agent's answer of each turn, decoded; null for a single-turn rollout.", True, True),
-       ("observations", "json?", "The environment's reply to each turn but the last; null for a single-turn rollout.",
+       ("observations", "json?", "The environment's reply to each action that did not end the episode: one per action "
+        "but the last for an episode the environment ended (`done`), one per action for one stopped at the turn cap "
+        "(`turn_cap`) or for its context (`context_overflow`); null for a single-turn rollout.",
         True, True)),
     _s("scores", "epochs/NNNN/scores.parquet", "parquet", "score",
        "One row per rollout.",

@@ -377,6 +377,13 @@ def _pick_model(run: RunDir | None, cfg: Config, epoch: int | None, model: str |
     return name, model_tag(name), None
 
 
+def turn_cap(bench: Benchmark, max_steps: int) -> int:
+    """The most turns an episode of `bench` plays: its run's domains' `max_turns` for the held-out suite, else the
+    step limit (`evaluate.max_steps`)."""
+    domains = getattr(bench, "domains", None) if bench.uses_run_domains else None
+    return max((d.max_turns for d in (domains or {}).values()), default=max_steps)
+
+
 def generate(bench: Benchmark, samples: list[EvalSample], cfg: Config, name: str, tag: str, protocol: str,
              ui: UI) -> tuple[list[str], list[Verdict], list[str | None], dict[str, Any], dict[str, Any]]:
     from genenv_cli.machinery.engines import SamplingParams, open_engine
@@ -384,11 +391,12 @@ def generate(bench: Benchmark, samples: list[EvalSample], cfg: Config, name: str
 
     settings = cfg.evaluate
     max_new = answer_length(bench, cfg)
-    ref = resolve(name, tag=tag)
     ui.info(f"evaluate {bench.name}: loading {tag}")
-    engine = open_engine(ref, engine=cfg.run.engine, device=cfg.run.device, dtype=cfg.run.dtype,
-                         trust_remote_code=cfg.run.trust_remote_code, batch_size=settings.batch_size, seed=cfg.run.seed,
-                         vllm_settings=cfg.vllm)
+    with ui.working(f"evaluate {bench.name}: loading {tag}"):  # the embedded model converts once, on first use
+        ref = resolve(name, tag=tag)
+        engine = open_engine(ref, engine=cfg.run.engine, device=cfg.run.device, dtype=cfg.run.dtype,
+                             trust_remote_code=cfg.run.trust_remote_code, batch_size=settings.batch_size,
+                             seed=cfg.run.seed, vllm_settings=cfg.vllm)
     params = SamplingParams(temperature=settings.temperature, top_p=1.0, max_new_tokens=max_new, n=1,
                             seed=cfg.run.seed)
     context = _context_limit(engine)
@@ -422,11 +430,13 @@ def generate(bench: Benchmark, samples: list[EvalSample], cfg: Config, name: str
                 v.reason = overflow_reason(lengths[i], max_new, context)
                 v.scores = {k: 0.0 for k in v.scores}
         if episodic:
+            from genenv_cli.core.progress import EpisodeProgress
             from genenv_cli.evals.episodes import play_episodes
 
             with ui.progress(f"evaluate {bench.name} episodes", len(episodic), "episodes") as bar:
+                turns = EpisodeProgress(bar, turn_cap(bench, settings.max_steps))
                 played = play_episodes(bench, [samples[i] for i in episodic], engine, params, settings.max_steps,
-                                       context_limit=context, on_done=bar.advance)
+                                       context_limit=context, on_done=turns.on_done, on_turn=turns.on_turn)
             for i, (transcript, verdict) in zip(episodic, played, strict=True):
                 verdicts[i] = verdict
                 outputs[i] = "\n".join(m["content"] for m in transcript if m["role"] == "assistant")

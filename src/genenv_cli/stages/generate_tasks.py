@@ -172,9 +172,20 @@ def summary(counts: dict[str, Any], metrics: dict[str, Any]) -> str:
     line = (f"{counts.get('tasks')} tasks ({counts.get('seed_tasks')} seed, {counts.get('env_tasks')} env) in "
             f"{counts.get('batches')} batches; {counts.get('accepted', 0)}/{counts.get('generations', 0)} "
             f"generations valid and novel ({pct(counts.get('valid_generation_rate'))})")
+    if counts.get("truncated"):
+        line += f"; {truncated_words(counts)}"
     refused = sum(counts.get(k, 0) or 0 for k in ("rejected_parse", "rejected_invalid", "rejected_duplicate"))
     top = describe(counts.get("reject_reasons"), refused)
     return line + (f"; top reject reasons: {top}" if top else "")
+
+
+def truncated_words(counts: dict[str, Any]) -> str:
+    """How many generations the token limit cut off, said where the limit is set.
+
+    >>> truncated_words({"truncated": 12, "generations": 16})
+    '12 of 16 generations stopped at generate.max_new_tokens'
+    """
+    return f"{counts.get('truncated')} of {counts.get('generations')} generations stopped at generate.max_new_tokens"
 
 
 def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI | None = None) -> StageResult:
@@ -189,7 +200,7 @@ def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI
 
 def _new_counts() -> dict[str, Any]:
     return {"generations": 0, "accepted": 0, "rejected_parse": 0, "rejected_invalid": 0,
-            "rejected_duplicate": 0, "rounds": 0, "seed_fill": 0}
+            "rejected_duplicate": 0, "rounds": 0, "seed_fill": 0, "truncated": 0}
 
 
 def _tally(counts: dict[str, Any], tasks: list[dict[str, Any]]) -> None:
@@ -233,7 +244,7 @@ def _generate(run_dir: RunDir, cfg: Config, epoch: int, domains: dict[str, Domai
                 by_domain[name] = {k: own[k] for k in ("tasks", "seed_tasks", "env_tasks", "batches", "generations",
                                                        "accepted", "seed_fill", "valid_generation_rate")}
                 for k in ("generations", "accepted", "rejected_parse", "rejected_invalid", "rejected_duplicate",
-                          "seed_fill"):
+                          "seed_fill", "truncated"):
                     counts[k] += own[k]
                 counts["rounds"] = max(counts["rounds"], own["rounds"])
                 tasks.extend(made)
@@ -243,6 +254,10 @@ def _generate(run_dir: RunDir, cfg: Config, epoch: int, domains: dict[str, Domai
         counts["by_domain"] = by_domain
     _tally(counts, tasks)
     counts["reject_reasons"] = top_reasons(rejects)  # the summary line and status name them
+    if counts["truncated"]:
+        ui.warn(f"{truncated_words(counts)} (= {cfg.generate.max_new_tokens} tokens): a task cut off there rarely "
+                f"parses; raise it (--set generate.max_new_tokens=N, or in genenv.toml) if the rejects in "
+                f"tasks.rejects.jsonl end mid-task")
     write_jsonl(out.path("tasks"), tasks)
     write_jsonl(out.path("rejects"), rejects)
     write_parquet(frame(generations, "env_generations"), out.path("env_generations"), "env_generations")
@@ -356,9 +371,10 @@ def _open_env_engine(cfg: Config, epoch: int, model_name: str, model_tag: str, u
     from genenv_cli.machinery.models import resolve
 
     ui.info(f"generate-tasks epoch {epoch}: loading environment model {model_tag}")
-    return open_engine(resolve(model_name, tag=model_tag), engine=cfg.run.engine, device=cfg.run.device,
-                       dtype=cfg.run.dtype, trust_remote_code=cfg.run.trust_remote_code,
-                       batch_size=cfg.generate.batch_size, seed=cfg.run.seed, vllm_settings=cfg.vllm)
+    with ui.working(f"generate-tasks e{epoch}: loading environment model {model_tag}"):
+        return open_engine(resolve(model_name, tag=model_tag), engine=cfg.run.engine, device=cfg.run.device,
+                           dtype=cfg.run.dtype, trust_remote_code=cfg.run.trust_remote_code,
+                           batch_size=cfg.generate.batch_size, seed=cfg.run.seed, vllm_settings=cfg.vllm)
 
 
 def _sample_batches(s: Sampling, contexts: list[EnvContext], wanted: int, shared: Any = None) -> list[dict[str, Any]]:
@@ -391,6 +407,7 @@ def _sample_batches(s: Sampling, contexts: list[EnvContext], wanted: int, shared
                 for i, gens in zip(idxs, outs, strict=True):
                     for gen in gens:
                         counts["generations"] += 1
+                        counts["truncated"] += gen.finish_reason == "length"
                         batch_id = f"{s.id_prefix}-b{i:04d}"
                         reason = _accept(s, batch_id, contexts[i], messages[i], gen.text, accepted[i])
                         if s.generations is not None:

@@ -81,8 +81,15 @@ def plan(run_dir: RunDir, cfg: Config, epoch: int, shard: tuple[int, int] | None
 
 
 def summary(counts: dict[str, Any], metrics: dict[str, Any]) -> str:
-    return (f"{counts.get('rollouts')} rollouts of {counts.get('tasks')} tasks, "
-            f"{counts.get('completion_tokens')} tokens, {counts.get('truncated', 0)} truncated")
+    """The stage's line; the rollouts whose (last) answer ran to the token limit are said against it.
+
+    >>> summary({"rollouts": 24, "tasks": 4, "completion_tokens": 300, "truncated": 5}, {})
+    '24 rollouts of 4 tasks, 300 tokens; 5 of 24 stopped at rollout.max_new_tokens'
+    """
+    cut = counts.get("truncated", 0)
+    return (f"{counts.get('rollouts')} rollouts of {counts.get('tasks')} tasks, {counts.get('completion_tokens')} "
+            f"tokens; " + (f"{cut} of {counts.get('rollouts')} stopped at rollout.max_new_tokens" if cut else
+                           "none stopped at rollout.max_new_tokens"))
 
 
 def run(run_dir: RunDir, cfg: Config, epoch: int, *, shard: tuple[int, int] | None = None, force: bool = False,
@@ -113,9 +120,10 @@ def _rollout(cfg: Config, epoch: int, domains: dict[str, Domain], tasks: list[di
 
     r = cfg.rollout
     ui.info(f"rollout epoch {epoch}: loading agent model {model_tag}")
-    engine = open_engine(resolve(model_name, tag=model_tag), engine=cfg.run.engine, device=cfg.run.device,
-                         dtype=cfg.run.dtype, trust_remote_code=cfg.run.trust_remote_code, batch_size=r.batch_size,
-                         seed=cfg.run.seed, vllm_settings=cfg.vllm)
+    with ui.working(f"rollout e{epoch}: loading agent model {model_tag}"):
+        engine = open_engine(resolve(model_name, tag=model_tag), engine=cfg.run.engine, device=cfg.run.device,
+                             dtype=cfg.run.dtype, trust_remote_code=cfg.run.trust_remote_code,
+                             batch_size=r.batch_size, seed=cfg.run.seed, vllm_settings=cfg.vllm)
     seed = derive_seed(cfg.run.seed, STAGE, epoch)
     params = SamplingParams(temperature=r.temperature, top_p=r.top_p, max_new_tokens=r.max_new_tokens,
                             n=r.group_size, seed=seed)
@@ -134,10 +142,12 @@ def _rollout(cfg: Config, epoch: int, domains: dict[str, Domain], tasks: list[di
                                 "completion_token_ids": g.token_ids, "logprobs": g.logprobs,
                                 "finish_reason": g.finish_reason} for g in task_gens]
             if multi:
+                from genenv_cli.core.progress import EpisodeProgress
                 from genenv_cli.stages.rollout_episodes import play_tasks
 
+                turns = EpisodeProgress(bar, max(domains[tasks[j]["domain"]].max_turns for j in multi))
                 played = play_tasks(engine, domains, [tasks[j] for j in multi], params, [seeds[j] for j in multi],
-                                    on_done=lambda n: bar.advance(n, tokens=0))
+                                    on_done=turns.on_done, on_turn=turns.on_turn)
                 for j, task_rows in zip(multi, played, strict=True):
                     outs[j] = task_rows
     finally:

@@ -101,11 +101,31 @@ def plan(run_dir: RunDir, cfg: Config, epoch: int) -> StagePlan:
 
 
 def summary(counts: dict[str, Any], metrics: dict[str, Any]) -> str:
-    graded = (f"{counts['rollouts']} rollouts ({counts['graded_distinct']} distinct completions graded), "
+    graded = (f"{counts['rollouts']} rollouts ({how_scored(counts)}), "
               if isinstance(counts.get("rollouts"), int) and isinstance(counts.get("graded_distinct"), int) else "")
     return (f"{graded}success {num(metrics.get('success_rate'))}, mean p_batch {num(metrics.get('batch_p_mean'))}, "
             f"{pct(metrics.get('band_share'))} of tasks in band, mean R_env {num(metrics.get('env_r_mean'))} over "
             f"{metrics.get('env_batches', 0)} env batches ({metrics.get('env_batches_kept', 0)} kept)")
+
+
+def how_scored(counts: dict[str, Any]) -> str:
+    """What the rollouts' rewards came from: the distinct completions graded, and the episodes (whose reward is
+    their environment's, given as they were played).
+
+    >>> how_scored({"rollouts": 8, "graded_distinct": 0, "episodes_scored": 8})
+    '8 episodes, rewarded as played'
+    >>> how_scored({"rollouts": 12, "graded_distinct": 3, "episodes_scored": 8})
+    '8 episodes rewarded as played, 3 distinct completions graded'
+    >>> how_scored({"rollouts": 8, "graded_distinct": 5})
+    '5 distinct completions graded'
+    """
+    episodes = counts.get("episodes_scored") or 0
+    graded = f"{counts.get('graded_distinct')} distinct completions graded"
+    if not episodes:
+        return graded
+    if episodes == counts.get("rollouts"):
+        return f"{episodes} episodes, rewarded as played"
+    return f"{episodes} episodes rewarded as played, {graded}"
 
 
 def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI | None = None) -> StageResult:
@@ -143,6 +163,7 @@ def _score(run_dir: RunDir, cfg: Config, epoch: int, p: StagePlan, out: Staging,
     stats = task_statistics(scored, tasks, c)
     env_sft = write_outputs(out, epoch, scores, stats, agent_train_partition(scored, roll, epoch), tasks, c.lam)
     out.counts.update({"tasks": stats.height, "rollouts": scores.height, "graded_distinct": distinct,
+                       "episodes_scored": int(roll["reward"].is_not_null().sum()),
                        "valid_rollouts": int(scores["valid"].sum()), "env_generations": env_sft.height,
                        "env_kept": int(env_sft["kept"].sum())})
     out.metrics.update(epoch_metrics(stats, scores, c, list(domains) if cfg.run.mixed else None))

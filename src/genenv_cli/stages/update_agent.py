@@ -159,13 +159,20 @@ def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
     skipped = records.filter(pl.col("skip_reason").is_not_null())
     skipped_by_reason = {r["skip_reason"]: r["n"] for r in skipped.group_by("skip_reason")
                          .agg(pl.struct("epoch", "group_id").n_unique().alias("n")).iter_rows(named=True)}
+    if not groups_used and skipped_by_reason.get("all-equal group"):
+        from genenv_cli.catalogue.advice import all_equal_advice
+        from genenv_cli.catalogue.domains import run_domains
+
+        ui.warn(f"update-agent epoch {epoch}: " + all_equal_advice(
+            cfg, [n for n, d in run_domains(cfg).items() if d.episodic]))
     name, tag = out.plan.models["agent"]
     rank, size = world()
     ui.info(f"update-agent epoch {epoch}: {len(rows)} samples in {groups_used} groups from {tag}"
             + (f" (rank {rank} of {size})" if size > 1 else ""))
-    policy = load_policy(name, tag, base_name=cfg.agent.model, train=u, need_reference=u.kl_coef > 0,
-                         device=cfg.run.device, dtype=cfg.run.dtype, trust_remote_code=cfg.run.trust_remote_code,
-                         seed=cfg.run.seed + epoch)
+    with ui.working(f"update-agent e{epoch}: loading {tag}"):
+        policy = load_policy(name, tag, base_name=cfg.agent.model, train=u, need_reference=u.kl_coef > 0,
+                             device=cfg.run.device, dtype=cfg.run.dtype, trust_remote_code=cfg.run.trust_remote_code,
+                             seed=cfg.run.seed + epoch)
     steps: list[dict[str, Any]] = []
     trainer = None
     if rows:

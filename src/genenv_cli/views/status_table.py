@@ -20,6 +20,7 @@ from typing import Any
 from genenv_cli.catalogue.config import Config
 from genenv_cli.catalogue.stages import STAGES, available, epoch_stages, stage_module
 from genenv_cli.core.errors import GenenvError
+from genenv_cli.core.progress import fmt_clock, read_progress
 from genenv_cli.core.reject_reasons import describe
 from genenv_cli.rundir import RunDir, shard_of, shard_stage
 from genenv_cli.rundir.contract import check_state, manifests_problem
@@ -116,11 +117,31 @@ def _update_note(name: str, st: dict[str, Any], cfg: Config) -> str:
                     f"(|p̂ batch − α| ≤ curriculum.k_min = {cfg.curriculum.k_min:g}) with a non-empty output")
         why = counts.get("skipped_by_reason") or {}
         parts = ", ".join(f"{n} {reason}" for reason, n in why.items()) if isinstance(why, dict) else ""
-        return ("trained on nothing: no GRPO group had rewards that differ" + (f" (skipped groups: {parts})" if parts
-                                                                               else ""))
+        said = "trained on nothing: no GRPO group had rewards that differ" + (f" (skipped groups: {parts})" if parts
+                                                                              else "")
+        if isinstance(why, dict) and why.get("all-equal group"):
+            from genenv_cli.catalogue.advice import all_equal_advice
+
+            said += "; " + all_equal_advice(cfg, _multi_turn(cfg))
+        return said
+    if name.split(".")[0] == "update-env":  # its samples are the environment's generations, not the agent's rollouts
+        return (f"{counts.get('steps')} optimizer step from {counts.get('samples_used')} environment generations; "
+                f"more of them (generate.tasks_per_epoch with a lower generate.seed_share, more "
+                f"generate.variations), a wider difficulty filter (curriculum.k_min) or a smaller batch "
+                f"(env_update.batch_size, grad_accum) gives more")
     return (f"{counts.get('steps')} optimizer step from {counts.get('samples_used')} samples; more tasks "
             f"(generate.tasks_per_epoch), a larger group (rollout.group_size) or a smaller batch "
-            f"(*_update.batch_size, grad_accum) gives more")
+            f"(agent_update.batch_size, grad_accum) gives more")
+
+
+def _multi_turn(cfg: Config) -> list[str]:
+    """The run's multi-turn domains; none when a domain cannot be loaded (status still shows the rest)."""
+    from genenv_cli.catalogue.domains import run_domains
+
+    try:
+        return [n for n, d in run_domains(cfg).items() if d.episodic]
+    except Exception:  # noqa: BLE001 - a plugin domain that fails to load is reported elsewhere
+        return []
 
 
 def generation_note(st: dict[str, Any]) -> str | None:
@@ -156,6 +177,12 @@ def label(name: str, st: dict[str, Any]) -> str:
     return text + (f": {extra}" if extra else "")
 
 
+def last_progress(run: RunDir, stage: str, holder: dict[str, Any]) -> tuple[str, float] | None:
+    """The running stage's last progress line and its age: what the holder of the lock wrote beside its log
+    (core/progress.py); None when it wrote none, or the file is another process's."""
+    return read_progress(run.logs_dir() / f"{stage.split('.')[0]}.progress", holder.get("pid"))
+
+
 def collect(run: RunDir, cfg: Config) -> list[dict[str, Any]]:
     c = cfg.curriculum
     band = (c.band_low, c.band_high)
@@ -174,6 +201,9 @@ def collect(run: RunDir, cfg: Config) -> list[dict[str, Any]]:
                 h = running[name]
                 stages[name]["state"] = "running"
                 stages[name]["reasons"] = [f"pid {h.get('pid')} on {h.get('host')} since {h.get('since')}"]
+                if (said := last_progress(run, name, h)) is not None:
+                    stages[name]["progress"] = said[0]
+                    stages[name]["reasons"].append(f"{said[0]} ({fmt_clock(said[1])} ago)")
         # from the manifests, not metrics.json: that file is derived state, and a stale copy must never show
         metrics = {k: v for k, v in gather(run, epoch, band, c.alpha).items() if k != "epoch"}
         rows.append({"epoch": epoch, "stages": stages, "metrics": metrics,

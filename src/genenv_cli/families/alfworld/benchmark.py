@@ -24,9 +24,11 @@ zero-shot). A system message explains the game and the answer format; the first 
 the same way) + "\\n\\nAVAILABLE ACTIONS:\\n" + the admissible commands, one per line (AgentBench offers them so;
 ALFWorld's TextWorld env computes them each step). Each later user turn is the game's feedback to the last
 command followed by the admissible commands; as AgentBench does, only the latest user turn keeps its list.
-An episode ends when the game reports `won` (success) or after `max_steps` agent turns (50, ReAct/AgentBench);
+An episode ends when the game reports `won` (success, `"end": "done"` in the samples file) or after `max_steps`
+agent turns (50, ReAct/AgentBench; `"end": "turn_cap"`), the words a training episode's end has in rollouts.parquet;
 `genenv evaluate` also ends it, as a failure, when its next prompt would not fit the model's context
-(evals/episodes.py, `"end": "context_overflow"` in the samples file).
+(evals/episodes.py, `"end": "context_overflow"`). Scored predictions whose actions run out before either end as
+`"actions_ended"`.
 
 Answer parser (one command per turn): the text inside the first `<action>...</action>` if any; else the rest
 of the first line that starts with "ACTION:" (any case, optionally after "> "); else the first non-empty line.
@@ -62,6 +64,7 @@ from typing import Any
 from genenv_cli.core.callparse import CallParseError, load_json
 from genenv_cli.core.errors import ConfigError, InputError
 from genenv_cli.core.jsonio import json_document
+from genenv_cli.domains.base import END_DONE, END_TURN_CAP
 from genenv_cli.evals.base import PROTOCOLS, Benchmark, Episode, EvalSample, LoadedData, PaperColumn, Verdict
 from genenv_cli.evals.datasource import sha256_paths
 from genenv_cli.families.alfworld.games import (
@@ -438,7 +441,7 @@ class ALFWorld(Benchmark):
     @staticmethod
     def _episode_verdict(won: bool, played: list[str], given: int | None, limit: int) -> Verdict:
         steps = len(played)
-        end = "won" if won else "max_steps" if steps >= limit else "actions_ended"
+        end = END_DONE if won else END_TURN_CAP if steps >= limit else "actions_ended"
         if won:
             reason = ""
         elif given is not None and given > limit and steps >= limit:

@@ -321,7 +321,8 @@ def train_policy(policy: Policy, train: TrainingConfig, build: Any, *, seed: int
     with tempfile.TemporaryDirectory(prefix="genenv-trainer-") as tmp:
         args = training_arguments(tmp, train, seed=seed, device=device, dtype=dtype, sharding=sharding,
                                   timeout=timeout)
-        trainer = build(args)
+        with ui.working(f"{desc}: preparing the trainer"):
+            trainer = build(args)
         from genenv_cli.machinery.training.precision import apply_precision
 
         apply_precision(trainer, dtype_name(dtype, pick_device(device)))  # before train() wraps the model
@@ -335,8 +336,9 @@ def train_policy(policy: Policy, train: TrainingConfig, build: Any, *, seed: int
         logged = merged_logs(trainer)
         policy.model = trainer.model
         kind = str(trainer.accelerator.distributed_type).split(".")[-1]
-        ui.info(f"{desc}: trained {distribution_words(kind, trainer.accelerator.num_processes)} "
+        said = (f"{desc}: trained {distribution_words(kind, trainer.accelerator.num_processes)} "
                 f"(accelerate: {kind}, {type(trainer.model_wrapped).__name__})")
+        (ui.info if trainer.accelerator.num_processes > 1 else ui.log)(said)  # one process: nothing to say
         asked = sharding != "none" or os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true"
         if asked and kind not in ("FSDP", "DEEPSPEED"):
             # accelerate applies FSDP only to GPU-like process groups: CPU processes (MULTI_CPU) train unsharded
@@ -348,7 +350,7 @@ def train_policy(policy: Policy, train: TrainingConfig, build: Any, *, seed: int
         shards = [p for p in trainer.model_wrapped.parameters() if hasattr(p, "to_local")]
         if shards:  # FSDP2 holds each parameter as a DTensor: this rank's part of it
             local = sum(p.to_local().numel() for p in shards)
-            ui.info(f"{desc}: parameters sharded, this rank holds {local:,} of {sum(p.numel() for p in shards):,}")
+            ui.log(f"{desc}: parameters sharded, this rank holds {local:,} of {sum(p.numel() for p in shards):,}")
     return trainer, logged, stopped
 
 
@@ -471,7 +473,7 @@ def publish_update(policy: Policy, out: Any, *, role: str, epoch: int, trained_f
     if out.is_main:  # rank 0 alone hashes, and what it hashes is the gathered weights it saves
         digest = parameter_digest(policy.model if trainer is None
                                   else trainer.accelerator.unwrap_model(trainer.model_wrapped), state_dict)
-        ui.info(f"rank 0 trainable-parameter digest {digest}")
+        ui.log(f"rank 0 trainable-parameter digest {digest}")  # the log's, for checking ranks: not news to a user
         save_checkpoint(policy, out.path(role), role=role, epoch=epoch, trainer=trainer, state_dict=state_dict,
                         extra={"trained_from": trained_from, "parameter_digest": digest})
         write_parquet(records, out.path(f"{role}_update"), f"{role}_update")

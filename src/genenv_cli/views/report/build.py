@@ -28,7 +28,8 @@ def report_output(run: RunDir, out: Path | None) -> tuple[Path | None, bool]:
 def build_report(run: RunDir, cfg: Config, out: Path | None = None) -> dict[str, Any]:
     """Write the HTML report (default RUN/report/report.html) and the chart PNGs beside it.
 
-    Returns {"html": path, "pngs": [paths], "epochs": number of epochs, "numbers": the data behind every
+    Returns {"html": path, "pngs": [paths], "epochs": number of epochs (begun), "epochs_text": which, and how many
+    of them are complete, "numbers": the data behind every
     chart, keyed by chart id, plus "metrics" (every epoch's metrics.json) and "notes"}."""
     from genenv_cli.core.version import __version__
 
@@ -92,24 +93,49 @@ def build_report(run: RunDir, cfg: Config, out: Path | None = None) -> dict[str,
         elif out_dir == default_dir.resolve() and path.exists():
             path.unlink()  # a chart of an earlier report that has no data now
     created = _dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
-    page = _page(run, cfg, epochs, mrows, sections, notes, created, __version__)
+    complete = complete_epochs(run, epochs)
+    page = _page(run, cfg, epochs, mrows, sections, notes, created, __version__, complete)
     write_text_atomic(out, page)
-    return {"html": out, "pngs": paths, "epochs": len(epochs), "numbers": numbers}
+    return {"html": out, "pngs": paths, "epochs": len(epochs), "epochs_text": _epochs_text(epochs, complete),
+            "numbers": numbers}
 
 
 
-def _epochs_text(epochs: list[int]) -> str:
+def complete_epochs(run: RunDir, epochs: list[int]) -> list[int]:
+    """The epochs every stage of has finished (its manifest written), and those kept as results alone (a
+    metrics.json and no manifest, as archived results are)."""
+    from genenv_cli.catalogue.stages import available, epoch_stages
+
+    stages = [s for s in epoch_stages() if available(s)]
+    done = []
+    for e in epochs:
+        present = [run.manifest_path(e, s).exists() for s in stages]
+        if all(present) or (not any(present) and run.metrics_path(e).exists()):
+            done.append(e)
+    return done
+
+
+def _epochs_text(epochs: list[int], complete: list[int] | None = None) -> str:
+    """The report's epochs line: the span, and how many of them are complete.
+
+    >>> _epochs_text([1, 2], [1]), _epochs_text([1, 2], [1, 2]), _epochs_text([1], [])
+    ('1-2 (1 complete; epoch 2 not finished)', '1-2 (2 epochs)', '1 (0 complete; epoch 1 not finished)')
+    """
     if not epochs:
         return "none yet"
     if epochs == list(range(epochs[0], epochs[-1] + 1)):
         span = f"{epochs[0]}" if len(epochs) == 1 else f"{epochs[0]}-{epochs[-1]}"
     else:
         span = ", ".join(map(str, epochs))
-    return f"{span} ({len(epochs)} epoch{'s' if len(epochs) != 1 else ''})"
+    unfinished = [e for e in epochs if complete is not None and e not in complete]
+    if not unfinished:
+        return f"{span} ({len(epochs)} epoch{'s' if len(epochs) != 1 else ''})"
+    return (f"{span} ({len(epochs) - len(unfinished)} complete; epoch{'s' if len(unfinished) > 1 else ''} "
+            f"{', '.join(map(str, unfinished))} not finished)")
 
 
 def _page(run: RunDir, cfg: Config, epochs: list[int], mrows: list[dict[str, Any]], sections: list[str],
-          notes: list[str], created: str, version: str) -> str:
+          notes: list[str], created: str, version: str, complete: list[int]) -> str:
     c = cfg.curriculum
     domain = (", ".join(f"{name} {100 * share:.0f}%" for name, share in cfg.run.shares().items())
               if cfg.run.mixed else cfg.run.domain)
@@ -117,7 +143,7 @@ def _page(run: RunDir, cfg: Config, epochs: list[int], mrows: list[dict[str, Any
             ("agent model", cfg.agent.model), ("environment model", cfg.env.model),
             ("curriculum", f"α = {c.alpha:g}, β = {c.beta:g}, k_min = {c.k_min:g}, "
                            f"band [{c.band_low:g}, {c.band_high:g}]"),
-            ("epochs", _epochs_text(epochs)), ("generated", f"{created} by genenv {version}")]
+            ("epochs", _epochs_text(epochs, complete)), ("generated", f"{created} by genenv {version}")]
     dl = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in meta)
     present = [cid for cid, _ in CHARTS if f'<section id="{cid}">' in "".join(sections)]
     nav = "<nav>" + "".join(f'<a href="#{cid}">{esc(HEADINGS[cid])}</a>' for cid in present)
