@@ -1,0 +1,84 @@
+"""eval-agent, the epoch's last stage: on an epoch run.eval_every does not evaluate it completes with nothing to do
+(no model, no upstream stage), a changed schedule that still skips the epoch leaves it done, and one that now
+evaluates it makes it stale; run.eval_benches is checked like the other names of genenv.toml; the items evaluated
+are spread over the set. Its results in a whole run (files, metrics.json, TensorBoard, status, compare):
+tests/reports/test_trackers.py; on the tiny model here, with a second benchmark beside heldout."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from genenv_cli.catalogue.config import config_from_dict
+from genenv_cli.cli import app
+from genenv_cli.core.errors import ConfigError
+from genenv_cli.rundir import RunDir
+from genenv_cli.rundir.contract import check_state
+from genenv_cli.stages import eval_agent
+
+runner = CliRunner()
+
+
+def cli(*args: object, code: int = 0) -> str:
+    r = runner.invoke(app, [str(a) for a in args])
+    assert r.exit_code == code, r.output + str(r.exception)
+    return r.output
+
+
+def _set(root: Path, section: str, key: str, value: str) -> None:
+    """genenv.toml's `section.key` set to `value` (TOML) in place."""
+    out, current = [], None
+    for line in (root / "genenv.toml").read_text().splitlines():
+        if line.startswith("["):
+            current = line.strip("[]")
+        out.append(f"{key} = {value}" if current == section and line.startswith(f"{key} = ") else line)
+    (root / "genenv.toml").write_text("\n".join(out) + "\n")
+
+
+def test_an_epoch_not_evaluated_completes_with_nothing_and_a_new_schedule_makes_it_stale_only_when_it_evaluates(
+        tmp_path):
+    root = tmp_path / "run"
+    cli("init", root, "--domain", "arith", "--set", "run.eval_every=2", "--set", "agent.mode=frozen")
+    out = cli("eval-agent", "--epoch", 1, "--run", root, "--json")  # no model, and no update-agent before it
+    assert json.loads(out.strip().splitlines()[-1])["skipped"] == "run.eval_every = 2: epoch 1 is not evaluated"
+    run = RunDir(root.resolve())
+    manifest = json.loads(run.manifest_path(1, "eval-agent").read_text())
+    assert manifest["outputs"] == {} and manifest["counts"]["samples"] == 0
+    metrics = json.loads(run.metrics_path(1).read_text())
+    assert metrics["heldout_success"] is None and metrics["evals"] is None
+    assert not (run.epoch_dir(1) / "evals").exists()
+
+    def state():
+        cfg = run.load_config()
+        return check_state(run, cfg, eval_agent.plan(run, cfg, 1))
+
+    _set(root, "run", "eval_every", "3")  # epoch 1 is still not evaluated: nothing changed for it
+    _set(root, "run", "eval_benches", '["heldout", "bamboogle"]')
+    assert state().state == "done"
+    _set(root, "run", "eval_every", "1")  # now it is
+    st = state()
+    assert st.state == "stale" and any("due" in r for r in st.reasons), st.reasons
+    # it evaluates what update-agent of the epoch left, so it waits for it, before any model is loaded
+    r = runner.invoke(app, ["eval-agent", "--epoch", "1", "--run", str(root)])
+    assert r.exit_code != 0 and "update-agent" in r.output, r.output
+
+
+def test_eval_benches_are_known_benchmarks_named_once():
+    with pytest.raises(ConfigError, match="Did you mean `heldout`"):
+        config_from_dict({"run": {"eval_benches": ["heldot"]}}, "genenv.toml")
+    with pytest.raises(ConfigError, match="twice"):
+        config_from_dict({"run": {"eval_benches": ["heldout", "heldout"]}}, "genenv.toml")
+    with pytest.raises(ConfigError, match="eval_every"):
+        config_from_dict({"run": {"eval_every": -1}}, "genenv.toml")
+    cfg = config_from_dict({}, "t")
+    assert (cfg.run.eval_every, cfg.run.eval_benches, cfg.run.eval_limit) == (1, ["heldout"], 32)
+
+
+def test_the_items_are_spread_over_the_set():
+    assert eval_agent.spread(list(range(10)), 4) == [0, 2, 5, 7]
+    assert eval_agent.spread(list(range(3)), 8) == [0, 1, 2]
+    assert eval_agent.spread(list(range(5)), 0) == [0, 1, 2, 3, 4]
+    assert len(set(eval_agent.spread(list(range(240)), 32))) == 32
