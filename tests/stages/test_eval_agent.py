@@ -17,6 +17,7 @@ from genenv_cli.cli import app
 from genenv_cli.core.errors import ConfigError
 from genenv_cli.rundir import RunDir
 from genenv_cli.rundir.contract import check_state
+from genenv_cli.rundir.evalfiles import model_tag
 from genenv_cli.stages import eval_agent
 
 runner = CliRunner()
@@ -82,3 +83,41 @@ def test_the_items_are_spread_over_the_set():
     assert eval_agent.spread(list(range(3)), 8) == [0, 1, 2]
     assert eval_agent.spread(list(range(5)), 0) == [0, 1, 2, 3, 4]
     assert len(set(eval_agent.spread(list(range(240)), 32))) == 32
+
+
+def test_the_agent_is_evaluated_on_heldout_and_a_named_benchmark_and_a_rerun_is_a_no_op(make_run, tmp_path):
+    """Two suites on the tiny model (the agent frozen, so no update trains): each result and its samples committed
+    with the manifest, metrics.json's numbers and the summary line from them, and a rerun that does nothing."""
+    import os
+    import shutil
+
+    from paths import FIXTURES
+
+    # bamboogle's default data as its loader caches it (the tests are offline): the project's fixture in the official
+    # format, where a download would have put it
+    cached = Path(os.environ["GENENV_CACHE"]) / "benchmarks" / "bamboogle" / "self-ask-Google-Sheet" / "bamboogle.csv"
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(FIXTURES / "bamboogle" / "bamboogle.csv", cached)
+    root = make_run("run.eval_every=1", 'run.eval_benches=["heldout", "bamboogle"]', "run.eval_limit=4",
+                    "evaluate.max_new_tokens=4", "agent.mode=frozen", domain="arith")
+    cli("update-agent", "--epoch", 1, "--run", root, "-q")  # frozen: completes with nothing to train
+    out = cli("eval-agent", "--epoch", 1, "--run", root)
+    assert "heldout" in out and "bamboogle" in out and "right" in out, out
+    run = RunDir(root.resolve())
+    manifest = json.loads(run.manifest_path(1, "eval-agent").read_text())
+    assert sorted(manifest["outputs"]) == ["bamboogle", "bamboogle.samples", "heldout", "heldout.samples"]
+    metrics = json.loads(run.metrics_path(1).read_text())
+    for bench in ("heldout", "bamboogle"):
+        result_path, samples_path = run.epoch_eval_paths(1, bench)
+        result = json.loads(result_path.read_text())
+        rows = [json.loads(line) for line in samples_path.read_text().splitlines()]
+        assert result["n"] == len(rows) == 4 and result["epoch"] == 1 and result["stage"] == "eval-agent"
+        assert result["model_tag"] == model_tag(run.load_config().agent.model)  # frozen: the base agent
+        assert metrics["evals"][bench] == pytest.approx(result["headline"]["value"])
+        assert manifest["counts"]["by_bench"][bench] == {"samples": 4, "correct": sum(r["correct"] for r in rows)}
+    assert metrics["heldout_success"] == pytest.approx(metrics["evals"]["heldout"] / 100)
+    # the report and compare read the results as evaluations of epoch 1
+    assert {(b, e) for b, e in ((d["bench"], d["epoch"]) for _, d in run.read_evals())} == {("heldout", 1),
+                                                                                          ("bamboogle", 1)}
+    again = cli("eval-agent", "--epoch", 1, "--run", root)
+    assert "up to date" in again
