@@ -116,7 +116,11 @@ def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI
         if isinstance(headlines.get(HELDOUT), int | float):
             out.metrics["heldout_success"] = headlines[HELDOUT] / 100.0  # a fraction, as metrics.json's success_rate
 
-    return execute(run_dir, cfg, STAGE, epoch, lambda: plan(run_dir, cfg, epoch), body, force=force)
+    result = execute(run_dir, cfg, STAGE, epoch, lambda: plan(run_dir, cfg, epoch), body, force=force)
+    from genenv_cli.machinery.pruning import prune
+
+    prune(run_dir, cfg)  # the epoch's last stage: the epoch is done now, so the one before may be pruned
+    return result
 
 
 def _evaluate(run_dir: RunDir, cfg: Config, epoch: int, bench_name: str, name: str, tag: str, out: Staging,
