@@ -121,3 +121,16 @@ def test_the_agent_is_evaluated_on_heldout_and_a_named_benchmark_and_a_rerun_is_
                                                                                           ("bamboogle", 1)}
     again = cli("eval-agent", "--epoch", 1, "--run", root)
     assert "up to date" in again
+
+
+def test_a_suite_whose_data_cannot_be_had_stops_the_stage_before_any_model_naming_the_settings(tmp_path):
+    root = tmp_path / "run"  # bamboogle's data is downloaded on first use; the tests are offline and its cache empty
+    cli("init", root, "--domain", "arith", "--set", "agent.mode=frozen", "--set", 'run.eval_benches=["heldout", "bamboogle"]')
+    cli("update-agent", "--epoch", 1, "--run", root, "-q")
+    r = runner.invoke(app, ["eval-agent", "--epoch", "1", "--run", str(root)])
+    assert r.exit_code != 0
+    text = " ".join(r.output.split())
+    assert "bamboogle" in text and "remove bamboogle from run.eval_benches, or set run.eval_every = 0" in text, text
+    assert "loading" not in text  # no model was loaded (the agent here is the embedded one)
+    run = RunDir(root.resolve())
+    assert not run.manifest_path(1, "eval-agent").exists() and not (run.epoch_dir(1) / "evals").exists()

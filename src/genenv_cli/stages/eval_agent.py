@@ -24,6 +24,7 @@ import genenv_cli.trackers.sync  # noqa: F401
 from genenv_cli.catalogue.config import Config
 from genenv_cli.catalogue.domains import domain_data
 from genenv_cli.catalogue.suites import get_benchmark
+from genenv_cli.core.errors import InputError
 from genenv_cli.core.ui import UI
 from genenv_cli.domains.fingerprints import rollout_values, score_values
 from genenv_cli.domains.seedfiles import domains_for_run
@@ -107,8 +108,9 @@ def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI
         tag = f"epoch-{epoch:04d}-agent" if name != cfg.agent.model else model_tag(name)
         by_bench: dict[str, Any] = {}
         headlines: dict[str, Any] = {}
-        for bench_name in cfg.run.eval_benches:
-            result = _evaluate(run_dir, cfg, epoch, bench_name, name, tag, out, ui)
+        loaded = {b: _load(run_dir, cfg, b) for b in cfg.run.eval_benches}  # every suite's data before any model
+        for bench_name, (bench, data, everything) in loaded.items():
+            result = _evaluate(run_dir, cfg, epoch, bench_name, bench, data, everything, name, tag, out, ui)
             by_bench[bench_name] = {k: result["counts"][k] for k in ("samples", "correct")}
             headlines[bench_name] = result["headline"]["value"]
         out.counts.update({"samples": sum(b["samples"] for b in by_bench.values()), "by_bench": by_bench})
@@ -123,17 +125,30 @@ def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI
     return result
 
 
-def _evaluate(run_dir: RunDir, cfg: Config, epoch: int, bench_name: str, name: str, tag: str, out: Staging,
-              ui: UI) -> dict[str, Any]:
-    """One benchmark: its items picked, generated and scored as `genenv evaluate` does, written to the staging."""
-    from genenv_cli.stages.evaluate import generate, load_samples, result_record, sample_rows
+def _load(run_dir: RunDir, cfg: Config, bench_name: str) -> tuple[Any, Any, list[Any]]:
+    """(the suite, its loaded data, every item): a suite whose data cannot be had says which settings go on without
+    it."""
+    from genenv_cli.stages.evaluate import load_samples
 
     bench = get_benchmark(bench_name)
-    loaded, everything = load_samples(run_dir, cfg, bench, bench_name, None, None, None, PROTOCOL, None)
+    try:
+        data, everything = load_samples(run_dir, cfg, bench, bench_name, None, None, None, PROTOCOL, None)
+    except InputError as exc:
+        raise InputError(f"{exc} (eval-agent evaluates each of run.eval_benches every run.eval_every-th epoch: "
+                         f"remove {bench_name} from run.eval_benches, or set run.eval_every = 0, to go on without "
+                         f"it.)") from None
+    return bench, data, everything
+
+
+def _evaluate(run_dir: RunDir, cfg: Config, epoch: int, bench_name: str, bench: Any, data: Any, everything: list[Any],
+              name: str, tag: str, out: Staging, ui: UI) -> dict[str, Any]:
+    """One benchmark: its items picked, generated and scored as `genenv evaluate` does, written to the staging."""
+    from genenv_cli.stages.evaluate import generate, result_record, sample_rows
+
     samples = spread(everything, cfg.run.eval_limit)
     outputs, verdicts, notes, sampling, model_info = generate(bench, samples, cfg, name, tag, PROTOCOL, ui)
     limit = len(samples) if len(samples) < len(everything) else None
-    result = result_record(bench, bench_name, samples, verdicts, notes, cfg, loaded=loaded, tag=tag, epoch=epoch,
+    result = result_record(bench, bench_name, samples, verdicts, notes, cfg, loaded=data, tag=tag, epoch=epoch,
                            protocol=PROTOCOL, split=None, model_info=model_info, sampling=sampling, limit=limit)
     samples_tmp = out.path(f"{bench_name}.samples")
     write_jsonl(samples_tmp, sample_rows(samples, outputs, verdicts, notes))
