@@ -134,3 +134,34 @@ def test_a_suite_whose_data_cannot_be_had_stops_the_stage_before_any_model_namin
     assert "loading" not in text  # no model was loaded (the agent here is the embedded one)
     run = RunDir(root.resolve())
     assert not run.manifest_path(1, "eval-agent").exists() and not (run.epoch_dir(1) / "evals").exists()
+
+
+def test_settings_that_evaluate_epochs_again_go_on_past_a_pruned_checkpoint_saying_so(two_full_epochs, tmp_path):
+    """Turned on after the run, eval-agent evaluates epoch 2's agent; epoch 1's full checkpoint, which
+    run.keep_checkpoints deleted, completes as not evaluated with the reason instead of stopping `genenv run`."""
+    import shutil
+
+    from genenv_cli.core.ui import UI
+    from genenv_cli.machinery.pruning import prune
+    from genenv_cli.views.runner import run_epochs
+    from stagekit import set_keep_checkpoints
+
+    root = tmp_path / "run"
+    shutil.copytree(two_full_epochs, root)
+    set_keep_checkpoints(root, 1)
+    run = RunDir(root)
+    assert prune(run, run.load_config()) == ["epochs/0001/agent", "epochs/0001/env"]
+    _set(root, "run", "eval_every", "1")
+    _set(root, "run", "eval_limit", "4")
+    cfg = run.load_config()
+    assert check_state(run, cfg, eval_agent.plan(run, cfg, 1)).state == "stale"  # due now
+    results = {(r.stage, r.epoch): r for r in run_epochs(run, cfg, 2, ui=UI(quiet=True))}
+    first, second = results["eval-agent", 1].manifest, results["eval-agent", 2].manifest
+    assert "pruned by run.keep_checkpoints" in first["counts"]["skipped"] and first["outputs"] == {}
+    assert second["counts"]["samples"] == 4 and sorted(second["outputs"]) == ["heldout", "heldout.samples"]
+    assert not any(r.stage != "eval-agent" and not r.skipped for r in results.values())  # nothing else redone
+    metrics = json.loads(run.metrics_path(2).read_text())
+    assert metrics["heldout_success"] == pytest.approx(metrics["evals"]["heldout"] / 100)
+    assert json.loads(run.metrics_path(1).read_text())["heldout_success"] is None
+    for e in (1, 2):  # and both are done now
+        assert check_state(run, cfg, eval_agent.plan(run, cfg, e)).state == "done"

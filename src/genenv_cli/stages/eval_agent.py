@@ -28,9 +28,17 @@ from genenv_cli.core.errors import InputError
 from genenv_cli.core.ui import UI
 from genenv_cli.domains.fingerprints import rollout_values, score_values
 from genenv_cli.domains.seedfiles import domains_for_run
-from genenv_cli.machinery.checkpoints import AGENT_STAGE, agent_model_for
-from genenv_cli.rundir import RunDir, fingerprint, json_bytes, write_new
-from genenv_cli.rundir.contract import StagePlan, StageResult, Staging, execute
+from genenv_cli.machinery.checkpoints import AGENT_STAGE, agent_model_for, agent_trained
+from genenv_cli.rundir import RunDir, fingerprint, json_bytes, read_pruned, write_new
+from genenv_cli.rundir.contract import (
+    StagePlan,
+    StageResult,
+    Staging,
+    check_state,
+    checkpoint_usable,
+    execute,
+    pruned_fingerprint,
+)
 from genenv_cli.rundir.datafiles import write_jsonl
 from genenv_cli.rundir.evalfiles import model_tag
 
@@ -53,9 +61,25 @@ def _not_due(cfg: Config, epoch: int) -> str:
     return f"run.eval_every = {cfg.run.eval_every}: epoch {epoch} is not evaluated"
 
 
+def pruned(run_dir: RunDir, cfg: Config, epoch: int) -> bool:
+    """Whether the agent epoch N trained was deleted by run.keep_checkpoints (pruned.json records it), so that
+    settings changed since cannot evaluate it again: the stage then says so instead of stopping the run."""
+    folder = run_dir.checkpoint_dir(epoch, "agent")
+    return (agent_trained(cfg) and pruned_fingerprint(read_pruned(run_dir, epoch), run_dir.rel(folder)) is not None
+            and not checkpoint_usable(run_dir, folder))
+
+
 def plan(run_dir: RunDir, cfg: Config, epoch: int) -> StagePlan:
     if not due(cfg, epoch):  # no model, no config: a changed schedule that still skips this epoch changes nothing
         return StagePlan(STAGE, epoch, values={"due": False})
+    p = _plan(run_dir, cfg, epoch)
+    if pruned(run_dir, cfg, epoch) and check_state(run_dir, cfg, p).state != "done":
+        # to be evaluated anew (new settings) after its checkpoint went: nothing to load, and it says so
+        return StagePlan(STAGE, epoch, values={"due": True, "agent_pruned": True})
+    return p
+
+
+def _plan(run_dir: RunDir, cfg: Config, epoch: int) -> StagePlan:
     p = StagePlan(STAGE, epoch, config_sections=CONFIG_SECTIONS, values={"due": True})
     p.requires.append((epoch, AGENT_STAGE))
     name, tag, manifest = agent_model_for(run_dir, cfg, epoch + 1, STAGE)  # what epoch N trained: N+1's start
@@ -103,6 +127,12 @@ def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI
     def body(out: Staging) -> None:
         if not due(cfg, epoch):
             out.counts.update({"samples": 0, "skipped": _not_due(cfg, epoch)})
+            return
+        if out.plan.values.get("agent_pruned"):
+            out.counts.update({"samples": 0, "skipped": f"epoch {epoch}'s agent checkpoint was pruned by "
+                                                        f"run.keep_checkpoints before it was evaluated"})
+            ui.warn(f"eval-agent epoch {epoch}: not evaluated, {out.counts['skipped']} (`genenv update-agent --epoch "
+                    f"{epoch} --force` recreates it)")
             return
         name, tag = out.plan.models["agent"]
         tag = f"epoch-{epoch:04d}-agent" if name != cfg.agent.model else model_tag(name)
