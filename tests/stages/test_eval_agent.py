@@ -85,7 +85,8 @@ def test_the_items_are_spread_over_the_set():
     assert len(set(eval_agent.spread(list(range(240)), 32))) == 32
 
 
-def test_the_agent_is_evaluated_on_heldout_and_a_named_benchmark_and_a_rerun_is_a_no_op(make_run, tmp_path):
+def test_the_agent_is_evaluated_on_heldout_and_a_named_benchmark_and_a_rerun_is_a_no_op(make_run, tmp_path,
+                                                                                        monkeypatch):
     """Two suites on the tiny model (the agent frozen, so no update trains): each result and its samples committed
     with the manifest, metrics.json's numbers and the summary line from them, and a rerun that does nothing."""
     import os
@@ -94,7 +95,8 @@ def test_the_agent_is_evaluated_on_heldout_and_a_named_benchmark_and_a_rerun_is_
     from paths import FIXTURES
 
     # bamboogle's default data as its loader caches it (the tests are offline): the project's fixture in the official
-    # format, where a download would have put it
+    # format, where a download would have put it, in a cache of this test's own (the session's stays without it)
+    monkeypatch.setenv("GENENV_CACHE", str(tmp_path / "cache"))
     cached = Path(os.environ["GENENV_CACHE"]) / "benchmarks" / "bamboogle" / "self-ask-Google-Sheet" / "bamboogle.csv"
     cached.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(FIXTURES / "bamboogle" / "bamboogle.csv", cached)
@@ -123,7 +125,8 @@ def test_the_agent_is_evaluated_on_heldout_and_a_named_benchmark_and_a_rerun_is_
     assert "up to date" in again
 
 
-def test_a_suite_whose_data_cannot_be_had_stops_the_stage_before_any_model_naming_the_settings(tmp_path):
+def test_a_suite_whose_data_cannot_be_had_stops_the_stage_before_any_model_naming_the_settings(tmp_path, monkeypatch):
+    monkeypatch.setenv("GENENV_CACHE", str(tmp_path / "cache"))
     root = tmp_path / "run"  # bamboogle's data is downloaded on first use; the tests are offline and its cache empty
     cli("init", root, "--domain", "arith", "--set", "agent.mode=frozen", "--set", 'run.eval_benches=["heldout", "bamboogle"]')
     cli("update-agent", "--epoch", 1, "--run", root, "-q")
