@@ -48,3 +48,4 @@ fi
 $genenv score          --run "$run" --epoch "$epoch"
 $train  update-agent   --run "$run" --epoch "$epoch"
 $train  update-env     --run "$run" --epoch "$epoch"
+$genenv eval-agent     --run "$run" --epoch "$epoch"

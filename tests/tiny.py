@@ -90,6 +90,7 @@ def teach_arith_format(folder: Path, *, steps: int = 100, seed: int = 0) -> Path
 SMALL = [
     "generate.tasks_per_epoch=6", "generate.variations=2", "generate.seed_share=0.5", "generate.max_new_tokens=24",
     "generate.max_rounds=1", "rollout.group_size=3", "rollout.max_new_tokens=12", "rollout.batch_size=16",
+    "run.eval_every=0",
 ]
 
 TWO_EPOCHS = [
@@ -97,5 +98,5 @@ TWO_EPOCHS = [
     "generate.max_rounds=1", "rollout.group_size=4", "rollout.max_new_tokens=6", "curriculum.k_min=1.0",
     "agent_update.lora=false", "env_update.lora=false", "agent_update.learning_rate=0.005",
     "env_update.learning_rate=0.005", "env_update.kl_max=100", "agent_update.batch_size=8", "env_update.batch_size=8",
-    "run.keep_checkpoints=0",
+    "run.keep_checkpoints=0", "run.eval_every=0",
 ]

@@ -28,7 +28,7 @@ app = typer.Typer(
     name="genenv",
     help="Train LLM agents by co-evolution with an LLM environment simulator (GenEnv). Each stage reads and "
          "writes files in a run directory; an epoch is generate-tasks -> rollout -> score -> update-agent -> "
-         "update-env.",
+         "update-env -> eval-agent.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -182,8 +182,8 @@ def run_cmd(epochs: Annotated[int, typer.Option("--epochs", min=1, max=EPOCH_MAX
             from_stage: Annotated[str | None, typer.Option("--from", help="Redo this stage and every later one.")] = None,
             from_epoch: Annotated[int | None, typer.Option("--from-epoch", min=1, max=EPOCH_MAX, help="Epoch of --from (default 1).")] = None,
             quiet: QuietOpt = False, as_json: JsonOpt = False) -> None:
-    """Run whole epochs (every stage in order: generate-tasks -> rollout -> score -> update-agent -> update-env),
-    each stage in its own process, resuming where it stopped."""
+    """Run whole epochs (every stage in order: generate-tasks -> rollout -> score -> update-agent -> update-env ->
+    eval-agent), each stage in its own process, resuming where it stopped."""
     from genenv_cli.views.runner import spawn_epochs
 
     with reported() as where:

@@ -24,7 +24,7 @@ from paths import ROOT
 EXAMPLE = ROOT / "examples" / "unitconv"
 SMALL = ["generate.tasks_per_epoch=6", "generate.variations=2", "generate.seed_share=0.5", "generate.max_new_tokens=24",
          "generate.max_rounds=1", "rollout.group_size=3", "rollout.max_new_tokens=12", "rollout.batch_size=16",
-         "agent_update.batch_size=4", "env_update.batch_size=4", "curriculum.k_min=0.5"]
+         "agent_update.batch_size=4", "env_update.batch_size=4", "curriculum.k_min=0.5", "run.eval_every=0"]
 
 
 def install_example(tmp_path: Path) -> tuple[Path, Path]:

@@ -85,7 +85,8 @@ def test_a_throwaway_stage_and_tracker_appear_in_run_and_status(tmp_path, regist
     run = RunDir(root.resolve())
     run.epoch_dir(1).mkdir(parents=True, exist_ok=True)
     (run.epoch_dir(1) / "tasks.jsonl").write_text('{"id": "a"}\n{"id": "b"}\n{"id": "c"}\n')
-    assert epoch_stages() == ["generate-tasks", "count-tasks", "rollout", "score", "update-agent", "update-env"]
+    assert epoch_stages() == ["generate-tasks", "count-tasks", "rollout", "score", "update-agent", "update-env",
+                              "eval-agent"]
 
     turns = []
     real = runner.stage_module
@@ -106,7 +107,7 @@ def test_a_throwaway_stage_and_tracker_appear_in_run_and_status(tmp_path, regist
 
     monkeypatch.setattr(runner, "stage_module", stage_module)
     results = runner.run_epochs(run, run.load_config(), 1, ui=UI(quiet=True))
-    assert turns == ["generate-tasks", "count-tasks", "rollout", "score", "update-agent", "update-env"]
+    assert turns == ["generate-tasks", "count-tasks", "rollout", "score", "update-agent", "update-env", "eval-agent"]
     assert [r.stage for r in results][1] == "count-tasks" and not results[1].skipped
     assert (run.epoch_dir(1) / "task_count.txt").read_text() == "3"
     assert json.loads(run.manifest_path(1, "count-tasks").read_text())["counts"] == {"tasks_counted": 3}

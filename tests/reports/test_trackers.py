@@ -34,7 +34,7 @@ def _needs(*modules: str) -> pytest.MarkDecorator:
 SETS = ["generate.tasks_per_epoch=6", "generate.variations=2", "generate.max_rounds=1", "generate.max_new_tokens=12",
         "rollout.group_size=6", "rollout.max_new_tokens=6", "agent_update.learning_rate=0.005",
         "agent_update.batch_size=4", "env_update.learning_rate=0.005", "env_update.kl_max=100",
-        "curriculum.k_min=0.5", "evaluate.max_new_tokens=6"]
+        "curriculum.k_min=0.5", "evaluate.max_new_tokens=6", "run.eval_limit=8"]
 # the figures every epoch of every run has, whatever the tiny model writes and solves
 CORE = ["epoch/tasks", "epoch/seed_tasks", "epoch/env_tasks", "epoch/valid_generation_rate", "epoch/rollouts",
         "epoch/success_rate", "epoch/batch_p_mean", "epoch/band_share", "epoch/informative_share",
@@ -120,6 +120,57 @@ def test_tensorboard_holds_every_epoch_figure_once_also_after_reruns(two_epochs,
     held = tensorboard_scalars(folder)["evaluate/heldout"]
     assert sorted(s for s, _ in held) == [0, 2]
     assert dict(held) == pytest.approx({r["epoch"] or 0: r["headline"]["value"] for r in results.values()})
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+@_needs("tensorboard")
+def test_a_two_epoch_run_has_held_out_curves_in_tensorboard_status_and_compare(two_epochs, tmp_path):
+    """eval-agent, on by default, evaluates each epoch's agent on run.eval_limit held-out items as `genenv run` goes:
+    its result files, metrics.json, TensorBoard (step = the epoch), `status` and `genenv compare` hold the same
+    numbers; a run without them gets compare's message naming the settings that record them."""
+    import hashlib
+
+    root = two_epochs
+    scalars = tensorboard_scalars(root / "trackers" / "tensorboard")
+    want = {}
+    for epoch in (1, 2):
+        folder = root / "epochs" / f"{epoch:04d}" / "evals"
+        result = json.loads((folder / "heldout.json").read_text())
+        samples = (folder / "heldout.samples.jsonl").read_bytes()
+        rows = [json.loads(line) for line in samples.decode().splitlines()]
+        assert (result["stage"], result["epoch"], result["model_tag"]) == ("eval-agent", epoch, f"epoch-{epoch:04d}-agent")
+        assert result["n"] == len(rows) == 8 and result["of"] == 240  # arith's validation seeds, 8 spread over them
+        assert len({r["category"] for r in rows}) > 1  # spread over the shapes, not the first 8 of one
+        assert result["samples"]["sha256"] == hashlib.sha256(samples).hexdigest()
+        right = sum(r["correct"] for r in rows)
+        assert result["headline"]["value"] == pytest.approx(100.0 * right / 8)
+        metrics = json.loads((root / "epochs" / f"{epoch:04d}" / "metrics.json").read_text())
+        assert metrics["heldout_success"] == pytest.approx(right / 8)
+        assert metrics["evals"] == {"heldout": pytest.approx(100.0 * right / 8)}
+        want[epoch] = right / 8
+    assert dict(scalars["epoch/heldout_success"]) == pytest.approx(want)
+    assert sorted(s for s, _ in scalars["epoch/heldout_success"]) == [1, 2]
+    assert dict(scalars["epoch/evals/heldout"]) == pytest.approx({e: 100.0 * v for e, v in want.items()})
+    assert "evaluate/heldout" not in scalars  # the stage's numbers are sent once, as its epoch's figures
+
+    rows = json.loads(_genenv("status", "--run", root, "--json").stdout)["epochs"]
+    assert [r["stages"]["eval-agent"]["state"] for r in rows] == ["done", "done"]
+    page = json.loads(_genenv("compare", root, "--out", tmp_path / "compare" / "compare.html", "--json").stdout)
+    [arm] = page["numbers"]["heldout"]["arms"].values()
+    assert arm["epoch"] == [1, 2] and arm["mean"] == pytest.approx([want[1], want[2]])
+
+    bare = tmp_path / "bare"  # the same run without the stage's results: compare names what would record them
+    shutil.copytree(root, bare)
+    for folder in bare.glob("epochs/*/evals"):
+        shutil.rmtree(folder)
+    out = tmp_path / "bare-compare" / "compare.html"
+    page = json.loads(_genenv("compare", bare, "--out", out, "--json").stdout)
+    assert page["numbers"]["heldout"]["arms"] == {} or not any(
+        a["epoch"] for a in page["numbers"]["heldout"]["arms"].values())
+    section = out.read_text().split('<section id="heldout">', 1)[1].split("</section>", 1)[0]
+    assert "None of these runs records it" in section and "run.eval_every" in section
+    assert "genenv evaluate --bench heldout --epoch N" in section
 
 
 @pytest.mark.slow

@@ -28,7 +28,7 @@ def hostile_finished_run(tmp_path_factory, tiny_model) -> Path:
     root = tmp_path_factory.mktemp("finished") / "run"
     sets = ["generate.tasks_per_epoch=6", "generate.variations=2", "generate.seed_share=0.5",
             "generate.max_new_tokens=24", "generate.max_rounds=1", "rollout.group_size=3", "rollout.max_new_tokens=12",
-            "env_update.kl_max=100", "env_update.learning_rate=0.001", "evaluate.max_new_tokens=4"]
+            "env_update.kl_max=100", "env_update.learning_rate=0.001", "evaluate.max_new_tokens=4", "run.eval_every=0"]
     cli("init", root, "--agent-model", tiny_model, "--env-model", tiny_model, *[a for s in sets for a in ("--set", s)])
     cli("run", "--epochs", "1", "--run", root, "-q")
     preds = root.parent / "preds.jsonl"

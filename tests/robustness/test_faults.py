@@ -192,7 +192,8 @@ def finished(tmp_path_factory, tiny_model) -> Path:
     root = tmp_path_factory.mktemp("faults") / "run"
     sets = ["generate.tasks_per_epoch=4", "generate.variations=2", "generate.seed_share=0.5",
             "generate.max_new_tokens=16", "generate.max_rounds=1", "rollout.group_size=2", "rollout.max_new_tokens=8",
-            "env_update.kl_max=100", "curriculum.k_min=1.0", "agent_update.batch_size=8", "env_update.batch_size=8"]
+            "env_update.kl_max=100", "curriculum.k_min=1.0", "agent_update.batch_size=8", "env_update.batch_size=8",
+            "run.eval_every=0"]
     r = runner.invoke(app, ["init", str(root), "--domain", "arith", "--agent-model", str(tiny_model),
                             "--env-model", str(tiny_model), *[a for s in sets for a in ("--set", s)]])
     assert r.exit_code == 0, r.output

@@ -46,7 +46,7 @@ def states(run: Path) -> dict[str, str]:
 @pytest.mark.slow  # the report draws its charts (matplotlib): about 3 s
 def test_status_and_report_read_a_run_written_before(old_run):
     assert states(old_run) == {"generate-tasks": "done", "rollout": "done", "score": "missing",
-                               "update-agent": "missing", "update-env": "missing"}
+                               "update-agent": "missing", "update-env": "missing", "eval-agent": "missing"}
     result = json.loads(cli("report", "--run", old_run, "--json").stdout)
     assert Path(result["html"]) == (old_run / "report" / "report.html").resolve() and Path(result["html"]).is_file()
     assert result["numbers"]["metrics"][0]["tasks"] == 4 and result["numbers"]["metrics"][0]["rollouts"] is None

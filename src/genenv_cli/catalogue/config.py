@@ -192,6 +192,7 @@ def config_from_dict(data: dict[str, Any], where: str) -> Config:
     _apply_domain_defaults(cfg, data)
     _check_cross(cfg, where)
     _check_trackers(cfg, where)
+    _check_evals(cfg, where)
     _check_domains(cfg, where)
     _check_sampling(cfg, where)
     return cfg
@@ -257,6 +258,18 @@ def _check_trackers(cfg: Config, where: str) -> None:
         raise ConfigError(f"{where}: `run.report_to` names a tracker twice ({', '.join(cfg.run.report_to)}).")
     if not cfg.run.tracker_project.strip():
         raise ConfigError(f"{where}: `run.tracker_project` is empty; name the W&B / trackio project (default genenv).")
+
+
+def _check_evals(cfg: Config, where: str) -> None:
+    from genenv_cli.catalogue.suites import BENCHMARKS
+
+    for name in cfg.run.eval_benches:
+        if name not in BENCHMARKS.rows and name not in BENCHMARKS.names():
+            names = BENCHMARKS.names()
+            raise ConfigError(f"{where}: `run.eval_benches` names {quoted(name)}.{_suggest(name, names)} "
+                              f"Benchmarks: {', '.join(names)}.")
+    if len(set(cfg.run.eval_benches)) < len(cfg.run.eval_benches):
+        raise ConfigError(f"{where}: `run.eval_benches` names a benchmark twice ({', '.join(cfg.run.eval_benches)}).")
 
 
 def _check_cross(cfg: Config, where: str) -> None:

@@ -55,6 +55,15 @@ class RunConfig:
                               "tensorboard: tensorboard --logdir RUN/trackers/tensorboard), wandb, trackio. E.g. "
                               "[\"tensorboard\"]; empty: none.")
     tracker_project: str = _f("genenv", "The W&B / trackio project the run's tracker run goes to.")
+    eval_every: int = _f(1, "The eval-agent stage evaluates the epoch's agent on run.eval_benches at the end of every "
+                         "N-th epoch (metrics.json's heldout_success and evals, the trackers, the report, `genenv "
+                         "compare`); 0: never (the stage then completes with nothing to do).", min=0, max=99_999,
+                         late=True)
+    eval_benches: list[str] = _f(["heldout"], "What eval-agent evaluates on: heldout (the run's domains on their "
+                                 "validation seeds, never trained on) and any benchmark `genenv evaluate --list` "
+                                 "names, each with its default data; e.g. [\"heldout\", \"bamboogle\"].", late=True)
+    eval_limit: int = _f(32, "Items eval-agent takes from each of run.eval_benches, spread evenly over the set (its "
+                         "cost: docs/configuration.md); 0: every item.", min=0, late=True)
 
     @property
     def mixed(self) -> bool:

@@ -10,10 +10,11 @@ the built-in rows, then rows `STAGES.register` adds in this process (a test's th
 each placed after the stage its row names. `status`, `run`, the CLI and the pipelines read the order from here
 (pipelines/epoch.sh is checked against it by a test).
 
-This package holds exactly the five epoch stages. `genenv evaluate` is no stage (it evaluates any checkpoint or
-model, or predictions made elsewhere, on a benchmark, outside the epochs, under no lock and with no manifest: its
-result file, which records the samples' sha256, is its own record), so it lives with the suites, in
-`evals/run.py`.
+The built-in rows are the six epoch stages: the five of the method, then `eval-agent` (the epoch's agent on the
+held-out set and named benchmarks, every run.eval_every-th epoch). `genenv evaluate` is no stage (it evaluates any
+checkpoint or model, or predictions made elsewhere, on a benchmark, outside the epochs, under no lock and with no
+manifest: its result file, which records the samples' sha256, is its own record), so it has no row here
+(`stages/evaluate.py`; eval-agent calls its functions).
 """
 
 from __future__ import annotations
@@ -126,6 +127,10 @@ STAGES = StageTable([
           short="upd-env", count="samples_used", training=True,
           metrics={"env_loss": ("metrics", "loss_mean"), "env_kl": ("metrics", "kl_final"),
                    "env_kl_stopped": ("metrics", "kl_stopped")}),
+    Stage("eval-agent", "genenv_cli.stages.eval_agent",
+          "The epoch's agent on run.eval_benches (default: the held-out seeds), every run.eval_every-th epoch "
+          "(epochs/N/evals/).", short="eval", count="samples",
+          metrics={"heldout_success": ("metrics", "heldout_success"), "evals": ("metrics", "evals")}),
 ])
 
 # the project's own epoch: its built-in stages in the order they run

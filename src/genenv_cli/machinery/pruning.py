@@ -1,9 +1,10 @@
 """`run.keep_checkpoints`: deleting old full-weight checkpoints of a long run, and the disk each epoch uses.
 
 A full fine-tune of a 7B model writes two float32 checkpoints (agent, environment) of about 30 GB an epoch. Epoch
-E's checkpoints are read by epoch E+1 only (its generate-tasks and update-env start from E's environment, its
-rollout and update-agent from E's agent). So they are deleted once epoch E+1 is *done*: every stage complete and
-up to date. Manifests alone are not enough: after `update-agent --epoch E --force`, or a changed setting, E+1's
+E's checkpoints are read by E's own eval-agent and by epoch E+1 (its generate-tasks and update-env start from E's
+environment, its rollout and update-agent from E's agent). So they are deleted once epoch E+1 is *done*: every
+stage complete and up to date, which the epoch's last stage, eval-agent, makes it (pruning runs after each update
+and after eval-agent). Manifests alone are not enough: after `update-agent --epoch E --force`, or a changed setting, E+1's
 stages are stale and rerun from E's checkpoints, so a stale or incomplete E+1 keeps them. The last
 `keep_checkpoints` epochs (counted back from the newest done one) and every `keep_checkpoints_every`-th are kept;
 LoRA adapters are never deleted.

@@ -15,7 +15,7 @@ from genenv_cli.catalogue.config import CONFIG_NAME, Config, apply_overrides, co
 from genenv_cli.core.errors import ConfigError, InputError
 from genenv_cli.core.paths import cache_dir
 from genenv_cli.core.safefiles import read_regular
-from genenv_cli.rundir.evalfiles import read_eval_result
+from genenv_cli.rundir.evalfiles import read_eval_result, result_paths
 from genenv_cli.rundir.lock import lock_held, only_locks
 from genenv_cli.rundir.records import read_json, read_record
 from genenv_cli.rundir.schemas import SCHEMAS
@@ -124,6 +124,11 @@ class RunDir:
     def evals_dir(self, bench: str) -> Path:
         return self.evals_root / bench
 
+    def epoch_eval_paths(self, epoch: int, bench: str) -> tuple[Path, Path]:
+        """(result, samples) of the epoch's `eval-agent` on `bench`: `epochs/NNNN/evals/<bench>.json` (what `genenv
+        evaluate` writes, plus `"stage": "eval-agent"`) and `<bench>.samples.jsonl` beside it."""
+        return result_paths(self.epoch_dir(epoch) / EVALS, bench)
+
     def trackers_dir(self) -> Path:
         """What `run.report_to`'s trackers keep in the run (genenv_cli/trackers): event files, W&B's folder, records."""
         return self.root / TRACKERS
@@ -224,14 +229,19 @@ class RunDir:
         return read_json(path, "metrics.json (the object of per-epoch numbers that every stage rewrites)")
 
     def read_evals(self, bench: str | None = None) -> list[tuple[Path, dict[str, Any]]]:
-        """(path, result) of every `evals/<bench>/<model-tag>.json` `genenv evaluate` wrote (of one benchmark when
-        `bench` is given), sorted by path, each checked for the keys its readers use (`headline` {name, value},
+        """(path, result) of every `evals/<bench>/<model-tag>.json` `genenv evaluate` wrote and every
+        `epochs/NNNN/evals/<bench>.json` the eval-agent stage wrote (of one benchmark when `bench` is given), sorted
+        by path, each checked for the keys its readers use (`headline` {name, value},
         `epoch` an integer or null, `model_tag` and `protocol` strings, `config` an object when present): an
         InputError names the file and what was expected. The `*.samples.jsonl` beside them are not read."""
         root = self.evals_root
-        if not root.is_dir():
-            return []
-        paths = sorted((root / bench).glob("*.json") if bench is not None else root.glob("*/*.json"))
+        paths = []
+        if root.is_dir():
+            paths = sorted((root / bench).glob("*.json") if bench is not None else root.glob("*/*.json"))
+        for epoch in self.epochs():  # eval-agent's, committed with its manifest
+            folder = self.epoch_dir(epoch) / EVALS
+            if folder.is_dir() and not folder.is_symlink():
+                paths += sorted(folder.glob(f"{bench}.json" if bench is not None else "*.json"))
         return [(path, read_eval_result(path)) for path in paths]
 
     def rel(self, path: Path) -> str:

@@ -352,6 +352,11 @@ METRICS_DOCS: dict[str, str] = {
               "the KL that stopped it): exact over the vocabulary (rwr, rwr-task), the k3 estimate on the sampled "
               "tokens (grpo)",
     "env_kl_stopped": "true when update-env stopped because the KL passed env_update.kl_max",
+    "heldout_success": "eval-agent: the epoch's agent's success rate on the held-out seeds (a fraction; "
+                       "run.eval_limit items of them); null when the epoch was not evaluated (run.eval_every) or "
+                       "heldout is not in run.eval_benches",
+    "evals": "eval-agent: mapping benchmark -> its headline score (as `genenv evaluate` reports it, in %) of the "
+             "epoch's agent, for each of run.eval_benches; null when the epoch was not evaluated",
     "by_domain": "mixed runs only (null otherwise): mapping domain -> {tasks, seed_tasks, env_tasks, generations, "
                  "accepted, valid_generation_rate (generate-tasks); rollouts, successes, success_rate, in_band, "
                  "band_share, groups, informative, informative_share, env_batches, env_r_mean (score)}; the counts "

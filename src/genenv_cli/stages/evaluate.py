@@ -122,7 +122,7 @@ def evaluate(run: RunDir | None, cfg: Config, bench_name: str, *, epoch: int | N
         if moved:  # read-only storage: the results go to the user cache
             out_dir = folder
             ui.warn(f"{run.root} is read-only; the results go to {out_dir / bench_name} instead")
-    loaded, samples = _load(run, cfg, bench, bench_name, data, split, version, protocol, limit)
+    loaded, samples = load_samples(run, cfg, bench, bench_name, data, split, version, protocol, limit)
     if export is not None:
         n = export_samples(samples, export)
         ui.info(f"wrote {n} {bench_name} samples to {export}")
@@ -146,9 +146,27 @@ def evaluate(run: RunDir | None, cfg: Config, bench_name: str, *, epoch: int | N
         refuse_other_settings(result_paths(base, tag + suffix)[0], planned, force, ui)  # before any model is loaded
         outputs, verdicts, notes, sampling, model_info = generate(bench, samples, cfg, name, tag, protocol, ui)
         missing = 0
+    result = result_record(bench, bench_name, samples, verdicts, notes, cfg, loaded=loaded, tag=tag, epoch=ep,
+                           protocol=protocol, split=split, model_info=model_info, sampling=sampling, limit=limit,
+                           label=label, missing=missing)
+    if run is not None and out_dir is None:
+        refuse_links_below(run.root, base, "the evaluation results")
+    write_result(base, tag + suffix, result, sample_rows(samples, outputs, verdicts, notes))
+    if run is not None and out_dir is None:
+        from genenv_cli.trackers.sync import publish
+
+        publish(run, cfg, ui)
+    return result
+
+
+def result_record(bench: Benchmark, bench_name: str, samples: list[EvalSample], verdicts: list[Verdict], notes: list[str | None],
+                  cfg: Config, *, loaded: Any, tag: str, epoch: int | None, protocol: str, split: str | None,
+                  model_info: dict[str, Any], sampling: dict[str, Any] | None, limit: int | None,
+                  label: str | None = None, missing: int = 0) -> dict[str, Any]:
+    """The result file's record of an evaluation (`RUN/evals/<bench>/<tag>.json`; eval-agent's is the same)."""
     summary = bench.summarize(samples, verdicts, protocol)
-    result = {
-        "bench": bench_name, "model_tag": tag, "epoch": ep, "protocol": protocol, "split": split,
+    return {
+        "bench": bench_name, "model_tag": tag, "epoch": epoch, "protocol": protocol, "split": split,
         "version": loaded.version, "data_source": loaded.source, "data_fingerprint": loaded.fingerprint,
         "n": len(samples), "headline": headline(summary), "summary": summary, "model": model_info,
         "sampling": sampling, "config": {"evaluate": cfg.section("evaluate"), "engine": cfg.run.engine,
@@ -160,17 +178,14 @@ def evaluate(run: RunDir | None, cfg: Config, bench_name: str, *, epoch: int | N
                    "context_overflow": sum(v.end == CONTEXT_OVERFLOW for v in verdicts)},
         "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "genenv_version": __version__,
     }
-    if run is not None and out_dir is None:
-        refuse_links_below(run.root, base, "the evaluation results")
-    write_result(base, tag + suffix, result, [
-        {"id": s.id, "category": s.category, "output": o, "parsed": v.parsed, "correct": v.correct,
-         "reason": v.reason or (n or ""), "scores": v.scores, **({"end": v.end} if v.end else {})}
-        for s, o, v, n in zip(samples, outputs, verdicts, notes, strict=True)])
-    if run is not None and out_dir is None:
-        from genenv_cli.trackers.sync import publish
 
-        publish(run, cfg, ui)
-    return result
+
+def sample_rows(samples: list[EvalSample], outputs: list[str], verdicts: list[Verdict],
+                notes: list[str | None]) -> list[dict[str, Any]]:
+    """The samples file's rows: one per sample, its output, verdict and scores."""
+    return [{"id": s.id, "category": s.category, "output": o, "parsed": v.parsed, "correct": v.correct,
+             "reason": v.reason or (n or ""), "scores": v.scores, **({"end": v.end} if v.end else {})}
+            for s, o, v, n in zip(samples, outputs, verdicts, notes, strict=True)]
 
 
 def _check_options(run: RunDir | None, cfg: Config, protocol: str, label: str | None, export: Path | None,
@@ -189,8 +204,9 @@ def _check_options(run: RunDir | None, cfg: Config, protocol: str, label: str | 
         raise ConfigError("give at most one of --epoch, --model and --predictions.")
 
 
-def _load(run: RunDir | None, cfg: Config, bench: Benchmark, bench_name: str, data: Path | None, split: str | None,
-          version: str | None, protocol: str, limit: int | None) -> tuple[Any, list[EvalSample]]:
+def load_samples(run: RunDir | None, cfg: Config, bench: Benchmark, bench_name: str, data: Path | None,
+                 split: str | None, version: str | None, protocol: str,
+                 limit: int | None) -> tuple[Any, list[EvalSample]]:
     """(the suite's loaded data, the samples evaluated: the first `limit` when given)."""
     root = run.root if run is not None else None
     bench.configure(cfg, root, domains=domains_for_run(cfg, root) if bench.uses_run_domains else None)

@@ -141,10 +141,12 @@ def _step_figures(run: RunDir, epoch: int, stage: str, manifest: dict[str, Any],
 
 
 def _evaluations(run: RunDir, cfg: Config) -> list[Point]:
-    """Each evaluation's headline at its checkpoint's epoch (0: the base agent model); of several results for one
-    benchmark, protocol and epoch (a --limit run beside a whole one), the one over the most samples."""
+    """Each `genenv evaluate` result's headline at its checkpoint's epoch (0: the base agent model); of several
+    results for one benchmark, protocol and epoch (a --limit run beside a whole one), the one over the most samples."""
     best: dict[tuple[str, int], tuple[int, str, Point]] = {}
     for _, data in run.read_evals():
+        if data.get("stage") in STAGES:  # eval-agent's: sent with its epoch's figures (epoch/heldout_success ...)
+            continue
         epoch = data.get("epoch")
         model = data.get("model") if isinstance(data.get("model"), dict) else {}
         if epoch is None and not model.get("adapter") and _is_base(str(model.get("path")), str(model.get("tag")),

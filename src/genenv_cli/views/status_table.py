@@ -226,8 +226,8 @@ def _fmt(v: Any, pct: bool = False, digits: int = 3) -> str:
     return f"{100 * v:.0f}%" if pct else f"{v:.{digits}f}" if isinstance(v, float) else str(v)
 
 
-COLUMNS = ("p̂ batch", "in band", "inform.", "R_env", "valid gen", "env inf.", "task tok", "agent R", "env KL", "|Δlogp|",
-           "KL samp", "IS trunc")
+COLUMNS = ("p̂ batch", "in band", "inform.", "R_env", "valid gen", "env inf.", "task tok", "agent R", "held-out",
+           "env KL", "|Δlogp|", "KL samp", "IS trunc")
 
 
 def table_cells(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[tuple[str, str]]]]:
@@ -252,7 +252,8 @@ def table_cells(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[tuple[
         cells += [(v, "") for v in (_fmt(m.get("batch_p_mean")), _fmt(m.get("band_share"), pct=True),
                                     _fmt(m.get("informative_share"), pct=True), _fmt(m.get("env_r_mean")), _fmt(m.get("valid_generation_rate"), pct=True),
                                     _fmt(m.get("env_groups_informative_share"), pct=True),
-                                    _fmt(m.get("mean_prompt_tokens"), digits=0), _fmt(m.get("agent_train_reward")), kl,
+                                    _fmt(m.get("mean_prompt_tokens"), digits=0), _fmt(m.get("agent_train_reward")),
+                                    _fmt(m.get("heldout_success"), pct=True), kl,
                                     _fmt(m.get("agent_logp_mismatch"), digits=4), _fmt(m.get("agent_sampler_kl"), digits=5),
                                     _fmt(m.get("agent_is_truncated"), digits=4))]
         out.append(cells)
@@ -264,7 +265,8 @@ def caption(cfg: Config) -> str:
     return ("p̂ batch: mean over the epoch's task batches; in band: share of tasks with p̂ in "
             f"[{c.band_low:g}, {c.band_high:g}]; inform.: GRPO groups whose rewards are not all equal; valid gen: environment generations that became tasks; env inf.: the environment's batches whose "
             "generations' rewards are not all equal (what env_update.algo = grpo learns from); "
-            "task tok: mean agent prompt length; agent R: training reward; env KL: to the initial model; "
+            "task tok: mean agent prompt length; agent R: training reward; held-out: eval-agent's success on "
+            "run.eval_limit held-out items (run.eval_every); env KL: to the initial model; "
             "|Δlogp|, KL samp: the rollout engine's logprobs against the trainer's (nats per token); IS trunc: "
             "share of tokens whose importance weight was truncated")
 

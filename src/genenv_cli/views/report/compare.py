@@ -122,13 +122,13 @@ def read_run(path: Path) -> RunData:
     base = cfg.agent.model
     from genenv_cli.rundir.evalfiles import model_tag
 
-    for ev in read_evals(run):
+    sizes: dict[int, int] = {}
+    for ev in read_evals(run):  # `genenv evaluate`'s and eval-agent's; of two for one epoch, the one over more items
         if ev["bench"] != "heldout" or ev["value"] is None:
             continue
-        if ev["epoch"] is not None:
-            data.heldout[ev["epoch"]] = ev["value"] / 100.0
-        elif ev["model_tag"] == model_tag(base):
-            data.heldout[0] = ev["value"] / 100.0
+        epoch = ev["epoch"] if ev["epoch"] is not None else 0 if ev["model_tag"] == model_tag(base) else None
+        if epoch is not None and (ev["n"] or 0) >= sizes.get(epoch, 0):
+            data.heldout[epoch], sizes[epoch] = ev["value"] / 100.0, ev["n"] or 0
     return data
 
 

@@ -22,6 +22,13 @@ WHAT = {
     "heldout": "The agent's greedy success on the domain's held-out validation tasks after each epoch; epoch 0 (0 "
                "rollouts) is the base model. Each arm's own curve is drawn against the agent rollouts consumed.",
 }
+# what would record a chart's number, where a run lacks it (the others are the epochs' own numbers)
+NOT_RECORDED = {
+    "heldout": " The eval-agent stage records it as each epoch ends: run.eval_every = 1 and run.eval_benches = "
+               "[\"heldout\"] in genenv.toml (the defaults); with them set, `genenv run --epochs N` also evaluates "
+               "the epochs already run. `genenv evaluate --bench heldout --epoch N` evaluates one epoch on every "
+               "held-out item (`--epoch 0`: the base model).",
+}
 DIFF_TEXT = ("The arm minus its baseline, per epoch: the line is the mean difference over seeds, paired by run.seed "
              "where both arms ran the seed, and the band its 95% interval (Student's t). Where the band stays clear "
              "of the zero line the seeds' spread does not explain the difference (bold in the table).")
@@ -127,7 +134,8 @@ def page(arms: list[dict[str, Any]], charts: list[tuple[str, str]], pairs: dict[
             nums = numbers[cid]
             body.append(f'<p class="what">{esc(WHAT[cid].format(band=band_text))}</p>')
             if cid not in pngs:
-                body.append('<p class="empty">None of these runs records it.</p></section>')
+                body.append(f'<p class="empty">None of these runs records it.{esc(NOT_RECORDED.get(cid, ""))}</p>'
+                            "</section>")
                 parts.append("".join(body))
                 continue
             if nums["differences"]:

@@ -277,8 +277,9 @@ def _evals(r: _Run) -> Built:
             '<p class="what">Greyed rows: superseded by a newer evaluation of the same model; not charted.</p>'
         body = img(png, "evaluation scores per benchmark") + table + old
     else:
-        body = ('<p class="empty">No evaluations yet: <code>genenv evaluate</code> writes them into RUN/evals/&lt;bench&gt;/.'
-                "</p>")
+        body = ('<p class="empty">No evaluations yet: the eval-agent stage writes them into RUN/epochs/N/evals/ as '
+                "each epoch ends (run.eval_every, run.eval_benches), and <code>genenv evaluate</code> into "
+                "RUN/evals/&lt;bench&gt;/.</p>")
     return {"groups": groups, "files": evals}, png, _section(
         "evals", "Headline score (%) of each benchmark per epoch's agent, one line per protocol; dashed "
         "horizontal lines are models outside the run (the base model, references).", body)
