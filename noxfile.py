@@ -110,6 +110,8 @@ VLLM_RUN_SETTINGS = [
     "run.engine=vllm", "generate.tasks_per_epoch=8", "generate.variations=4", "generate.seed_share=0.5",
     "generate.max_rounds=1", "generate.max_new_tokens=32", "rollout.group_size=6", "rollout.max_new_tokens=24",
     "agent_update.batch_size=16", "env_update.batch_size=16", "curriculum.k_min=0.5", "evaluate.max_new_tokens=16",
+    # held out through `genenv evaluate` below, on vLLM; the eval-agent stage is the demo's and the suite's
+    "run.eval_every=0",
 ]
 
 
