@@ -26,11 +26,10 @@ The environment learning from every generation (run only when named; each agains
                    keeps, and never from the rest
   env-only-rwr-task  the second departure, which tells "a reward per task" apart from "learning from what failed":
                    reward-weighted regression on every valid generation of the epoch (env_update.algo =
-                   "rwr-task", env_update.window = 1: the same generations GRPO sees), each weighted exp(λ R) by its
-                   own task's reward, with λ = 10. It has GRPO's per-task rewards and data but never pushes a
-                   generation down. Why λ = 10: at the paper's λ = 1 the weights of a task at p̂ = α (R = 1) and one
-                   at p̂ = 0 (R = exp(-0.5) = 0.61) differ by e^0.39 = 1.5x, so RWR would be plain fine-tuning on
-                   every valid task. In the recorded env-only-frozen runs the batches average p̂ 0.18, a quarter of
+                   "rwr-task", env_update.window = 1: the same generations GRPO sees), each weighted exp(λ R) by its own
+                   task's reward, with λ = 10. It has GRPO's per-task rewards and data but never pushes a generation
+                   down. Why λ = 10: at the paper's λ = 1 the weights of a task at p̂ = α (R = 1) and one at p̂ = 0
+                   (R = exp(-0.5) = 0.61) differ by e^0.39 = 1.5x, so RWR would be fine-tuning on every valid task. In the recorded env-only-frozen runs the batches average p̂ 0.18, a quarter of
                    them at 0 and 8% in the band, so most valid tasks sit far below α. At λ = 10 a task at α weighs
                    51x one at p̂ = 0 and 3.2x one at p̂ = 0.25: the few tasks near α carry most of the weight, as
                    they carry GRPO's positive advantages
@@ -183,6 +182,7 @@ def row(run: RunDir, epoch: int, frontier: dict[str, float], timings: dict[str, 
             **env_update_numbers(run, epoch), "signal": advantage_sources(run, epoch),
             "env_shape_mix": mix, "env_batch_p": batch_p,
             "shape_p": {k: v.get("p") for k, v in (metrics.get("shape_success") or {}).items()},
+            "shape_success_by_source": metrics.get("shape_success_by_source"),  # seed and env tasks apart
             "seconds": timings.get(str(epoch))}
 
 
