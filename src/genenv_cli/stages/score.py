@@ -209,7 +209,8 @@ def grade(roll: Any, tasks: list[dict[str, Any]], domains: dict[str, Any], thres
                        "temperature", "model",
                        pl.col("prompt_token_ids").list.len().cast(pl.Int64).alias("prompt_tokens"),
                        pl.col("completion_token_ids").list.len().cast(pl.Int64).alias("completion_tokens"),
-                       pl.struct("task_id", "completion").hash(seed=0).alias("_pair"), "turns", "end")
+                       pl.struct("task_id", "completion").hash(seed=0).alias("_pair"), "turns", "end",
+                       "p_teacher_forced")
     # an episode's verdict is its environment's, given as it was played (rollouts' reward, partial, valid, error)
     episodes = roll.select(pl.col("reward").is_not_null().alias("_episode"), pl.col("reward").alias("_reward"),
                            pl.col("partial").alias("_partial"), pl.col("valid").alias("_valid"),
@@ -246,18 +247,36 @@ def _task_info(tasks: list[dict[str, Any]]) -> Any:
 
 def task_statistics(scored: Any, tasks: list[dict[str, Any]], c: Any) -> Any:
     """task_stats: per task p_task over its K rollouts; per batch p_batch over its n x K, R_env and the filter flag,
-    carried to every task of the batch; the band and informative flags (curriculum.py's expressions)."""
+    carried to every task of the batch; the band and informative flags (curriculum.py's expressions). Under
+    `curriculum.p_estimator = "teacher_forced"` p_task is the rollouts' recorded teacher-forced p and p_batch the mean
+    of its tasks'; the rollouts' share is kept beside it (p_task_rollouts)."""
     import polars as pl
 
+    forced = c.p_estimator == "teacher_forced"
+    if "p_teacher_forced" not in scored.columns:
+        scored = scored.with_columns(pl.lit(None, pl.Float64).alias("p_teacher_forced"))
     per_task = scored.group_by("task_id").agg(
         pl.len().cast(pl.Int64).alias("attempts"), pl.col("success").sum().cast(pl.Int64).alias("successes"),
-        pl.col("reward").mean().alias("mean_reward"), pl.col("prompt_tokens").first(), informative_expr("reward"))
+        pl.col("reward").mean().alias("mean_reward"), pl.col("prompt_tokens").first(), informative_expr("reward"),
+        pl.col("p_teacher_forced").first().alias("p_task_teacher_forced"))
+    if forced and per_task["p_task_teacher_forced"].null_count():
+        first = per_task.filter(pl.col("p_task_teacher_forced").is_null())["task_id"][0]
+        raise InputError(f"curriculum.p_estimator is \"teacher_forced\" but the rollouts of task {first} carry no "
+                         f"p_teacher_forced: they were made under another setting. Rerun `genenv rollout --force` for "
+                         f"the epoch.")
     batch_of = pl.DataFrame({"task_id": [t["task_id"] for t in tasks], "batch_id": [t["batch_id"] for t in tasks]})
-    per_task = per_task.join(batch_of, on="task_id").join(_task_info(tasks), on="task_id")
-    per_batch = per_task.group_by("batch_id").agg(
-        (pl.col("successes").sum() / pl.col("attempts").sum()).alias("p_batch"))
+    per_task = (per_task.join(batch_of, on="task_id").join(_task_info(tasks), on="task_id")
+                .with_columns((pl.col("successes") / pl.col("attempts")).alias("p_task_rollouts")))
+    if forced:
+        per_task = per_task.with_columns(pl.col("p_task_teacher_forced").alias("p_task"))
+        per_batch = per_task.group_by("batch_id").agg(pl.col("p_task").mean().alias("p_batch"))
+    else:
+        per_task = per_task.with_columns(pl.col("p_task_rollouts").alias("p_task"),
+                                         pl.lit(None, pl.Float64).alias("p_task_rollouts"),
+                                         pl.lit(None, pl.Float64).alias("p_task_teacher_forced"))
+        per_batch = per_task.group_by("batch_id").agg(
+            (pl.col("successes").sum() / pl.col("attempts").sum()).alias("p_batch"))
     return (per_task.join(per_batch, on="batch_id")
-            .with_columns((pl.col("successes") / pl.col("attempts")).alias("p_task"))
             .with_columns(env_reward(alpha=c.alpha, beta=c.beta, kind=c.env_reward), filtered(alpha=c.alpha, k_min=c.k_min),
                           pl.col("p_task").is_between(c.band_low, c.band_high).alias("in_band"))
             .sort("task_id")
