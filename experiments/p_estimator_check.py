@@ -1,13 +1,14 @@
 """The teacher-forced p (curriculum.p_estimator = "teacher_forced") against an independent sampled estimate, task by
 task, on arith exercises across the difficulty range, with the embedded agent.
 
-    python -m experiments.p_estimator_check                        # 8 shapes x 24 drawn, 120 kept, K = 32
+    python -m experiments.p_estimator_check                        # 16 shapes' pool, 60 kept, K = 32
     python -m experiments.p_estimator_check --kept 200 --k 64      # more and tighter
     python -m experiments.p_estimator_check --report-only          # tables from what is finished
 
-A pool of exercises is drawn uniformly from each shape's space (`shape_table.draw`), and the teacher-forced p of every
-one is computed (one forward pass each). Most of the pool lies near p = 0 or 1, so the exercises kept for sampling
-are stratified by that p: the pool sorted by it and `--kept` taken at evenly spaced ranks. Selecting on a noise-free
+A pool of exercises is drawn uniformly from each shape's space (`shape_table.draw`; more of the one-digit shapes,
+where p spreads), and the teacher-forced p of every one is computed (one forward pass each). Most of the pool lies
+near p = 0, so the exercises kept for sampling are stratified by that p: up to a tenth of `--kept` from each tenth
+of [0, 1] (then sampled in a seeded random order, so that a run stopped early holds a subset spread over the range). Selecting on a noise-free
 quantity does not bias the comparison (there is no noise in it to regress). Each kept exercise is then sampled K
 times with the rollouts' settings (the experiments' `rollout.*`: temperature 1.0, top-p 1.0, 16 new tokens) and
 scored by the domain, giving two sampled shares per exercise:
@@ -42,36 +43,51 @@ BINS = [0.0, 0.05, 0.15, 0.25, 0.35, 0.45, 0.55, 0.65, 0.75, 0.85, 0.95, 1.0001]
 
 
 def settings(args: argparse.Namespace) -> dict[str, Any]:
-    return {"agent": args.model, "per_shape_pool": args.pool, "kept": args.kept, "k": args.k, "seed": args.seed,
+    return {"agent": args.model, "per_shape_pool": args.pool, "per_1d_shape_pool": args.pool_1d, "kept": args.kept, "k": args.k, "seed": args.seed,
             "temperature": args.temperature, "top_p": args.top_p, "max_new_tokens": args.max_new_tokens,
             "dtype": "float32", "shapes": shape_table.SHAPES}
 
 
 def pool(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """The drawn exercises (distinct within a shape), in a fixed order."""
+    """The drawn exercises (distinct within a shape), in a fixed order: `--pool` of each shape, then more of each
+    one-operation one-digit shape (the frontier, where p spreads), up to `--pool-1d`, from a second stream."""
     from genenv_cli.domains.arith import evaluate_expression
 
-    rng = random.Random(args.seed)
     out = []
-    for shape in shape_table.SHAPES:
-        seen: set[str] = set()
-        for _ in range(args.pool * 20):
-            if len(seen) == args.pool:
-                break
-            text = shape_table.draw(shape, rng)
-            if text not in seen:
-                seen.add(text)
-                out.append({"shape": shape, "expression": text, "answer": evaluate_expression(text)[0]})
+    seen: dict[str, set[str]] = {shape: set() for shape in shape_table.SHAPES}
+    for rng, shapes, want in ((random.Random(args.seed), shape_table.SHAPES, args.pool),
+                              (random.Random(args.seed + 2), ["add-1d", "sub-1d", "mul-1d"], args.pool_1d)):
+        for shape in shapes:
+            for _ in range(want * 20):
+                if len(seen[shape]) >= want:
+                    break
+                text = shape_table.draw(shape, rng)
+                if text not in seen[shape]:
+                    seen[shape].add(text)
+                    out.append({"shape": shape, "expression": text, "answer": evaluate_expression(text)[0]})
     return out
 
 
-def stratified(rows: list[dict[str, Any]], kept: int) -> list[dict[str, Any]]:
-    """`kept` rows at evenly spaced ranks of p_tf (ties in pool order)."""
+def spaced(idx: list[int], n: int) -> list[int]:
+    """n of `idx` (sorted) at evenly spaced ranks."""
+    if n >= len(idx):
+        return list(idx)
+    if n <= 1:
+        return idx[len(idx) // 2:len(idx) // 2 + n]
+    return sorted({idx[round(j * (len(idx) - 1) / (n - 1))] for j in range(n)})
+
+
+def stratified(rows: list[dict[str, Any]], kept: int, bins: int = 10) -> list[dict[str, Any]]:
+    """`kept` rows spread over the range of p_tf: up to kept / bins from each of `bins` equal-width bins of p_tf (at
+    evenly spaced ranks within the bin), the slots a thin bin leaves taken at evenly spaced ranks of the rest."""
     order = sorted(range(len(rows)), key=lambda i: (rows[i]["p_tf"], i))
-    if kept >= len(order):
-        return [rows[i] for i in order]
-    picks = sorted({order[round(j * (len(order) - 1) / (kept - 1))] for j in range(kept)})
-    return [rows[i] for i in picks]
+    picks: set[int] = set()
+    for b in range(bins):
+        inside = [i for i in order if min(int(rows[i]["p_tf"] * bins), bins - 1) == b]
+        picks.update(spaced(inside, kept // bins))
+    rest = [i for i in order if i not in picks]
+    picks.update(spaced(rest, kept - len(picks)))
+    return [rows[i] for i in sorted(picks, key=lambda i: (rows[i]["p_tf"], i))]
 
 
 def measure(args: argparse.Namespace, work: Path) -> None:
@@ -91,15 +107,27 @@ def measure(args: argparse.Namespace, work: Path) -> None:
     pool_path = work / "pool.jsonl"
     if not pool_path.is_file():
         rows = pool(args)
+        # exercises whose p_tf an earlier pool of this folder computed (same model and sampling settings) are kept
+        cache_path = work / "tf_cache.jsonl"
+        cache = {json.loads(x)["expression"]: json.loads(x)["p_tf"] for x in cache_path.read_text().splitlines()} \
+            if cache_path.is_file() else {}
+        new = [r for r in rows if r["expression"] not in cache]
         t0 = time.time()
         ps = task_probabilities(engine.model, engine.tokenizer, engine.eos_ids, {"arith": domain},
                                 [{"domain": "arith", "payload": {"expression": r["expression"], "answer": r["answer"]}}
-                                 for r in rows], temperature=args.temperature, top_p=args.top_p,
+                                 for r in new], temperature=args.temperature, top_p=args.top_p,
                                 max_new_tokens=args.max_new_tokens, batch_size=16)
-        for r, p in zip(rows, ps, strict=True):
-            r["p_tf"] = p
-        (work / "pool_seconds.json").write_text(json.dumps({"exercises": len(rows),
-                                                            "seconds": round(time.time() - t0, 1)}) + "\n")
+        seconds = time.time() - t0
+        with cache_path.open("a") as f:
+            for r, p in zip(new, ps, strict=True):
+                cache[r["expression"]] = p
+                f.write(json.dumps({"expression": r["expression"], "p_tf": p}) + "\n")
+        timing_path = work / "pool_seconds.json"
+        timing = json.loads(timing_path.read_text()) if timing_path.is_file() else {"exercises": 0, "seconds": 0.0}
+        timing = {"exercises": timing["exercises"] + len(new), "seconds": round(timing["seconds"] + seconds, 1)}
+        timing_path.write_text(json.dumps(timing) + "\n")
+        for r in rows:
+            r["p_tf"] = cache[r["expression"]]
         tmp = pool_path.with_suffix(".tmp")
         tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
         tmp.replace(pool_path)
@@ -107,7 +135,11 @@ def measure(args: argparse.Namespace, work: Path) -> None:
     kept = stratified(rows, args.kept)
     done_path = work / "sampled.jsonl"
     done = {json.loads(x)["expression"] for x in done_path.read_text().splitlines()} if done_path.is_file() else set()
-    todo = [r for r in kept if r["expression"] not in done]
+    # sampled in a seeded shuffle of the kept exercises, so that a run stopped early has sampled a subset spread
+    # over the whole range of p_tf rather than its first shapes
+    order = kept[:]
+    random.Random(args.seed + 1).shuffle(order)
+    todo = [r for r in order if r["expression"] not in done]
     for start in range(0, len(todo), args.chunk):
         part = todo[start:start + args.chunk]
         t0 = time.time()
@@ -200,7 +232,8 @@ def markdown(rec: dict[str, Any]) -> str:
              f"shared with other work), torch {rec['versions'].get('torch')}, transformers "
              f"{rec['versions'].get('transformers')}; agent `{s['agent']}` ({s['dtype']}), temperature "
              f"{s['temperature']}, top-p {s['top_p']}, {s['max_new_tokens']} new tokens; {s['per_shape_pool']} "
-             f"exercises drawn per shape (seed {s['seed']}), {s['kept']} kept at evenly spaced ranks of p_tf, each "
+             f"exercises drawn per shape, {s['per_1d_shape_pool']} per one-digit one-operation shape (seed {s['seed']}), "
+             f"{s['kept']} kept, stratified over tenths of p_tf, each "
              f"sampled K = {s['k']} times. {'Complete' if rec['complete'] else 'PARTIAL'}: "
              f"{len(rec['exercises'])} exercises sampled. Teacher-forced p of the pool: {t.get('exercises')} exercises "
              f"in {t.get('seconds')} s; sampling: {rec['sampling_seconds']} s.", "",
@@ -233,8 +266,9 @@ START = time.time()
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default="embedded")
-    ap.add_argument("--pool", type=int, default=24, help="exercises drawn per shape")
-    ap.add_argument("--kept", type=int, default=120, help="exercises sampled, stratified by p_tf")
+    ap.add_argument("--pool", type=int, default=16, help="exercises drawn per shape")
+    ap.add_argument("--pool-1d", type=int, default=48, help="exercises drawn per one-digit one-operation shape")
+    ap.add_argument("--kept", type=int, default=60, help="exercises sampled, stratified by p_tf")
     ap.add_argument("--k", type=int, default=32)
     ap.add_argument("--seed", type=int, default=20261129)
     ap.add_argument("--temperature", type=float, default=1.0)

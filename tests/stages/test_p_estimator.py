@@ -47,6 +47,18 @@ def test_rollout_and_score_carry_both_estimates_under_the_setting(tmp_path, tiny
     r = stats.select(env_reward(alpha=0.5, beta=2.0, kind="uncertainty"))["r_env"].to_list()
     assert stats["r_env"].to_list() == pytest.approx(r)
 
+    # the report names the estimator and sets the environment's tasks' |p - α| under both side by side
+    from genenv_cli.views.report import build_report
+
+    rep = build_report(run, cfg, tmp_path / "report")
+    row = rep["numbers"]["p-task"]["epochs"][0]
+    env = stats.filter(pl.col("source") == "env")
+    assert row["estimator"] == "teacher_forced"
+    assert row["env_gap"] == pytest.approx((env["p_task_teacher_forced"] - 0.5).abs().mean())
+    assert row["env_gap_rollouts"] == pytest.approx((env["p_task_rollouts"] - 0.5).abs().mean())
+    html = rep["html"].read_text()
+    assert "teacher_forced" in html and "same, teacher-forced p" in html
+
     (tmp_path / "default").mkdir()
     default = arith_run(tmp_path / "default", tiny_model, "rollout.max_new_tokens=8")
     dcfg = default.load_config()
@@ -54,6 +66,8 @@ def test_rollout_and_score_carry_both_estimates_under_the_setting(tmp_path, tiny
     score.run(default, dcfg, 1)
     assert "p_teacher_forced" not in pl.read_parquet(default.file("rollouts", 1)).columns
     assert not {"p_task_rollouts", "p_task_teacher_forced"} & set(pl.read_parquet(default.file("task_stats", 1)).columns)
+    row = build_report(default, dcfg, tmp_path / "report-default")["numbers"]["p-task"]["epochs"][0]
+    assert row["estimator"] == "rollouts" and row["env_gap_teacher_forced"] is None
 
 
 def test_a_domain_without_a_reference_is_refused():
