@@ -77,7 +77,7 @@ ARMS = arms.ENV_ONLY
 # variations x group_size rollouts, so halving the variations widens the spread of p̂ and can move the in-band share
 # and |p̂ - α| with no training at all (batch_size_effect measures it); env-only-var2 against env-only-frozen would
 # mix that into what it reports as aiming.
-BASELINE = {"env-only-var2": "env-only-frozen-var2"}
+BASELINE = arms.ENV_ONLY_BASELINE
 HEADLINE = ["env-only", "env-only-kmin0.2", "env-only-frozen"]
 DEPARTURES = [a for a in ARMS if a not in HEADLINE]
 ALPHA = 0.5

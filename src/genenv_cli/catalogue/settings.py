@@ -138,7 +138,10 @@ class CurriculumConfig:
                           "rollout (a departure from the paper: no sampling noise; exact for a domain whose scorer "
                           "accepts one form, a lower bound where it accepts several, as arith's does; "
                           "docs/curriculum.md). Under teacher_forced task_stats keeps both estimates, "
-                          "p_task_rollouts and p_task_teacher_forced, side by side.", choices=["rollouts", "teacher_forced"], late=True)
+                          "p_task_rollouts and p_task_teacher_forced, side by side. teacher_forced_binomial: "
+                          "an experiment's control, p_task = X / K with X drawn from Binomial(K, teacher-forced p), "
+                          "which puts the rollouts' sampling noise back on the noise-free p and nothing else.",
+                          choices=["rollouts", "teacher_forced", "teacher_forced_binomial"], late=True)
     invalid_reward: float = _f(0.0, "The reward of an environment generation that did not become a task (unparseable, "
                                "invalid, a duplicate), against exp(-beta (p_task - alpha)^2) in (0, 1] for a valid "
                                "one; what env_update.algo = \"grpo\" compares each generation with its siblings by.",

@@ -112,7 +112,7 @@ def _rollout(cfg: Config, epoch: int, domains: dict[str, Domain], tasks: list[di
     from genenv_cli.machinery.models import resolve
 
     r = cfg.rollout
-    teacher_forced = cfg.curriculum.p_estimator == "teacher_forced"
+    teacher_forced = cfg.curriculum.p_estimator.startswith("teacher_forced")
     if teacher_forced:
         refuse_without_reference(domains, tasks)
     ui.info(f"rollout epoch {epoch}: loading agent model {model_tag}")
@@ -169,7 +169,8 @@ def _rollout(cfg: Config, epoch: int, domains: dict[str, Domain], tasks: list[di
 
 
 def refuse_without_reference(domains: dict[str, Domain], tasks: list[dict[str, Any]]) -> None:
-    """curriculum.p_estimator = "teacher_forced" needs every task's domain to declare a reference answer."""
+    """curriculum.p_estimator = "teacher_forced" (or its binomial control) needs every task's domain to declare a
+    reference answer."""
     from genenv_cli.core.errors import ConfigError
     from genenv_cli.machinery.teacher_forced import SUPPORT
 

@@ -46,6 +46,7 @@ from genenv_cli.core.curriculum import (
 from genenv_cli.core.errors import InputError
 from genenv_cli.core.ui import UI, num, pct
 from genenv_cli.domains.fingerprints import score_values
+from genenv_cli.machinery.checkpoints import derive_seed
 from genenv_cli.machinery.grading import Graded, grade_pairs
 from genenv_cli.machinery.taskfile import load_tasks
 from genenv_cli.rundir import RunDir, shard_of, shard_stage
@@ -140,7 +141,7 @@ def _score(run_dir: RunDir, cfg: Config, epoch: int, p: StagePlan, out: Staging,
     check_rollouts(run_dir, epoch, tasks, roll)
     scored, distinct = grade(roll, tasks, domains, c.success_threshold, cfg.score.item_timeout_s, ui, epoch)
     scores = scored.select(*SCORE_COLUMNS)
-    stats = task_statistics(scored, tasks, c)
+    stats = task_statistics(scored, tasks, c, seed=derive_seed(cfg.run.seed, STAGE, epoch))
     env_sft = write_outputs(out, epoch, scores, stats, agent_train_partition(scored, roll, epoch), tasks, c.lam)
     out.counts.update({"tasks": stats.height, "rollouts": scores.height, "graded_distinct": distinct,
                        "valid_rollouts": int(scores["valid"].sum()), "env_generations": env_sft.height,
@@ -245,14 +246,15 @@ def _task_info(tasks: list[dict[str, Any]]) -> Any:
                         schema={k: pl.String for k in ("task_id", "source", "domain", "shape")})
 
 
-def task_statistics(scored: Any, tasks: list[dict[str, Any]], c: Any) -> Any:
+def task_statistics(scored: Any, tasks: list[dict[str, Any]], c: Any, seed: int = 0) -> Any:
     """task_stats: per task p_task over its K rollouts; per batch p_batch over its n x K, R_env and the filter flag,
     carried to every task of the batch; the band and informative flags (curriculum.py's expressions). Under
     `curriculum.p_estimator = "teacher_forced"` p_task is the rollouts' recorded teacher-forced p and p_batch the mean
-    of its tasks'; the rollouts' share is kept beside it (p_task_rollouts)."""
+    of its tasks'; the rollouts' share is kept beside it (p_task_rollouts). Under "teacher_forced_binomial" p_task is
+    X / K with X ~ Binomial(K, that p), K the task's attempts, drawn from `seed` and the task id (`binomial_share`)."""
     import polars as pl
 
-    forced = c.p_estimator == "teacher_forced"
+    forced = c.p_estimator.startswith("teacher_forced")
     if "p_teacher_forced" not in scored.columns:
         scored = scored.with_columns(pl.lit(None, pl.Float64).alias("p_teacher_forced"))
     per_task = scored.group_by("task_id").agg(
@@ -267,7 +269,12 @@ def task_statistics(scored: Any, tasks: list[dict[str, Any]], c: Any) -> Any:
     batch_of = pl.DataFrame({"task_id": [t["task_id"] for t in tasks], "batch_id": [t["batch_id"] for t in tasks]})
     per_task = (per_task.join(batch_of, on="task_id").join(_task_info(tasks), on="task_id")
                 .with_columns((pl.col("successes") / pl.col("attempts")).alias("p_task_rollouts")))
-    if forced:
+    if c.p_estimator == "teacher_forced_binomial":
+        drawn = [binomial_share(p, k, f"{seed}/{t}") for t, p, k in
+                 per_task.select("task_id", "p_task_teacher_forced", "attempts").iter_rows()]
+        per_task = per_task.with_columns(pl.Series("p_task", drawn, dtype=pl.Float64))
+        per_batch = per_task.group_by("batch_id").agg(pl.col("p_task").mean().alias("p_batch"))
+    elif forced:
         per_task = per_task.with_columns(pl.col("p_task_teacher_forced").alias("p_task"))
         per_batch = per_task.group_by("batch_id").agg(pl.col("p_task").mean().alias("p_batch"))
     else:
@@ -281,6 +288,18 @@ def task_statistics(scored: Any, tasks: list[dict[str, Any]], c: Any) -> Any:
                           pl.col("p_task").is_between(c.band_low, c.band_high).alias("in_band"))
             .sort("task_id")
             .select(*SCHEMAS["task_stats"].names()))
+
+
+def binomial_share(p: float, k: int, key: str) -> float:
+    """X / k with X ~ Binomial(k, p), drawn from a generator seeded by `key` (the same key draws the same X).
+
+    >>> binomial_share(0.0, 8, "a"), binomial_share(1.0, 8, "a"), binomial_share(0.4, 8, "a") * 8 % 1
+    (0.0, 1.0, 0.0)
+    """
+    import random
+
+    rng = random.Random(key)
+    return sum(rng.random() < p for _ in range(k)) / k
 
 
 def agent_train_partition(scored: Any, roll: Any, epoch: int) -> Any:

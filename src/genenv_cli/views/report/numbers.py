@@ -68,7 +68,8 @@ def p_task_rows(epochs: list[int], stats: dict[int, dict[str, list[Any]] | None]
 
 
 def aim_numbers(st: dict[str, list[Any]], alpha: float) -> dict[str, Any]:
-    """The estimator p_task came from (`teacher_forced` where score kept its estimate, else `rollouts`) and the mean
+    """The estimator p_task came from (`teacher_forced` where score kept its estimate and p_task is it,
+    `teacher_forced_binomial` where p_task was drawn from it, else `rollouts`) and the mean
     |p - α| of the environment's tasks under it, and, where both estimates were kept, under each and their Pearson
     correlation over the environment's tasks."""
     env = [i for i, s in enumerate(st["source"]) if s != "seed"]
@@ -79,7 +80,9 @@ def aim_numbers(st: dict[str, list[Any]], alpha: float) -> dict[str, Any]:
         xs = [abs(ps[i] - alpha) for i in env if ps[i] is not None]
         return sum(xs) / len(xs) if xs else None
 
-    out: dict[str, Any] = {"estimator": "teacher_forced" if forced else "rollouts", "env_gap": gap(st["p_task"]),
+    binomial = forced and any(a is not None and a != b for a, b in zip(tf, st["p_task"], strict=True))
+    name = "teacher_forced_binomial" if binomial else "teacher_forced" if forced else "rollouts"
+    out: dict[str, Any] = {"estimator": name, "env_gap": gap(st["p_task"]),
                            "env_gap_rollouts": gap(ro) if forced else None,
                            "env_gap_teacher_forced": gap(tf) if forced else None, "pearson_estimators": None}
     pairs = [(tf[i], ro[i]) for i in env if forced and tf[i] is not None and ro[i] is not None]
