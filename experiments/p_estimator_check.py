@@ -176,10 +176,16 @@ def binomial_central(k: int, n: int, p: float) -> bool:
     return sum(pmf[:k + 1]) >= 0.025 and sum(pmf[k:]) >= 0.025
 
 
+def noise_mad(p: float, k: int) -> float:
+    """E|X/k - p| for X ~ Binomial(k, p): the mean absolute difference sampling alone makes when p is exact."""
+    return sum(math.comb(k, i) * p ** i * (1 - p) ** (k - i) * abs(i / k - p) for i in range(k + 1))
+
+
 def agreement(rows: list[dict[str, Any]], key: str) -> dict[str, Any]:
     tf = [r["p_tf"] for r in rows]
     s = [r[key] / r["k"] for r in rows]
     return {"n": len(rows), "pearson": _r(pearson(tf, s)),
+            "mean_abs_diff_if_exact": _r(sum(noise_mad(r["p_tf"], r["k"]) for r in rows) / len(rows)),
             "mean_abs_diff": _r(sum(abs(a - b) for a, b in zip(tf, s, strict=True)) / len(rows)),
             "mean_diff_sampled_minus_tf": _r(sum(b - a for a, b in zip(tf, s, strict=True)) / len(rows)),
             "inside_binomial_95": _r(sum(binomial_central(r[key], r["k"], r["p_tf"]) for r in rows) / len(rows))}
@@ -241,12 +247,12 @@ def markdown(rec: dict[str, Any]) -> str:
              "probability of); success: the domain's scorer says right (what the rollouts estimator reads). Inside: "
              "share of exercises whose count lies in the central 95% of Binomial(K, p_tf) (about 0.95 if p_tf is "
              "the event's probability).", "",
-             "| sampled share | n | Pearson with p_tf | mean abs diff | mean diff (sampled - p_tf) | inside |",
-             "|---|---|---|---|---|---|"]
+             "| sampled share | n | Pearson with p_tf | mean abs diff | same, from K draws alone if p_tf were exact | "
+             "mean diff (sampled - p_tf) | inside |", "|---|---|---|---|---|---|---|"]
     for name, key in (("exact", "exact_vs_tf"), ("success", "success_vs_tf")):
         a = rec.get(key)
         if a:
-            lines.append(f"| {name} | {a['n']} | {a['pearson']} | {a['mean_abs_diff']} | "
+            lines.append(f"| {name} | {a['n']} | {a['pearson']} | {a['mean_abs_diff']} | {a['mean_abs_diff_if_exact']} | "
                          f"{a['mean_diff_sampled_minus_tf']} | {a['inside_binomial_95']} |")
     lines += ["", "Calibration in bins of p_tf (means over the exercises of the bin):", "",
               "| p_tf bin | n | mean p_tf | mean exact share | mean success share |", "|---|---|---|---|---|"]
