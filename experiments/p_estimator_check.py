@@ -227,7 +227,8 @@ def summarize(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             "teacher_forced_seconds": timing, "sampling_seconds": round(sum(r["seconds"] for r in rows), 1),
             "exact_vs_tf": agreement(rows, "exact") if rows else None,
             "success_vs_tf": agreement(rows, "successes") if rows else None,
-            "calibration": calibration(rows), "per_shape": per_shape, "exercises": rows}
+            "calibration": calibration(rows), "per_shape": per_shape, "exercises": rows,
+            "pool": [{k: r[k] for k in ("shape", "expression", "answer", "p_tf")} for r in pool_rows]}
 
 
 def markdown(rec: dict[str, Any]) -> str:
