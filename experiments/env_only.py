@@ -26,11 +26,10 @@ The environment learning from every generation (run only when named; each agains
                    keeps, and never from the rest
   env-only-rwr-task  the second departure, which tells "a reward per task" apart from "learning from what failed":
                    reward-weighted regression on every valid generation of the epoch (env_update.algo =
-                   "rwr-task", env_update.window = 1: the same generations GRPO sees), each weighted exp(λ R) by its
-                   own task's reward, with λ = 10. It has GRPO's per-task rewards and data but never pushes a
-                   generation down. Why λ = 10: at the paper's λ = 1 the weights of a task at p̂ = α (R = 1) and one
-                   at p̂ = 0 (R = exp(-0.5) = 0.61) differ by e^0.39 = 1.5x, so RWR would be plain fine-tuning on
-                   every valid task. In the recorded env-only-frozen runs the batches average p̂ 0.18, a quarter of
+                   "rwr-task", env_update.window = 1: the same generations GRPO sees), each weighted exp(λ R) by its own
+                   task's reward, with λ = 10. It has GRPO's per-task rewards and data but never pushes a generation
+                   down. Why λ = 10: at the paper's λ = 1 the weights of a task at p̂ = α (R = 1) and one at p̂ = 0
+                   (R = exp(-0.5) = 0.61) differ by e^0.39 = 1.5x, so RWR would be fine-tuning on every valid task. In the recorded env-only-frozen runs the batches average p̂ 0.18, a quarter of
                    them at 0 and 8% in the band, so most valid tasks sit far below α. At λ = 10 a task at α weighs
                    51x one at p̂ = 0 and 3.2x one at p̂ = 0.25: the few tasks near α carry most of the weight, as
                    they carry GRPO's positive advantages
@@ -78,7 +77,7 @@ ARMS = arms.ENV_ONLY
 # variations x group_size rollouts, so halving the variations widens the spread of p̂ and can move the in-band share
 # and |p̂ - α| with no training at all (batch_size_effect measures it); env-only-var2 against env-only-frozen would
 # mix that into what it reports as aiming.
-BASELINE = {"env-only-var2": "env-only-frozen-var2"}
+BASELINE = arms.ENV_ONLY_BASELINE
 HEADLINE = ["env-only", "env-only-kmin0.2", "env-only-frozen"]
 DEPARTURES = [a for a in ARMS if a not in HEADLINE]
 ALPHA = 0.5
@@ -183,6 +182,7 @@ def row(run: RunDir, epoch: int, frontier: dict[str, float], timings: dict[str, 
             **env_update_numbers(run, epoch), "signal": advantage_sources(run, epoch),
             "env_shape_mix": mix, "env_batch_p": batch_p,
             "shape_p": {k: v.get("p") for k, v in (metrics.get("shape_success") or {}).items()},
+            "shape_success_by_source": metrics.get("shape_success_by_source"),  # seed and env tasks apart
             "seconds": timings.get(str(epoch))}
 
 

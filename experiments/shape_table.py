@@ -3,6 +3,12 @@ narrower than +-0.1: the exact target the environment-only experiments aim at.
 
     python -m experiments.shape_table                       # 100 attempts per shape, results/env_control/
     python -m experiments.shape_table --per-shape 400       # tighter
+    python -m experiments.shape_table --from-heldout EVAL.json --out results/env_control/heldout-table.json
+
+`--from-heldout` writes the other table the recorded runs used: a base model's success per shape in a `genenv evaluate
+--bench heldout` result (greedy, 30 validation exercises a shape; `heldout-table.json` here, the reward table of the
+recorded `control-lr1e-3` and `control-lr1e-4` runs and the frontier of the env-only records). experiments/README.md
+gives the commands that remake it.
 
 Each attempt draws one exercise uniformly from its shape's space (`draw`: the operands of a one-operation shape
 uniform over the numbers of at most d digits with at least one of exactly d, the operators of a several-operation
@@ -119,6 +125,23 @@ def measure(per_shape: int, seed: int, dtype: str, batch_size: int) -> dict[str,
             "seconds": round(seconds, 1), "frontier_band": list(FRONTIER), "shapes": table}
 
 
+def from_heldout(path: Path) -> dict[str, Any]:
+    """A table in this module's format from a held-out evaluation's result (its success per category = shape)."""
+    data = json.loads(path.read_text())
+    cats = (data.get("summary") or {}).get("categories") or {}
+    if not cats:
+        raise SystemExit(f"{path}: no summary.categories; expected a `genenv evaluate --bench heldout` result")
+    shapes = {}
+    for shape, c in sorted(cats.items()):
+        k, n = round(c["success_rate"] * c["n"] / 100.0), c["n"]
+        low, high = wilson(k, n)
+        # p to 4 decimals, as the recorded runs were paid from (each run file holds the table it read)
+        shapes[shape] = {"n": n, "successes": k, "p": round(k / n, 4), "low": round(low, 4), "high": round(high, 4),
+                         "half_width_max": round(max(k / n - low, high - k / n), 4)}
+    return {"experiment": "shape-table-heldout", "domain": "arith", "source": path.name,
+            "settings": {"model": data.get("model"), "config": data.get("config")}, "shapes": shapes}
+
+
 def _threads() -> int:
     import torch
 
@@ -156,7 +179,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--out", type=Path, default=TABLE)
+    ap.add_argument("--from-heldout", type=Path, help="write the table of a held-out evaluation's result instead")
     args = ap.parse_args(argv)
+    if args.from_heldout:
+        table = from_heldout(args.from_heldout)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(table, indent=1) + "\n")
+        print(json.dumps({k: v["p"] for k, v in table["shapes"].items()}))
+        return table
     rec = measure(args.per_shape, args.seed, args.dtype, args.batch_size)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(rec, indent=1) + "\n")

@@ -29,6 +29,9 @@ CURRICULUM = {
     "genenv-var2": ["env.mode=genenv", "generate.variations=2"],
 }
 
+_CONTROL_UPDATE = ["env.mode=genenv", "agent.mode=frozen", "env_update.algo=grpo", "curriculum.duplicate_reward=neutral",
+                   "env_update.learning_rate=1e-3", "env_update.passes=1"]
+
 ENV_ONLY = {
     "env-only": ["env.mode=genenv", "agent.mode=frozen"],
     "env-only-kmin0.2": ["env.mode=genenv", "agent.mode=frozen", "curriculum.k_min=0.2"],
@@ -46,7 +49,24 @@ ENV_ONLY = {
     "env-only-uncertainty": ["env.mode=genenv", "agent.mode=frozen", "env_update.algo=grpo",
                              "curriculum.env_reward=uncertainty", "curriculum.duplicate_reward=neutral",
                              "env_update.learning_rate=1e-3", "env_update.passes=1"],
+    # issue 49's arms, at the control's update (GRPO, learning rate 1e-3, one pass, duplicates neutral): the agent's
+    # p of each task from one teacher-forced pass (curriculum.p_estimator, docs/curriculum.md) with R-Zero's reward
+    # (a) and with the paper's exp reward at beta 2 (a-exp); that p with Binomial(K = 8) noise drawn on it (b); each
+    # paired with the untrained environment under the same estimator (its prompts carry the agent's statistics,
+    # which the estimator shapes). Arm c is env-only-uncertainty (real rollouts at K = 8), paired with
+    # env-only-frozen-rerun: env-only-frozen made again at the same commit, so that epoch 1 is the same batch
+    "env-only-tf-uncertainty": [*_CONTROL_UPDATE, "curriculum.p_estimator=teacher_forced",
+                                "curriculum.env_reward=uncertainty"],
+    "env-only-tf-exp": [*_CONTROL_UPDATE, "curriculum.p_estimator=teacher_forced", "curriculum.env_reward=exp",
+                        "curriculum.beta=2.0"],
+    "env-only-tf-binomial": [*_CONTROL_UPDATE, "curriculum.p_estimator=teacher_forced_binomial",
+                             "curriculum.env_reward=uncertainty"],
+    "env-only-frozen-tf": ["env.mode=frozen", "agent.mode=frozen", "curriculum.p_estimator=teacher_forced"],
+    "env-only-frozen-rerun": ["env.mode=frozen", "agent.mode=frozen"],
 }
+# each trained arm's untrained baseline where it is not env-only-frozen (experiments/env_only.py pairs them by seed)
+ENV_ONLY_BASELINE = {"env-only-var2": "env-only-frozen-var2", "env-only-tf-uncertainty": "env-only-frozen-tf",
+                     "env-only-tf-exp": "env-only-frozen-tf", "env-only-tf-binomial": "env-only-frozen-tf"}
 
 
 def arm_settings(arm: list[str], seed: int, model: str, extra: list[str]) -> list[str]:

@@ -30,7 +30,8 @@ METRICS = {
         "agent_sampler_kl": 0.00041, "agent_is_truncated": 0.0125, "env_loss": 1.5, "env_kl": 0.2, "env_kl_stopped": False,
         "env_batches": 2, "env_batch_band_share": 0.0, "informative_share": 0.5,
         "env_groups": 2, "env_groups_informative_share": 0.5, "env_reward_valid": 0.7, "env_reward_invalid": 0.0,
-        "env_shape_mix": {"single": 1.0}, "shape_success": {"single": {"p": 0.125, "tasks": 8, "informative": 0.5}}},
+        "env_shape_mix": {"single": 1.0}, "shape_success": {"single": {"p": 0.125, "tasks": 8, "informative": 0.5}},
+        "shape_success_by_source": {"env": {"single": {"p": 0.125, "tasks": 6}}, "seed": {"single": {"p": 0.125, "tasks": 2}}}},
     2: {"tasks": 8, "env_tasks": 6, "seed_tasks": 2, "valid_generation_rate": 0.5, "success_rate": 0.4375,
         "batch_p_mean": 0.45, "band_share": 0.375, "env_r_mean": None, "env_batches_kept": None,
         "mean_prompt_tokens": 210.0, "mean_completion_tokens": 50.0, "agent_train_reward": None,
@@ -38,7 +39,7 @@ METRICS = {
         "agent_sampler_kl": None, "agent_is_truncated": None, "env_loss": None, "env_kl": None, "env_kl_stopped": None,
         "env_batches": 2, "env_batch_band_share": 0.5, "informative_share": 0.75, "env_shape_mix": None,
         "env_groups": None, "env_groups_informative_share": None, "env_reward_valid": None, "env_reward_invalid": None,
-        "shape_success": None},
+        "shape_success": None, "shape_success_by_source": None},
     3: {"tasks": 8, "env_tasks": 6, "seed_tasks": 2, "valid_generation_rate": 0.875, "success_rate": 0.5,
         "batch_p_mean": 0.5, "band_share": 0.625, "env_r_mean": 0.98, "env_batches_kept": 3,
         "mean_prompt_tokens": 230.0, "mean_completion_tokens": 60.0, "agent_train_reward": 0.45,
@@ -46,7 +47,8 @@ METRICS = {
         "agent_sampler_kl": 0.00062, "agent_is_truncated": 0.0, "env_loss": 1.2, "env_kl": 0.6, "env_kl_stopped": True,
         "env_batches": 2, "env_batch_band_share": 1.0, "informative_share": 0.75,
         "env_groups": 2, "env_groups_informative_share": 1.0, "env_reward_valid": 0.9, "env_reward_invalid": 0.0,
-        "env_shape_mix": {"single": 1.0}, "shape_success": {"single": {"p": 0.5, "tasks": 8, "informative": 0.75}}},
+        "env_shape_mix": {"single": 1.0}, "shape_success": {"single": {"p": 0.5, "tasks": 8, "informative": 0.75}},
+        "shape_success_by_source": {"env": {"single": {"p": 0.5, "tasks": 6}}, "seed": {"single": {"p": 0.5, "tasks": 2}}}},
 }
 # epoch -> successes of each of 8 tasks out of K = 8 (band [0.4, 0.6]: 4/8 = 0.5 in band; 3/8, 5/8 not)
 SUCCESSES = {
@@ -155,10 +157,11 @@ def test_report_has_every_chart_and_its_numbers(report):
     ptask = _section(page, "p-task")
     rows = re.findall(r"<tr>(<td.*?)</tr>", ptask)
     cells = [re.findall(r"<td[^>]*>(.*?)</td>", r) for r in rows]
-    # epoch, tasks, seed, env, mean, median, p=0, below, in band, above, p=1, in band %
-    assert cells[0] == ["1", "8", "2", "6", "0.234", "0.125", "3", "4", "0", "0", "1", "0.0%"]
-    assert cells[1][0] == "2" and cells[1][8] == "3" and cells[1][-1] == "37.5%"
-    assert cells[2][6:] == ["1", "0", "5", "1", "1", "62.5%"]
+    # epoch, tasks, seed, env, mean, median, p=0, below, in band, above, p=1, in band %, estimator, env tasks'
+    # mean |p - α| (epoch 1's: 0, 1/8, 1/8, 2/8, 1, 3/8 -> 2.125 / 6)
+    assert cells[0] == ["1", "8", "2", "6", "0.234", "0.125", "3", "4", "0", "0", "1", "0.0%", "rollouts", "0.354"]
+    assert cells[1][0] == "2" and cells[1][8] == "3" and cells[1][11] == "37.5%"
+    assert cells[2][6:12] == ["1", "0", "5", "1", "1", "62.5%"]
     # evals: two epochs charted, the base model as a reference; the samples file is ignored
     ev = _section(page, "evals")
     assert "epoch-0001-agent" in ev and "epoch-0003-agent" in ev and "base" in ev

@@ -117,6 +117,21 @@ def test_the_recorded_frontier_share_is_reproduced_from_the_shape_mix(tmp_path):
     assert am.band_resolution(1, 8)["p_in_band_at_alpha"] == pytest.approx(0.273, abs=0.001)  # 70/256
 
 
+def test_the_controls_reward_table_is_in_the_repository_and_is_the_one_its_runs_read():
+    """heldout-table.json (written by shape_table --from-heldout) holds, shape for shape, the reward table each
+    trained control run records it was paid from; and the control's two frontier shares are both reported, the
+    novel-only one being the env-only arms' measure."""
+    st, am = _mod("shape_table"), _mod("aim_measures")
+    table = st.load_table(st.RESULTS / "heldout-table.json")
+    for path in sorted((st.RESULTS / "control").glob("control-lr*.json")):
+        rec = json.loads(path.read_text())["reward_table"]
+        assert rec["file"] == "heldout-table.json" and rec["p"] == table, path.name
+    c = am.control_measures(am.CONTROL, st.load_table())["control-lr1e-3"]
+    assert c["frontier_share_minus_frozen"]["mean"] == pytest.approx(0.216, abs=0.001)
+    assert c["frontier_share_novel_minus_frozen"]["mean"] == pytest.approx(0.124, abs=0.001)
+    assert am.expected_uncertainty_reward(0.2) == pytest.approx(0.394, abs=0.001)
+
+
 @pytest.mark.slow
 def test_the_control_runs_records_and_resumes_on_the_tiny_model(tmp_path, tiny_model):
     ec = _mod("env_control")

@@ -47,6 +47,33 @@ def test_env_only_experiment_runs_and_resumes(tmp_path, tiny_model):
     assert again["arms"] == record["arms"]
 
 
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_the_teacher_forced_arms_run_with_their_estimator(tmp_path, tiny_model):
+    """Issue 49's arms b and their baseline end to end: every epoch's task_stats carries the teacher-forced p; arm b's
+    p_task is a share of K draws from it, the untrained arm's p_task is it; both epochs 1 are the same batch."""
+    import polars as pl
+
+    mod = _load()
+    arms = ["env-only-tf-binomial", "env-only-frozen-tf"]
+    argv = ["--arms", *arms, "--seeds", "1", "--epochs", "2", "--model", str(tiny_model), "--work",
+            str(tmp_path / "runs"), "--out", str(tmp_path / "results"), "--quiet",
+            *[a for s in SMALL for a in ("--set", s)]]
+    record = mod.main(argv)
+    assert record["claims"]["env-only-tf-binomial"]["baseline"] == "env-only-frozen-tf"
+    for arm in arms:
+        for epoch in (1, 2):
+            st = pl.read_parquet(tmp_path / "runs" / f"arith-{arm}-s1" / "epochs" / f"{epoch:04d}" / "task_stats.parquet")
+            assert st["p_task_teacher_forced"].null_count() == 0
+            if arm == "env-only-frozen-tf":
+                assert st["p_task"].to_list() == st["p_task_teacher_forced"].to_list()
+            else:
+                assert all(round(x * 3, 9) % 1 == 0 for x in st["p_task"].to_list())  # K = 3 draws
+    tasks = {arm: (tmp_path / "runs" / f"arith-{arm}-s1" / "epochs" / "0001" / "tasks.jsonl").read_text()
+             for arm in arms}
+    assert len(set(tasks.values())) == 1
+
+
 def _run(band: list[float], gap: list[float]) -> dict:
     return {"rows": [{"epoch": e + 1, "env_batch_band_share": b, "env_batch_gap": g, "env_shape_mix": {}}
                      for e, (b, g) in enumerate(zip(band, gap, strict=True))]}

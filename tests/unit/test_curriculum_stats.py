@@ -50,6 +50,15 @@ def test_epoch_statistics():
     assert st["shape_success"]["2op-1d"]["p"] == pytest.approx(4 / 5, abs=1e-4)
 
 
+def test_success_per_shape_is_kept_apart_for_seed_and_environment_tasks():
+    by = epoch_statistics(task_stats(), band=(0.4, 0.6))["shape_success_by_source"]
+    # sub-1d: the seed task 1 of 4, the environment's 2 of 4 (pooled: 3 of 8)
+    assert by["seed"] == {"add-1d": {"p": 1.0, "tasks": 1}, "sub-1d": {"p": 0.25, "tasks": 1}}
+    assert by["env"]["sub-1d"] == {"p": 0.5, "tasks": 1}
+    assert by["env"]["2op-1d"]["p"] == pytest.approx(4 / 5, abs=1e-4)
+    assert set(by["env"]) == {"sub-1d", "mul-1d", "2op-1d"}
+
+
 def test_a_batch_in_the_band_counts():
     ts = task_stats().with_columns(pl.when(pl.col("batch_id") == "b1").then(0.5).otherwise(pl.col("p_batch"))
                                    .alias("p_batch"))

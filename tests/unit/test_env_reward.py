@@ -90,3 +90,26 @@ def test_a_neutral_duplicate_leaves_its_group_and_an_invalid_one_stays():
     assert r == [1.0, None, None, 0.0]
     with pytest.raises(ConfigError, match="duplicate_reward.*invalid.*neutral"):
         config_from_dict({"curriculum": {"duplicate_reward": "zero"}}, "t")
+
+
+def test_the_binomial_control_draws_k_attempts_from_the_teacher_forced_p():
+    """curriculum.p_estimator = "teacher_forced_binomial": p_task = X / K, X ~ Binomial(K, p_tf), the same draw for
+    the same seed and task, its mean over many tasks near p_tf; the rollouts' share and p_tf are kept beside it."""
+    from genenv_cli.stages.score import task_statistics
+
+    n, k, p = 400, 8, 0.3
+    scored = pl.DataFrame({"task_id": [f"t{i:03d}" for i in range(n) for _ in range(k)],
+                           "success": [False] * (n * k), "reward": [0.0] * (n * k), "prompt_tokens": [10] * (n * k),
+                           "p_teacher_forced": [p] * (n * k)})
+    tasks = [{"task_id": f"t{i:03d}", "batch_id": f"b{i // 4}", "source": "env", "domain": "arith", "shape": "add-1d"}
+             for i in range(n)]
+    c = CurriculumConfig(p_estimator="teacher_forced_binomial")
+    a = task_statistics(scored, tasks, c, seed=3).sort("task_id")
+    assert a["p_task"].to_list() == task_statistics(scored, tasks, c, seed=3).sort("task_id")["p_task"].to_list()
+    assert a["p_task"].to_list() != task_statistics(scored, tasks, c, seed=4).sort("task_id")["p_task"].to_list()
+    assert all(x * k == round(x * k) for x in a["p_task"].to_list())
+    assert a["p_task"].mean() == pytest.approx(p, abs=0.03)          # sd of the mean 0.008
+    assert a["p_task"].var() == pytest.approx(p * (1 - p) / k, rel=0.25)
+    assert set(a["p_task_teacher_forced"].to_list()) == {p} and set(a["p_task_rollouts"].to_list()) == {0.0}
+    batch = a.group_by("batch_id").agg(pl.col("p_task").mean().alias("m"), pl.col("p_batch").first())
+    assert batch["m"].to_list() == pytest.approx(batch["p_batch"].to_list())

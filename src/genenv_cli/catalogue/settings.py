@@ -143,6 +143,17 @@ class CurriculumConfig:
                                "(it is left out of its group, as a surplus one is), so a shape whose few exercises "
                                "are already taken is not paid less for being aimed at.",
                                choices=["invalid", "neutral"], late=True)
+    p_estimator: str = _f("rollouts", "How score estimates the agent's success rate p on a task, which p_batch, R_env and "
+                          "the filter are computed from: rollouts, the share of its K rollouts that succeed (the "
+                          "paper's); teacher_forced, the probability that the agent, sampling with the rollout "
+                          "settings, writes the domain's reference answer and ends it, from one forward pass in "
+                          "rollout (a departure from the paper: no sampling noise; exact for a domain whose scorer "
+                          "accepts one form, a lower bound where it accepts several, as arith's does; "
+                          "docs/curriculum.md). Under teacher_forced task_stats keeps both estimates, "
+                          "p_task_rollouts and p_task_teacher_forced, side by side. teacher_forced_binomial: "
+                          "an experiment's control, p_task = X / K with X drawn from Binomial(K, teacher-forced p), "
+                          "which puts the rollouts' sampling noise back on the noise-free p and nothing else.",
+                          choices=["rollouts", "teacher_forced", "teacher_forced_binomial"], late=True)
     invalid_reward: float = _f(0.0, "The reward of an environment generation that did not become a task (unparseable, "
                                "invalid, a duplicate), against exp(-beta (p_task - alpha)^2) in (0, 1] for a valid "
                                "one; what env_update.algo = \"grpo\" compares each generation with its siblings by.",

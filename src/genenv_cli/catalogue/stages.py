@@ -111,7 +111,7 @@ STAGES = StageTable([
                    **{k: ("metrics", k) for k in (
                        "success_rate", "batch_p_mean", "band_share", "env_r_mean", "env_batches_kept", "env_batches",
                        "env_batch_band_share", "informative_share", "env_shape_mix", "shape_success",
-                       "mean_prompt_tokens", "mean_completion_tokens", "env_groups",
+                       "shape_success_by_source", "mean_prompt_tokens", "mean_completion_tokens", "env_groups",
                        "env_groups_informative_share", "env_reward_valid", "env_reward_invalid")}}),
     Stage("update-agent", "genenv_cli.stages.update_agent",
           "GRPO on the epoch's scored rollouts -> epochs/N/agent/ (runs under accelerate launch too).",

@@ -114,7 +114,9 @@ def informative_expr(reward: str = "reward") -> Any:
 def epoch_statistics(task_stats: Any, *, band: tuple[float, float]) -> dict[str, Any]:
     """The curriculum's per-epoch numbers from task_stats (a polars frame with source, shape, batch_id, attempts,
     successes, p_batch and informative): the informative-group share, the share of environment batches in the
-    band, the environment's shape mix and the agent's success per shape.
+    band, the environment's shape mix, the agent's success per shape, and the same per shape and source (`seed`,
+    `env`): the environment writes its own exercises of a shape, on which the agent may succeed more or less often
+    than on the seeds of that shape, so the pooled number describes neither.
 
     Shares are None when there is nothing to count (no task, no environment batch)."""
     import polars as pl
@@ -130,6 +132,12 @@ def epoch_statistics(task_stats: Any, *, band: tuple[float, float]) -> dict[str,
                  .agg(pl.col("successes").sum().alias("s"), pl.col("attempts").sum().alias("a"), pl.len().alias("n"),
                       pl.col("informative").sum().alias("i"))
                  .sort("shape"))
+    by_source = (task_stats.group_by("source", "shape")
+                 .agg(pl.col("successes").sum().alias("s"), pl.col("attempts").sum().alias("a"), pl.len().alias("n"))
+                 .sort("source", "shape"))
+    sources: dict[str, dict[str, Any]] = {}
+    for r in by_source.iter_rows(named=True):
+        sources.setdefault(r["source"], {})[r["shape"]] = {"p": share(r["s"], r["a"]), "tasks": r["n"]}
     return {
         "informative_share": share(int(groups["informative"].sum()), groups.height),
         "env_batch_band_share": share(int(env_batches["p_batch"].is_between(band[0], band[1]).sum()),
@@ -138,6 +146,7 @@ def epoch_statistics(task_stats: Any, *, band: tuple[float, float]) -> dict[str,
         "shape_success": {r["shape"]: {"p": share(r["s"], r["a"]), "tasks": r["n"],
                                        "informative": share(r["i"], r["n"])}
                           for r in per_shape.iter_rows(named=True)},
+        "shape_success_by_source": sources,
     }
 
 

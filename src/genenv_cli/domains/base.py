@@ -247,6 +247,11 @@ class Domain(ABC):
     # the most agent turns an episode of the domain may take (1: single-turn; a multi-turn environment overrides
     # `environment` and raises it; `Environment` below)
     max_turns: int = 1
+    # whether a task's success rate can be read off one teacher-forced pass over its reference answer
+    # (`curriculum.p_estimator = "teacher_forced"`, machinery/teacher_forced.py): "" no; "exact" when the scorer
+    # accepts that answer and nothing else, so the probability of writing it is the success rate; "lower_bound"
+    # when the scorer accepts other forms too, whose probability the estimate leaves out
+    teacher_forced: str = ""
 
     def seed_path(self) -> Path:
         """Where the packaged seed set is: `data/<seed_file>` in the defining package's folder."""
@@ -363,6 +368,11 @@ class Domain(ABC):
         """The right answer to a task as the agent should write it (it must score 1), or None where the task
         carries no answer that can be written out. `genenv domains check` grades it."""
         raise NotImplementedError(f"domain {self.name!r} does not declare gold_answer(payload)")
+
+    def reference_completion(self, payload: dict[str, Any]) -> str | None:
+        """The one completion whose probability is the teacher-forced estimate of the task's success rate: by default
+        `gold_answer`, the answer in the domain's canonical form (None: the task has none)."""
+        return self.gold_answer(payload)
 
     def wrong_answer(self, payload: dict[str, Any]) -> str:
         """An answer to the task that must score 0, with a reason."""

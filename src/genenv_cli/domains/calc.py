@@ -77,6 +77,7 @@ class CalcDomain(ArithDomain):
     description = ("Integer arithmetic with a calculator the agent may call, calc(<expression>): a multi-turn "
                    "domain (the agent acts, the calculator answers, the agent answers).")
     max_turns = 3
+    teacher_forced = ""  # its answer comes after calls to the calculator: no single reference completion
 
     def agent_messages(self, payload: dict[str, Any]) -> list[dict[str, str]]:
         """The first observation: the instruction, one worked episode, then the exercise."""

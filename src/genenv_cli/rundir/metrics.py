@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from genenv_cli.catalogue.config import Config
 
 # keys whose value is a mapping (by shape, by domain), not a number
-MAPPINGS = {"env_shape_mix", "shape_success", "by_domain", "evals"}
+MAPPINGS = {"env_shape_mix", "shape_success", "shape_success_by_source", "by_domain", "evals"}
 # key: (stage whose manifest has it, "counts" | "metrics", key there), as each stage declares in `stages.STAGES`
 SOURCES: dict[str, tuple[str, str, str]] = {key: (stage.name, part, name) for stage in STAGES.values()
                                             for key, (part, name) in stage.metrics.items()}

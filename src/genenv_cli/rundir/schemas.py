@@ -136,7 +136,11 @@ SCHEMAS: dict[str, FileSchema] = {s.key: s for s in [
        ("observations", "json?", "The environment's reply to each action that did not end the episode: one per action "
         "but the last for an episode the environment ended (`done`), one per action for one stopped at the turn cap "
         "(`turn_cap`) or for its context (`context_overflow`); null for a single-turn rollout.",
-        True, True)),
+        True, True),
+       ("p_teacher_forced", "float?", "The task's teacher-forced p (curriculum.p_estimator = \"teacher_forced\"): the "
+                                      "probability that the agent writes the reference answer and ends it under these "
+                                      "sampling settings, the same on every row of the task; written only under that "
+                                      "setting.", True, True)),
     _s("scores", "epochs/NNNN/scores.parquet", "parquet", "score",
        "One row per rollout.",
        ("rollout_id", "str", "As in rollouts.parquet."),
@@ -164,15 +168,21 @@ SCHEMAS: dict[str, FileSchema] = {s.key: s for s in [
        ("shape", "str", "Task shape."),
        ("attempts", "int", "Rollouts of the task (K)."),
        ("successes", "int", "Successful rollouts."),
-       ("p_task", "float", "successes / attempts."),
+       ("p_task", "float", "The task's success rate as curriculum.p_estimator estimates it: successes / attempts "
+                           "(rollouts, the default), or p_task_teacher_forced."),
        ("mean_reward", "float", "Mean R_agent over the task's rollouts."),
-       ("p_batch", "float", "Successes / attempts over the batch's n x K rollouts."),
+       ("p_batch", "float", "Successes / attempts over the batch's n x K rollouts; under curriculum.p_estimator = "
+                            "\"teacher_forced\" the mean p_task of its tasks."),
        ("r_env", "float", "R_env of p_batch (curriculum.env_reward: exp(-beta (p_batch - alpha)^2) by default, or "
                            "1 - 2|p_batch - alpha|), the same for every task of the batch."),
        ("filtered", "bool", "|p_batch - alpha| > k_min: left out of the environment's training set."),
        ("in_band", "bool", "band_low <= p_task <= band_high."),
        ("informative", "bool", "The task's rewards are not all equal (K >= 2): its GRPO group has a non-zero advantage."),
-       ("prompt_tokens", "int", "Length of the agent prompt in tokens (task length).")),
+       ("prompt_tokens", "int", "Length of the agent prompt in tokens (task length)."),
+       ("p_task_rollouts", "float?", "successes / attempts, kept beside p_task when p_task is another estimator's "
+                                     "(curriculum.p_estimator = \"teacher_forced\"); written only then.", True, True),
+       ("p_task_teacher_forced", "float?", "The rollouts' p_teacher_forced, the estimate p_task is under "
+                                           "curriculum.p_estimator = \"teacher_forced\"; written only then.", True, True)),
     _s("agent_train", "pools/agent_train/epoch=NNNN.parquet", "parquet", "score",
        "D_train: the epoch's agent traces with everything GRPO needs. `valid` traces are the ones replayed later.",
        ("epoch", "int", "Epoch."),
@@ -336,6 +346,8 @@ METRICS_DOCS: dict[str, str] = {
                           "every generation became a task",
     "env_shape_mix": "mapping: shape -> share of the environment's tasks of that shape",
     "shape_success": "mapping: shape -> {p: pooled success, tasks, informative: share of informative groups}",
+    "shape_success_by_source": "mapping: source (seed, env) -> shape -> {p: success, tasks}: shape_success for the "
+                               "seed tasks and the environment's tasks apart",
     "mean_prompt_tokens": "mean agent prompt length in tokens (task length)",
     "mean_completion_tokens": "mean agent completion length in tokens",
     "agent_train_reward": "mean reward of the epoch's on-policy traces (the agent's training reward)",

@@ -40,7 +40,7 @@ from genenv_cli.rundir.contract import StagePlan, StageResult, Staging, execute
 from genenv_cli.rundir.datafiles import frame, polars_schema, write_parquet
 
 STAGE = "rollout"
-CONFIG_SECTIONS = ["run.domain", "run.domains", "run.seed", "rollout"]
+CONFIG_SECTIONS = ["run.domain", "run.domains", "run.seed", "rollout", "curriculum.p_estimator"]
 
 
 
@@ -119,6 +119,9 @@ def _rollout(cfg: Config, epoch: int, domains: dict[str, Domain], tasks: list[di
     from genenv_cli.machinery.models import resolve
 
     r = cfg.rollout
+    teacher_forced = cfg.curriculum.p_estimator.startswith("teacher_forced")
+    if teacher_forced:
+        refuse_without_reference(domains, tasks)
     ui.info(f"rollout epoch {epoch}: loading agent model {model_tag}")
     with ui.working(f"rollout e{epoch}: loading agent model {model_tag}"):
         engine = open_engine(resolve(model_name, tag=model_tag), engine=cfg.run.engine, device=cfg.run.device,
@@ -150,6 +153,10 @@ def _rollout(cfg: Config, epoch: int, domains: dict[str, Domain], tasks: list[di
                                     on_done=turns.on_done, on_turn=turns.on_turn)
                 for j, task_rows in zip(multi, played, strict=True):
                     outs[j] = task_rows
+        if teacher_forced:
+            for rows, p in zip(outs, teacher_forced_p(engine, cfg, domains, tasks, model_name, model_tag), strict=True):
+                for row in rows:
+                    row["p_teacher_forced"] = p
     finally:
         engine.close()
     cols: dict[str, list[Any]] = {c: [] for c in polars_schema("rollouts")}
@@ -169,3 +176,36 @@ def _rollout(cfg: Config, epoch: int, domains: dict[str, Domain], tasks: list[di
 
         counts.update(episode_counts(cols))
     return counts
+
+
+def refuse_without_reference(domains: dict[str, Domain], tasks: list[dict[str, Any]]) -> None:
+    """curriculum.p_estimator = "teacher_forced" (or its binomial control) needs every task's domain to declare a
+    reference answer."""
+    from genenv_cli.core.errors import ConfigError
+    from genenv_cli.machinery.teacher_forced import SUPPORT
+
+    lacking = sorted({t["domain"] for t in tasks if getattr(domains[t["domain"]], "teacher_forced", "") not in SUPPORT})
+    if lacking:
+        raise ConfigError(f"curriculum.p_estimator = \"teacher_forced\" needs a reference answer for every task, and "
+                          f"domain {', '.join(lacking)} declares none (`teacher_forced` in the domain: docs/curriculum.md)"
+                          f"; set curriculum.p_estimator = \"rollouts\".")
+
+
+def teacher_forced_p(engine: Any, cfg: Config, domains: dict[str, Domain], tasks: list[dict[str, Any]],
+                     model_name: str, model_tag: str) -> list[float | None]:
+    """Each task's teacher-forced p under the rollout's sampling settings (machinery/teacher_forced.py), with the
+    engine's own model where it holds one in this process (transformers), else the agent loaded by transformers."""
+    from genenv_cli.machinery.models import load_model, load_tokenizer, resolve
+    from genenv_cli.machinery.teacher_forced import task_probabilities
+
+    r = cfg.rollout
+    model, tokenizer, eos = getattr(engine, "model", None), getattr(engine, "tokenizer", None), \
+        getattr(engine, "eos_ids", None)
+    if model is None or tokenizer is None or eos is None:
+        ref = resolve(model_name, tag=model_tag)
+        tokenizer = load_tokenizer(ref, cfg.run.trust_remote_code)
+        model = load_model(ref, device=cfg.run.device, dtype=cfg.run.dtype, trust_remote_code=cfg.run.trust_remote_code)
+        eos = sorted({*(model.generation_config.eos_token_id if isinstance(model.generation_config.eos_token_id, list)
+                        else [model.generation_config.eos_token_id]), tokenizer.eos_token_id} - {None})
+    return task_probabilities(model, tokenizer, eos, domains, tasks, temperature=r.temperature, top_p=r.top_p,
+                              max_new_tokens=r.max_new_tokens, batch_size=r.batch_size)

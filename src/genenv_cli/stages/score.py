@@ -46,6 +46,7 @@ from genenv_cli.core.curriculum import (
 from genenv_cli.core.errors import InputError
 from genenv_cli.core.ui import UI, num, pct
 from genenv_cli.domains.fingerprints import score_values
+from genenv_cli.machinery.checkpoints import derive_seed
 from genenv_cli.machinery.grading import Graded, grade_pairs
 from genenv_cli.machinery.taskfile import load_tasks
 from genenv_cli.rundir import RunDir, shard_of, shard_stage
@@ -160,7 +161,7 @@ def _score(run_dir: RunDir, cfg: Config, epoch: int, p: StagePlan, out: Staging,
     check_rollouts(run_dir, epoch, tasks, roll)
     scored, distinct = grade(roll, tasks, domains, c.success_threshold, cfg.score.item_timeout_s, ui, epoch)
     scores = scored.select(*SCORE_COLUMNS)
-    stats = task_statistics(scored, tasks, c)
+    stats = task_statistics(scored, tasks, c, seed=derive_seed(cfg.run.seed, STAGE, epoch))
     env_sft = write_outputs(out, epoch, scores, stats, agent_train_partition(scored, roll, epoch), tasks, c.lam)
     out.counts.update({"tasks": stats.height, "rollouts": scores.height, "graded_distinct": distinct,
                        "episodes_scored": int(roll["reward"].is_not_null().sum()),
@@ -230,7 +231,8 @@ def grade(roll: Any, tasks: list[dict[str, Any]], domains: dict[str, Any], thres
                        "temperature", "model",
                        pl.col("prompt_token_ids").list.len().cast(pl.Int64).alias("prompt_tokens"),
                        pl.col("completion_token_ids").list.len().cast(pl.Int64).alias("completion_tokens"),
-                       pl.struct("task_id", "completion").hash(seed=0).alias("_pair"), "turns", "end")
+                       pl.struct("task_id", "completion").hash(seed=0).alias("_pair"), "turns", "end",
+                       "p_teacher_forced")
     # an episode's verdict is its environment's, given as it was played (rollouts' reward, partial, valid, error)
     episodes = roll.select(pl.col("reward").is_not_null().alias("_episode"), pl.col("reward").alias("_reward"),
                            pl.col("partial").alias("_partial"), pl.col("valid").alias("_valid"),
@@ -265,24 +267,60 @@ def _task_info(tasks: list[dict[str, Any]]) -> Any:
                         schema={k: pl.String for k in ("task_id", "source", "domain", "shape")})
 
 
-def task_statistics(scored: Any, tasks: list[dict[str, Any]], c: Any) -> Any:
+def task_statistics(scored: Any, tasks: list[dict[str, Any]], c: Any, seed: int = 0) -> Any:
     """task_stats: per task p_task over its K rollouts; per batch p_batch over its n x K, R_env and the filter flag,
-    carried to every task of the batch; the band and informative flags (curriculum.py's expressions)."""
+    carried to every task of the batch; the band and informative flags (curriculum.py's expressions). Under
+    `curriculum.p_estimator = "teacher_forced"` p_task is the rollouts' recorded teacher-forced p and p_batch the mean
+    of its tasks'; the rollouts' share is kept beside it (p_task_rollouts). Under "teacher_forced_binomial" p_task is
+    X / K with X ~ Binomial(K, that p), K the task's attempts, drawn from `seed` and the task id (`binomial_share`)."""
     import polars as pl
 
+    forced = c.p_estimator.startswith("teacher_forced")
+    if "p_teacher_forced" not in scored.columns:
+        scored = scored.with_columns(pl.lit(None, pl.Float64).alias("p_teacher_forced"))
     per_task = scored.group_by("task_id").agg(
         pl.len().cast(pl.Int64).alias("attempts"), pl.col("success").sum().cast(pl.Int64).alias("successes"),
-        pl.col("reward").mean().alias("mean_reward"), pl.col("prompt_tokens").first(), informative_expr("reward"))
+        pl.col("reward").mean().alias("mean_reward"), pl.col("prompt_tokens").first(), informative_expr("reward"),
+        pl.col("p_teacher_forced").first().alias("p_task_teacher_forced"))
+    if forced and per_task["p_task_teacher_forced"].null_count():
+        first = per_task.filter(pl.col("p_task_teacher_forced").is_null())["task_id"][0]
+        raise InputError(f"curriculum.p_estimator is \"teacher_forced\" but the rollouts of task {first} carry no "
+                         f"p_teacher_forced: they were made under another setting. Rerun `genenv rollout --force` for "
+                         f"the epoch.")
     batch_of = pl.DataFrame({"task_id": [t["task_id"] for t in tasks], "batch_id": [t["batch_id"] for t in tasks]})
-    per_task = per_task.join(batch_of, on="task_id").join(_task_info(tasks), on="task_id")
-    per_batch = per_task.group_by("batch_id").agg(
-        (pl.col("successes").sum() / pl.col("attempts").sum()).alias("p_batch"))
+    per_task = (per_task.join(batch_of, on="task_id").join(_task_info(tasks), on="task_id")
+                .with_columns((pl.col("successes") / pl.col("attempts")).alias("p_task_rollouts")))
+    if c.p_estimator == "teacher_forced_binomial":
+        drawn = [binomial_share(p, k, f"{seed}/{t}") for t, p, k in
+                 per_task.select("task_id", "p_task_teacher_forced", "attempts").iter_rows()]
+        per_task = per_task.with_columns(pl.Series("p_task", drawn, dtype=pl.Float64))
+        per_batch = per_task.group_by("batch_id").agg(pl.col("p_task").mean().alias("p_batch"))
+    elif forced:
+        per_task = per_task.with_columns(pl.col("p_task_teacher_forced").alias("p_task"))
+        per_batch = per_task.group_by("batch_id").agg(pl.col("p_task").mean().alias("p_batch"))
+    else:
+        per_task = per_task.with_columns(pl.col("p_task_rollouts").alias("p_task"),
+                                         pl.lit(None, pl.Float64).alias("p_task_rollouts"),
+                                         pl.lit(None, pl.Float64).alias("p_task_teacher_forced"))
+        per_batch = per_task.group_by("batch_id").agg(
+            (pl.col("successes").sum() / pl.col("attempts").sum()).alias("p_batch"))
     return (per_task.join(per_batch, on="batch_id")
-            .with_columns((pl.col("successes") / pl.col("attempts")).alias("p_task"))
             .with_columns(env_reward(alpha=c.alpha, beta=c.beta, kind=c.env_reward), filtered(alpha=c.alpha, k_min=c.k_min),
                           pl.col("p_task").is_between(c.band_low, c.band_high).alias("in_band"))
             .sort("task_id")
             .select(*SCHEMAS["task_stats"].names()))
+
+
+def binomial_share(p: float, k: int, key: str) -> float:
+    """X / k with X ~ Binomial(k, p), drawn from a generator seeded by `key` (the same key draws the same X).
+
+    >>> binomial_share(0.0, 8, "a"), binomial_share(1.0, 8, "a"), binomial_share(0.4, 8, "a") * 8 % 1
+    (0.0, 1.0, 0.0)
+    """
+    import random
+
+    rng = random.Random(key)
+    return sum(rng.random() < p for _ in range(k)) / k
 
 
 def agent_train_partition(scored: Any, roll: Any, epoch: int) -> Any:

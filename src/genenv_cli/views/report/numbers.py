@@ -55,7 +55,8 @@ def p_task_rows(epochs: list[int], stats: dict[int, dict[str, list[Any]] | None]
         for p in ps:
             i = min(max(int((p - edges[0]) // (edges[1] - edges[0])), 0), len(counts) - 1)
             counts[i] += 1
-        rows.append({"epoch": e, "tasks": n, "seed_tasks": sum(s == "seed" for s in st["source"]),
+        rows.append({"epoch": e, **aim_numbers(st, alpha), "tasks": n,
+                     "seed_tasks": sum(s == "seed" for s in st["source"]),
                      "env_tasks": sum(s != "seed" for s in st["source"]),
                      "mean": sum(ps) / n if n else None, "median": median,
                      "zero": kinds["zero"], "below": kinds["below"], "in_band": kinds["in_band"],
@@ -64,6 +65,34 @@ def p_task_rows(epochs: list[int], stats: dict[int, dict[str, list[Any]] | None]
                      "alpha": alpha, "band_low": lo, "band_high": hi,
                      "hist_edges": edges, "hist_counts": counts})
     return rows, skipped
+
+
+def aim_numbers(st: dict[str, list[Any]], alpha: float) -> dict[str, Any]:
+    """The estimator p_task came from (`teacher_forced` where score kept its estimate and p_task is it,
+    `teacher_forced_binomial` where p_task was drawn from it, else `rollouts`) and the mean
+    |p - α| of the environment's tasks under it, and, where both estimates were kept, under each and their Pearson
+    correlation over the environment's tasks."""
+    env = [i for i, s in enumerate(st["source"]) if s != "seed"]
+    tf, ro = st.get("p_task_teacher_forced") or [], st.get("p_task_rollouts") or []
+    forced = any(x is not None for x in tf)
+
+    def gap(ps: list[Any]) -> float | None:
+        xs = [abs(ps[i] - alpha) for i in env if ps[i] is not None]
+        return sum(xs) / len(xs) if xs else None
+
+    binomial = forced and any(a is not None and a != b for a, b in zip(tf, st["p_task"], strict=True))
+    name = "teacher_forced_binomial" if binomial else "teacher_forced" if forced else "rollouts"
+    out: dict[str, Any] = {"estimator": name, "env_gap": gap(st["p_task"]),
+                           "env_gap_rollouts": gap(ro) if forced else None,
+                           "env_gap_teacher_forced": gap(tf) if forced else None, "pearson_estimators": None}
+    pairs = [(tf[i], ro[i]) for i in env if forced and tf[i] is not None and ro[i] is not None]
+    if len(pairs) >= 3:
+        n = len(pairs)
+        mx, my = sum(a for a, _ in pairs) / n, sum(b for _, b in pairs) / n
+        sxy = sum((a - mx) * (b - my) for a, b in pairs)
+        sxx, syy = sum((a - mx) ** 2 for a, _ in pairs), sum((b - my) ** 2 for _, b in pairs)
+        out["pearson_estimators"] = sxy / (sxx * syy) ** 0.5 if sxx and syy else None
+    return out
 
 
 def eval_groups(evals: list[dict[str, Any]]) -> list[dict[str, Any]]:

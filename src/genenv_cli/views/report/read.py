@@ -57,13 +57,15 @@ def read_metrics(run: RunDir, epoch: int, cfg: Any = None) -> dict[str, Any] | N
 
 
 def read_task_stats(run: RunDir, epoch: int) -> dict[str, list[Any]] | None:
-    """p_task, in_band, source and attempts of every task of the epoch; None when score has not run."""
+    """p_task, in_band, source and attempts of every task of the epoch, and both estimates of p where score kept
+    them (curriculum.p_estimator = "teacher_forced"; null otherwise); None when score has not run."""
     path = run.file("task_stats", epoch)
     if not path.exists():
         return None
     from genenv_cli.rundir.datafiles import read_parquet
 
-    df = read_parquet(path, "task_stats", columns=["p_task", "in_band", "source", "attempts"])
+    df = read_parquet(path, "task_stats", columns=["p_task", "in_band", "source", "attempts", "p_task_rollouts",
+                                                   "p_task_teacher_forced"])
     return {c: df[c].to_list() for c in df.columns}
 
 

@@ -115,15 +115,23 @@ def _p_task(r: _Run) -> Built:
                              ("env_tasks", "env", "int"), ("mean", "mean p̂", "num"), ("median", "median p̂", "num"),
                              ("zero", "p̂ = 0", "int"), ("below", "below band", "int"),
                              ("in_band", "in band", "int"), ("above", "above band", "int"),
-                             ("one", "p̂ = 1", "int"), ("in_band_share", "in band %", "pct")], prow)
+                             ("one", "p̂ = 1", "int"), ("in_band_share", "in band %", "pct"),
+                             ("estimator", "p from", "str"), ("env_gap", "env tasks' mean |p − α|", "num")]
+                            + ([("env_gap_rollouts", "same, p̂ of K rollouts", "num"),
+                                ("env_gap_teacher_forced", "same, teacher-forced p", "num"),
+                                ("pearson_estimators", "r of the two", "num")]
+                               if any(row["estimator"] == "teacher_forced" for row in prow) else []), prow)
         body = img(png, "task p-hat histograms per epoch") + table + skip_note
     else:
         body = '<p class="empty">No epoch has task_stats.parquet yet (run <code>genenv score</code>).</p>' + skip_note
     return {"epochs": prow, "skipped": skipped}, png, _section(
         "p-task",
-        f"How often the agent solved each task (p̂ = successes / K), one histogram per epoch: seed tasks grey, "
-        f"environment tasks blue, the band [{c.band_low:g}, {c.band_high:g}] green, α dashed. Counts in the table "
-        f"are by where p̂ falls: never solved, below the band, in it, above it, always solved.", body)
+        f"How often the agent solves each task, one histogram per epoch: seed tasks grey, environment tasks blue, "
+        f"the band [{c.band_low:g}, {c.band_high:g}] green, α dashed; the table's mean |p − α| over the "
+        f"environment's tasks says how near α it writes them. Each epoch names its estimator of p "
+        f"(curriculum.p_estimator): `rollouts`, p̂ = successes / K; `teacher_forced`, the probability of writing "
+        f"the reference answer from one forward pass (docs/curriculum.md), with the rollouts' p̂ beside it. Counts "
+        f"are by where p falls: never solved, below the band, in it, above it, always solved.", body)
 
 
 def _band_share(r: _Run) -> Built:
