@@ -48,7 +48,10 @@ VLLM_MIN_TEMPERATURE = 0.01  # vLLM's SamplingParams raise any temperature in (0
 def _late_default(section: str, key: str, value: Any) -> bool:
     """Whether `section.key` is a late key (see `Config.digest`) holding its default."""
     fld = _section_fields(section).get(key)
-    return fld is not None and fld.metadata.get("late", False) and value == fld.default
+    if fld is None or not fld.metadata.get("late", False):
+        return False
+    default = fld.default_factory() if fld.default is dataclasses.MISSING else fld.default  # lists, tables
+    return value == default
 
 
 @dataclass

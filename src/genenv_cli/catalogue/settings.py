@@ -63,7 +63,7 @@ class RunConfig:
                                  "validation seeds, never trained on) and any benchmark `genenv evaluate --list` "
                                  "names, each with its default data; e.g. [\"heldout\", \"bamboogle\"].", late=True)
     eval_limit: int = _f(32, "Items eval-agent takes from each of run.eval_benches, spread evenly over the set (its "
-                         "cost: docs/configuration.md); 0: every item.", min=0, late=True)
+                         "cost: docs/benchmarks.md); 0: every item.", min=0, max=1_000_000, late=True)
 
     @property
     def mixed(self) -> bool:
