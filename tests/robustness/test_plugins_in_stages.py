@@ -224,3 +224,18 @@ def test_a_guarded_plugin_that_behaves_plays_its_episodes_as_before(tmp_path, mo
         assert json.loads(roll["observations"][0]) == ["calc(1 + 1) = 2", "calc(1 + 2) = 3"]
     finally:
         DOMAINS.unregister(NAME)
+
+
+def test_genenv_run_stops_at_a_stage_that_exits_0_having_committed_nothing(tmp_path, monkeypatch):
+    """A stage process ended with status 0 before its commit (an exit the guard could not see): `genenv run` does
+    not carry on to the next stage as if it were done."""
+    from genenv_cli.core.ui import UI
+    from genenv_cli.views import runner
+
+    run = _run(tmp_path, "arith")
+    started = []
+    monkeypatch.setattr(runner, "_run_child", lambda cmd, env=None: started.append(cmd) or 0)
+    with pytest.raises(runner.StageFailed) as err:
+        runner.spawn_epochs(run, 1, ui=UI(quiet=True))
+    assert len(started) == 1 and "generate-tasks" in " ".join(started[0])
+    assert "exited with status 0 but committed nothing" in str(err.value) and err.value.exit_code == 2
