@@ -11,8 +11,8 @@ import time
 
 from episode_domains import ThreeTurnsDomain, ThreeTurnsEnvironment
 from genenv_cli.catalogue.domains import DOMAINS
-from genenv_cli.domains.base import Step, TaskVerdict
 from genenv_cli.domains.arith import ArithDomain
+from genenv_cli.domains.base import Step, TaskVerdict
 from genenv_cli.domains.calc import CalcDomain
 
 

@@ -18,7 +18,6 @@ from typing import Any
 
 from genenv_cli.core.errors import RegistryError
 
-
 NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")  # a component's name: it names files and folders of a run
 
 
