@@ -12,6 +12,7 @@ import os
 
 import polars as pl
 import pytest
+from test_plugins_in_stages import _cli, _run, _tasks
 
 import hostile_plugins
 from episode_domains import NAME, register
@@ -21,7 +22,6 @@ from genenv_cli.rundir.datafiles import read_parquet, write_parquet
 from genenv_cli.stages import generate_tasks, rollout, score
 from hostile import vouch
 from stagekit import complete_as, jsonl
-from test_plugins_in_stages import _cli, _run, _tasks
 
 
 @pytest.fixture
