@@ -23,7 +23,8 @@ Limits, by design:
 - An item is interrupted wherever it is: a scorer that kept state between items could be left half-updated. The
   built-in scorers keep none but caches (`functools.cache`, `cached_property`), which store a value only once it
   is computed whole.
-- ALFWorld's interactive episodes (model turns between parsed actions) are not timed per step.
+- A built-in domain's episode steps are not timed; a plugin's are, each under the plugin guard (plugin_guard.py),
+  which arms this watchdog around every call of plugin code that no watchdog already times.
 - A timer someone else had armed (pytest-timeout's, for one) is put back when the watchdog ends, less the time
   spent; its handler is restored too.
 """
