@@ -98,6 +98,7 @@ def main() -> None:
              "score_bare_us": per_call(lambda: plugin.score(payload, "<answer>2</answer>"), args.calls // 4),
              "score_guarded_us": per_call(lambda: guarded_dom.score(payload, "<answer>2</answer>"), args.calls // 4)}
     guard_us = max(micro["step_guarded_us"] - micro["step_bare_us"], 0.0)
+    print(f"per call: {micro}", flush=True)
 
     # ---- per rollout
     model = args.model
@@ -118,6 +119,7 @@ def main() -> None:
             t = time.perf_counter()
             rows[name] = [r for task_rows in play_tasks(engine, domains, tasks, params, seeds) for r in task_rows]
             runs[name].append(time.perf_counter() - t)
+            print(f"rollout {name}: {runs[name][-1]:.2f} s", flush=True)
     assert [r["completion_token_ids"] for r in rows["bare"]] == [r["completion_token_ids"] for r in rows["guarded"]]
     best = {k: min(v) for k, v in runs.items()}
     episodes = len(rows["bare"])

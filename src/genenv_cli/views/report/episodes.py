@@ -63,6 +63,7 @@ def read_episodes(run: Any, epoch: int) -> dict[str, Any] | None:
     import polars as pl
 
     from genenv_cli.core.errors import InputError
+    from genenv_cli.rundir.datafiles import reading, scan_parquet
     from genenv_cli.rundir.episode_rows import check_episode_rows
 
     files, why = committed_rollouts(run, epoch)
@@ -74,10 +75,11 @@ def read_episodes(run: Any, epoch: int) -> dict[str, Any] | None:
     frames = []
     try:
         for f in files:
-            names = pl.read_parquet_schema(f)
-            if not all(c in names for c in cols):
-                return None  # rollouts written before episodes existed
-            frame = pl.read_parquet(f, columns=cols).filter(pl.col("turns").is_not_null())
+            with reading([f], f"the report's episodes of epoch {epoch}"):
+                scan = scan_parquet(f)  # a regular file: committed_rollouts checked it
+                if not all(c in scan.collect_schema().names() for c in cols):
+                    return None  # rollouts written before episodes existed
+                frame = scan.select(*cols).filter(pl.col("turns").is_not_null()).collect()
             check_episode_rows(frame, str(f))
             frames.append(frame.drop("actions"))
         rows = pl.concat(frames).to_dicts()
