@@ -3,7 +3,7 @@ object registered is a `Domain` subclass)."""
 
 
 from genenv_cli.catalogue.settings import ITEM_TIMEOUT_S
-from genenv_cli.core.plugin_guard import StageDomain, guard
+from genenv_cli.core.plugin_guard import LOAD_LIMIT_S, StageDomain, guard
 from genenv_cli.core.registry import Registry, Row
 
 # A row's facts, read without importing the domain:
@@ -68,15 +68,16 @@ _GUARDED: dict[tuple[str, float], tuple[object, StageDomain]] = {}
 
 def stage_domain(name: str, limit: float = ITEM_TIMEOUT_S):
     """The domain `name` as a stage calls it: a built-in one as it is (genenv's own code); a plugin (an entry point
-    or a row registered at run time) loaded under the plugin guard and wrapped in it (`plugin_guard.StageDomain`:
-    every call limited to `limit` seconds, its failure or exit named as the plugin's, its values checked). One
+    or a row registered at run time) loaded under the plugin guard (import and construction within LOAD_LIMIT_S)
+    and wrapped in it (`plugin_guard.StageDomain`: every call limited to `limit` seconds, reading its seeds to
+    LOAD_LIMIT_S, its failure or exit named as the plugin's, its values checked). One
     wrapper per instance, so caches keyed on the object stay warm."""
     if DOMAINS.origin(name) == "built in":
         return get_domain(name)
     if name not in DOMAINS.rows and name not in DOMAINS.names():
         return get_domain(name)  # unknown: the registry's own error, with its suggestion
     owner = plugin_owner(name)
-    dom = guard(owner, "loading (import and construction)", lambda: get_domain(name), limit)
+    dom = guard(owner, "loading (import and construction)", lambda: get_domain(name), max(limit, LOAD_LIMIT_S))
     if isinstance(dom, StageDomain):
         return dom
     held = _GUARDED.get((name, float(limit)))

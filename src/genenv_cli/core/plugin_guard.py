@@ -159,6 +159,10 @@ _METHODS: dict[str, tuple[tuple[type[BaseException], ...], Callable[..., Any] | 
     "check_payload": ((), plugin_values.payload_problem),
 }
 _ALWAYS = (Reject, NotImplementedError, GenenvError)
+# what reads a plugin's data rather than handles one item (its import, its seed files, their fingerprint): the
+# per-item limit would stop a plugin that is only large, so these get at least LOAD_LIMIT_S
+LOAD_LIMIT_S = 600.0
+_LOADING = {"seeds", "read_seeds", "seed_files", "shared_seed_files", "data_fingerprint", "code_files"}
 
 
 class StageDomain(GuardedDomain):
@@ -173,8 +177,9 @@ class StageDomain(GuardedDomain):
         if not callable(value) or name.startswith("_"):
             return value
         passes, check = _METHODS.get(name, ((), None))
-        return lambda *a, **kw: guard(self.owner, f"{name}()", lambda: value(*a, **kw), self.limit,
-                                      _ALWAYS + passes, check)
+        limit = max(self.limit, LOAD_LIMIT_S) if name in _LOADING else self.limit
+        return lambda *a, **kw: guard(self.owner, f"{name}()", lambda: value(*a, **kw), limit, _ALWAYS + passes,
+                                      check)
 
     def score_many(self, payloads: Any, completions: list[str]) -> list[Any]:
         n = len(completions)
