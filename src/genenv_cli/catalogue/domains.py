@@ -2,6 +2,8 @@
 object registered is a `Domain` subclass)."""
 
 
+from genenv_cli.catalogue.settings import ITEM_TIMEOUT_S
+from genenv_cli.core.plugin_guard import LOAD_LIMIT_S, StageDomain, guard
 from genenv_cli.core.registry import Registry, Row
 
 # A row's facts, read without importing the domain:
@@ -54,10 +56,44 @@ def get_domain(name: str):
     return DOMAINS.instance(name)
 
 
+def plugin_owner(name: str) -> str:
+    """How a plugin domain's failure is attributed: by its entry point, or as registered at run time."""
+    if DOMAINS.origin(name) == "added":
+        return f"plugin `{name}` (domain registered at run time as {DOMAINS.rows[name].target})"
+    return f"plugin `{name}` (entry point in {DOMAINS.group})"
+
+
+_GUARDED: dict[tuple[str, float], tuple[object, StageDomain]] = {}
+
+
+def stage_domain(name: str, limit: float = ITEM_TIMEOUT_S):
+    """The domain `name` as a stage calls it: a built-in one as it is (genenv's own code); a plugin (an entry point
+    or a row registered at run time) loaded under the plugin guard (import and construction within LOAD_LIMIT_S)
+    and wrapped in it (`plugin_guard.StageDomain`: every call limited to `limit` seconds, reading its seeds to
+    LOAD_LIMIT_S, its failure or exit named as the plugin's, its values checked). One
+    wrapper per instance, so caches keyed on the object stay warm."""
+    if DOMAINS.origin(name) == "built in":
+        return get_domain(name)
+    if name not in DOMAINS.rows and name not in DOMAINS.names():
+        return get_domain(name)  # unknown: the registry's own error, with its suggestion
+    owner = plugin_owner(name)
+    dom = guard(owner, "loading (import and construction)", lambda: get_domain(name), max(limit, LOAD_LIMIT_S))
+    if isinstance(dom, StageDomain):
+        return dom
+    held = _GUARDED.get((name, float(limit)))
+    if held is None or held[0] is not dom:
+        held = (dom, StageDomain(dom, owner, float(limit)))
+        _GUARDED[(name, float(limit))] = held
+    return held[1]
+
+
 def run_domains(cfg) -> dict:
     """The run's domains by name, in name order: one for a single-domain run, every key of run.domains for a
-    mixed one (their scorers and agent prompts; a run's imported seeds are `seedfiles.domains_for_run`'s)."""
-    return {name: get_domain(name) for name in cfg.run.shares()}
+    mixed one (their scorers and agent prompts; a run's imported seeds are `seedfiles.domains_for_run`'s). A
+    plugin's is guarded (`stage_domain`) with the run's per-item limit."""
+    limit = float(cfg.score.item_timeout_s)
+    return {name: stage_domain(name, limit) for name in cfg.run.shares()}
+
 
 
 def domain_data(domains: dict) -> str:

@@ -43,8 +43,25 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
-from genenv_cli.core.errors import ConfigError
-from genenv_cli.core.registry import Registry, Row
+from genenv_cli.core.errors import ConfigError, RegistryError
+from genenv_cli.core.registry import NAME, Registry, Row
+
+
+def check_row(name: str, facts: dict[str, Any]) -> None:
+    """A tracker's row, refused at registration when it would write outside RUN/trackers/: its `folder` is a
+    relative path of plain names (no `..`, no absolute path, no `~`), and `takes` is `files` or `append`. (Links
+    under the folder are refused when the tracker is sent points: `trackers/sync.py`.)"""
+    folder = facts.get("folder")
+    if folder is not None:
+        parts = folder.split("/") if isinstance(folder, str) else []
+        if not parts or not all(NAME.fullmatch(p) for p in parts):
+            raise RegistryError(f"tracker `{name}`: folder {folder!r} is refused; a tracker's folder is a relative "
+                                f"path of plain names inside RUN/trackers/ (no `..`, no absolute path), since "
+                                f"genenv writes there.")
+    if facts.get("takes", "append") not in ("files", "append"):
+        raise RegistryError(f"tracker `{name}`: takes {facts.get('takes')!r} is refused; expected \"files\" or "
+                            f"\"append\".")
+
 
 TRACKERS = Registry("tracker", "genenv.trackers", {
     "tensorboard": Row("genenv_cli.trackers.tensorboard_files:write_event_files",
@@ -53,7 +70,7 @@ TRACKERS = Registry("tracker", "genenv.trackers", {
                  {"package": "wandb", "extra": "wandb", "takes": "append", "folder": "wandb"}),
     "trackio": Row("genenv_cli.trackers.trackio_run:log_points",
                    {"package": "trackio", "extra": "trackio", "takes": "append"}),
-})
+}, check=check_row)
 
 
 def known(name: str) -> bool:

@@ -11,10 +11,23 @@ nearest known one as a suggestion (lm-evaluation-harness does this).
 from __future__ import annotations
 
 import importlib
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from genenv_cli.core.errors import RegistryError
+
+NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")  # a component's name: it names files and folders of a run
+
+
+def check_name(kind: str, name: Any) -> None:
+    """RegistryError unless `name` is an identifier: a letter, then letters, digits, `_` or `-`, at most 64 in all
+    (never a path: `..`, `/` and the like are refused)."""
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        shown = repr(name) if len(repr(name)) <= 80 else repr(name)[:77] + "..."
+        raise RegistryError(f"{kind} name {shown} is refused: a name is a letter, then letters, digits, `_` or `-` "
+                            f"(at most 64), since it names the run's files and folders.")
 
 
 @dataclass(frozen=True)
@@ -31,8 +44,10 @@ class Registry:
     same name; then the entry-point group. Looked-up objects and instances are cached per name, and forgotten when
     the name is registered again or unregistered."""
 
-    def __init__(self, kind: str, group: str, rows: dict[str, str | Row]):
+    def __init__(self, kind: str, group: str, rows: dict[str, str | Row],
+                 check: Callable[[str, dict[str, Any]], None] | None = None):
         self.kind = kind
+        self.check = check  # refuses a row's facts at registration (RegistryError with the reason)
         self.group = group
         self.builtins: dict[str, Row] = {name: row if isinstance(row, Row) else Row(row) for name, row in rows.items()}
         self.added: dict[str, Row] = {}
@@ -45,8 +60,15 @@ class Registry:
         return {**self.builtins, **self.added}
 
     def register(self, name: str, target: str, **facts: Any) -> None:
-        """Add (or replace) the row `name` for this process: `target` is "module:attribute"."""
-        self.added[name] = Row(target, facts)
+        """Add (or replace) the row `name` for this process: `target` is "module:attribute". A name that is not an
+        identifier, a target that is not "module:attribute", or facts the registry's `check` refuses (a tracker's
+        folder outside the run) are refused here, with the reason."""
+        check_name(self.kind, name)
+        if not isinstance(target, str) or target.count(":") != 1:
+            raise RegistryError(f"{self.kind} `{name}`: target {target!r} is refused; expected \"module:attribute\".")
+        if self.check is not None:
+            self.check(name, facts)
+        self.added[name] = Row(target, dict(facts))
         self.forget(name)
 
     def unregister(self, name: str) -> None:
@@ -86,6 +108,8 @@ class Registry:
             obj = getattr(importlib.import_module(module), attr)
         else:
             eps = self._entry_points()
+            if name in eps:
+                check_name(f"{self.kind} plugin (entry point in {self.group})", name)
             if name not in eps:
                 import difflib
 

@@ -23,7 +23,8 @@ Limits, by design:
 - An item is interrupted wherever it is: a scorer that kept state between items could be left half-updated. The
   built-in scorers keep none but caches (`functools.cache`, `cached_property`), which store a value only once it
   is computed whole.
-- ALFWorld's interactive episodes (model turns between parsed actions) are not timed per step.
+- A built-in domain's episode steps are not timed; a plugin's are, each under the plugin guard (plugin_guard.py),
+  which arms this watchdog around every call of plugin code that no watchdog already times.
 - A timer someone else had armed (pytest-timeout's, for one) is put back when the watchdog ends, less the time
   spent; its handler is restored too.
 """
@@ -51,7 +52,10 @@ def reason(seconds: float) -> str:
 class Watchdog:
     """`with Watchdog(seconds) as dog:` then `dog.arm()` as each item starts (or iterate `dog.watch(items)`,
     which arms as it hands out each item) and `dog.disarm()` when the work is done. `ItemTimeout` is raised in
-    the running code when an armed item passes `seconds`."""
+    the running code when an armed item passes `seconds`. `Watchdog.open` counts the active watchdogs entered and
+    not yet left: code inside one (the plugin guard) leaves the limit to it."""
+
+    open = 0
 
     def __init__(self, seconds: float):
         self.seconds = float(seconds)
@@ -71,11 +75,13 @@ class Watchdog:
             self._entered = time.monotonic()
             self._prev_timer = signal.setitimer(signal.ITIMER_REAL, 0)
             self._prev_handler = signal.signal(signal.SIGALRM, self._fire)
+            Watchdog.open += 1
         return self
 
     def __exit__(self, *exc: Any) -> None:
         if not self.active:
             return
+        Watchdog.open -= 1
         self.disarm()
         signal.signal(signal.SIGALRM, self._prev_handler if self._prev_handler is not None else signal.SIG_DFL)
         left, interval = self._prev_timer

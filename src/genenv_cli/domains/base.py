@@ -33,11 +33,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from genenv_cli.core.curriculum import is_success
+from genenv_cli.core.plugin_guard import Reject  # noqa: F401 - the domain protocol's rejection, defined below the guard
 from genenv_cli.evals.base import CONTEXT_OVERFLOW, Episode, Verdict
-
-
-class Reject(Exception):
-    """An environment generation that is not a usable task; the message is the reason."""
 
 
 @dataclass(frozen=True)

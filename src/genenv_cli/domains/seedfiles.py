@@ -236,15 +236,16 @@ def domain_for_run(cfg: Any, run_root: Path | None) -> Domain:
 def domains_for_run(cfg: Any, run_root: Path | None) -> dict[str, Domain]:
     """Every domain of the run by name, each with its imported seeds where the config names them (run.seeds for
     a single-domain run, run.domain_seeds for a mixed one): one entry unless the run is mixed."""
+    limit = float(cfg.score.item_timeout_s)
     if not cfg.run.mixed:
-        return {cfg.run.domain: domain_for_run(cfg, run_root)}
-    return {name: _with_seeds(name, cfg.run.domain_seeds.get(name, ""), run_root) for name in cfg.run.shares()}
+        return {cfg.run.domain: _with_seeds(cfg.run.domain, getattr(cfg.run, "seeds", ""), run_root, limit)}
+    return {name: _with_seeds(name, cfg.run.domain_seeds.get(name, ""), run_root, limit) for name in cfg.run.shares()}
 
 
-def _with_seeds(name: str, rel: str, run_root: Path | None) -> Domain:
-    from genenv_cli.catalogue.domains import get_domain
+def _with_seeds(name: str, rel: str, run_root: Path | None, limit: float | None = None) -> Domain:
+    from genenv_cli.catalogue.domains import stage_domain
 
-    domain = get_domain(name)
+    domain = stage_domain(name) if limit is None else stage_domain(name, limit)  # a plugin's under the guard
     if not rel:
         return domain
     if run_root is None:

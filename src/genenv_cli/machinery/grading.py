@@ -36,9 +36,9 @@ _LIMIT = DEFAULT_LIMIT_S
 
 def _init(domain_name: str, payloads: dict[str, Any], limit: float = DEFAULT_LIMIT_S) -> None:
     global _DOMAIN, _PAYLOADS, _LIMIT
-    from genenv_cli.catalogue.domains import get_domain
+    from genenv_cli.catalogue.domains import stage_domain
 
-    _DOMAIN, _PAYLOADS, _LIMIT = get_domain(domain_name), payloads, limit
+    _DOMAIN, _PAYLOADS, _LIMIT = stage_domain(domain_name, limit), payloads, limit
 
 
 def _grade(chunk: tuple[list[str], list[str]]) -> list[TaskVerdict]:

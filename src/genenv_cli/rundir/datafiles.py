@@ -15,7 +15,8 @@ from typing import Any
 
 from genenv_cli.core.errors import InputError
 from genenv_cli.core.jsonio import json_lines
-from genenv_cli.core.safefiles import open_new
+from genenv_cli.core.safefiles import open_new, open_regular
+from genenv_cli.rundir.episode_rows import check_episode_rows
 from genenv_cli.rundir.schemas import SCHEMAS, FileSchema
 
 _JSON_TYPES = {
@@ -132,11 +133,13 @@ def read_parquet(path: Path, schema_key: str, columns: list[str] | None = None) 
     if not path.exists():
         schema = SCHEMAS[schema_key]
         raise InputError(f"{path}: file not found (expected {schema.doc.lower()} written by `{schema.writer}`).")
+    os.close(open_regular(path))  # a FIFO or a device is refused, never opened for reading (it would block)
     try:
         df = pl.read_parquet(path)
     except Exception as exc:  # polars raises several error types for a damaged file
         raise InputError(f"{path}: not a readable Parquet file ({exc}).") from None
     df = check_frame(df, schema_key, str(path))
+    check_episode_rows(df, str(path))  # masks, turns and verdicts of the episodes, whatever a manifest says
     return df.select(columns) if columns else df
 
 
@@ -154,6 +157,8 @@ def check_parquet(path: Path, schema_key: str) -> None:
     import polars as pl
 
     schema = SCHEMAS[schema_key]
+    if path.exists() and not path.is_dir():
+        os.close(open_regular(path))  # a FIFO or a device: refused, never read
     if not path.is_file():
         raise InputError(f"{path}: {'a folder' if path.is_dir() else 'missing'}; expected {schema.doc.lower()} "
                          f"written by `{schema.writer}`.")

@@ -28,6 +28,7 @@ from genenv_cli.machinery.checkpoints import AGENT_STAGE, agent_model_for, agent
 from genenv_cli.rundir import RunDir
 from genenv_cli.rundir.contract import StagePlan, StageResult, Staging, execute, process_rank
 from genenv_cli.rundir.datafiles import check_parquet, reading, refuse_non_finite, scan_parquet
+from genenv_cli.rundir.episode_rows import check_episode_rows
 
 STAGE = AGENT_STAGE
 CONFIG_SECTIONS = ["run.seed", "agent", "agent_update"]
@@ -137,6 +138,20 @@ def select_samples(pool: Path, replay: list[Path], temperature: float | None = N
     return rows, records
 
 
+def _check_masks(path: Path) -> None:
+    """The episodes' masks in a pool are 0/1 and as long as their tokens (a mask of 5 would weight a token's loss
+    five times), whatever its manifest vouches for; a pool of single-turn rollouts has none."""
+    import polars as pl
+
+    with reading([path], "update-agent"):
+        scan = scan_parquet(path)
+        if "agent_mask" not in scan.collect_schema().names():
+            return
+        episodes = (scan.filter(pl.col("agent_mask").is_not_null())
+                    .select("agent_mask", "completion_token_ids").collect())
+    check_episode_rows(episodes, str(path))
+
+
 def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
     from genenv_cli.machinery.launch import trainer_sharding
     from genenv_cli.machinery.training.distributed import world
@@ -151,6 +166,7 @@ def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
     for p in [pool_path, *replay_paths]:
         check_parquet(p, "agent_train")  # schema, before anything heavy
         refuse_non_finite(p, "agent_train", f"update-agent --epoch {epoch}")
+        _check_masks(p)
     with reading([pool_path, *replay_paths], f"update-agent epoch {epoch}"):
         temps = scan_parquet(pool_path).select("temperature").head(1).collect()["temperature"]
         temperature = float(temps[0]) if len(temps) else cfg.rollout.temperature

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from genenv_cli.catalogue.config import Config
-from genenv_cli.catalogue.trackers import TRACKERS, check_installed
+from genenv_cli.catalogue.trackers import TRACKERS, check_installed, check_row
 from genenv_cli.core.errors import GenenvError, InputError
+from genenv_cli.core.registry import check_name
 from genenv_cli.core.safefiles import read_regular, refuse_links_below, refuse_links_leaving
 from genenv_cli.rundir import RunDir, json_bytes, writable, write_bytes_atomic
 from genenv_cli.rundir.commit_hooks import AFTER, BEFORE, subscribe
@@ -37,11 +38,11 @@ subscribe(AFTER, publish)
 def sync(run: RunDir, cfg: Config, ui: Any = None) -> dict[str, Any]:
     folder = run.trackers_dir()
     try:
-        for name in TRACKERS.rows:  # each tracker's own folder, and (W&B's) every link below it
-            if TRACKERS.facts(name).get("folder"):
-                refuse_links_below(run.root, folder / TRACKERS.facts(name)["folder"] / "x", "the trackers' files")
+        for name in dict.fromkeys([*TRACKERS.rows, *cfg.run.report_to]):  # each tracker's files, and every link
+            for path in tracker_paths(run, folder, name):                  # below them (W&B's)
+                refuse_links_below(run.root, path, "the trackers' files")
         refuse_links_leaving(run.root, folder, "the trackers' files")
-    except InputError as exc:
+    except GenenvError as exc:
         return _warn(ui, f"the trackers were not updated: {exc}")
     if not writable(folder):
         return _warn(ui, f"the trackers were not updated: {run.root} is read-only")
@@ -52,7 +53,12 @@ def sync(run: RunDir, cfg: Config, ui: Any = None) -> dict[str, Any]:
         folder.mkdir(parents=True, exist_ok=True)
         with _locked(folder):
             ident = _identity(folder, run)
-            points = run_points(run, cfg)
+            try:
+                points = run_points(run, cfg)
+            except Exception as exc:  # noqa: BLE001 - a damaged record must not fail a stage that has committed
+                return _warn(ui, f"the trackers were not updated: the run's points could not be worked out from its "
+                                 f"records ({type(exc).__name__}: {str(exc)[:200]}); a manifest or metrics file was "
+                                 f"edited or damaged. Rerun the stage that wrote it with --force.")
             for name in cfg.run.report_to:
                 try:
                     got[name] = _send(name, folder, ident, points, cfg)
@@ -69,10 +75,27 @@ def sync(run: RunDir, cfg: Config, ui: Any = None) -> dict[str, Any]:
     return got
 
 
+def tracker_paths(run: RunDir, folder: Path, name: str) -> list[Path]:
+    """Where tracker `name` writes under RUN/trackers/ (its folder's files, its ledger), checked: its name an
+    identifier and its row's folder a relative path of plain names (as `TRACKERS.register` checks a row; again here
+    for an entry point's name and for facts changed since), every path inside the trackers' folder."""
+    check_name("tracker", name)
+    facts = TRACKERS.facts(name)
+    check_row(name, facts)
+    paths = [folder / f"{name}.json"]
+    if facts.get("takes") == "files" or facts.get("folder"):
+        paths.append(folder / facts.get("folder", name) / "x")  # a file inside its folder: the folder is checked
+    real = os.path.realpath(folder)
+    for p in paths:
+        if os.path.commonpath([real, os.path.realpath(p)]) != real:
+            raise InputError(f"{p}: tracker `{name}` would write outside {folder}; refused.")
+    return paths
+
+
 def _send(name: str, folder: Path, ident: dict[str, str], points: list[Any], cfg: Config) -> dict[str, Any]:
     # the trackers' clients print to stdout; a stage's stdout is its summary line (`--json` is parsed by scripts)
     with contextlib.redirect_stdout(sys.stderr):
-        facts, send = TRACKERS.facts(name), TRACKERS.get(name)
+        facts, send = TRACKERS.facts(name), _sender(name, cfg)
         if facts.get("takes") == "files":
             return send(folder / facts.get("folder", name), points)
         ledger_path = folder / f"{name}.json"
@@ -85,6 +108,22 @@ def _send(name: str, folder: Path, ident: dict[str, str], points: list[Any], cfg
             ledger["sent"] = {**sent, **{p.key: _value_id(p) for p in fresh}}
             write_bytes_atomic(ledger_path, json_bytes(ledger))
         return {"sent": len(fresh), "skipped": changed}
+
+
+PLUGIN_LIMIT_S = 120.0  # the least time a plugin tracker gets to send (a network round trip or several)
+
+
+def _sender(name: str, cfg: Config) -> Any:
+    """A plugin tracker's sending function, loaded and called under the plugin guard (a time limit; its exit or
+    error reported as the plugin's, which the caller turns into a warning); a built-in one as it is."""
+    if TRACKERS.origin(name) == "built in":
+        return TRACKERS.get(name)
+    from genenv_cli.core.plugin_guard import guard
+
+    owner = f"tracker plugin `{name}`"
+    limit = max(float(cfg.score.item_timeout_s), PLUGIN_LIMIT_S)
+    send = guard(owner, "loading (import)", lambda: TRACKERS.get(name), limit)
+    return lambda *args: guard(owner, "send()", lambda: send(*args), limit)
 
 
 def _value_id(point: Any) -> str:

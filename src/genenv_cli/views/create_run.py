@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from genenv_cli.catalogue.config import MIXED, Config, apply_overrides, config_from_dict, render_config
-from genenv_cli.catalogue.domains import get_domain
+from genenv_cli.catalogue.domains import stage_domain
 from genenv_cli.catalogue.presets import get_preset, preset_header, preset_overrides, vllm_installed
 from genenv_cli.core.errors import ConfigError
 from genenv_cli.core.safefiles import refuse_link, remove_entry
@@ -110,7 +110,7 @@ def create_run(directory: Path, domains: list[str] | None = None, *, agent_model
     sets = list(sets or [])
     run_domain, shares = domain_specs(domains or [DEFAULT_DOMAIN])
     names = list(shares) or [run_domain]
-    doms = {name: get_domain(name) for name in names}
+    doms = {name: stage_domain(name) for name in names}  # a plugin's import and calls under the guard
     by_domain = seed_specs(list(seeds or []), names, bool(shares))
     target = RunDir(directory).config_path
     if target.is_dir() and not target.is_symlink():  # named here: the commit's rename would name its temporary file

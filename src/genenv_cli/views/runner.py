@@ -156,4 +156,10 @@ def spawn_epochs(run: RunDir, epochs: int, *, ui: UI, sets: list[str] | None = N
                 raise StageFailed(f"`genenv {stage} --epoch {epoch}` exited with status {rc}; the run stops here. "
                                   f"Completed stages keep their outputs: run the same command again to resume.",
                                   rc if 0 < rc < 256 else 1)
+            if not run.manifest_path(epoch, stage).is_file():  # status 0 and nothing committed: not a success
+                raise StageFailed(f"`genenv {stage} --epoch {epoch}` exited with status 0 but committed nothing (no "
+                                  f"{run.rel(run.manifest_path(epoch, stage))}): something in its process ended it "
+                                  f"early (a plugin's code calling exit, for one); the run stops here. Run the same "
+                                  f"command again to resume, with `genenv {stage} --epoch {epoch}` alone to see "
+                                  f"what ends it.", 2)
     return count

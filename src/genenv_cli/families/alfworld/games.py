@@ -135,10 +135,42 @@ def load_scripted_spec(path: Path) -> dict[str, Any]:
     return check_scripted_spec(json_document(path, "a scripted ALFWorld game (a JSON object)"), str(path))
 
 
+# A scripted game's size caps (docs/domains.md, "alfworld-game"): checking a game plays its expert plan, each step
+# listing the admissible commands over every receptacle, so unbounded a game of n receptacles and an n-step plan
+# cost n^2. Within the caps one game checks in at most about 0.1 s, so a seed file in time linear in its size. ALFWorld's
+# own games have at most a few dozen receptacles and an expert plan shorter than an episode's 50 steps.
+MAX_RECEPTACLES = 100
+MAX_NAMES = 1000          # receptacles and objects together
+MAX_PLAN = 100            # commands of the expert plan
+MAX_TEXT = 500            # characters of a name, a command or the task
+
+
+def _check_sizes(spec: dict[str, Any], where: str) -> None:
+    receps, plan = spec.get("receptacles"), spec.get("expert_plan")
+    if isinstance(receps, list) and len(receps) > MAX_RECEPTACLES:
+        raise _bad(where, f"{len(receps):,} receptacles; a scripted game has at most {MAX_RECEPTACLES}")
+    if isinstance(plan, list) and len(plan) > MAX_PLAN:
+        raise _bad(where, f"an expert plan of {len(plan):,} commands; a scripted game's has at most {MAX_PLAN}")
+    names = 0
+    for r in receps if isinstance(receps, list) else []:
+        contents = r.get("contents", []) if isinstance(r, dict) else []
+        names += 1 + (len(contents) if isinstance(contents, list) else 0)
+        texts = [r.get("name") if isinstance(r, dict) else None, *(contents if isinstance(contents, list) else [])]
+        if any(isinstance(t, str) and len(t) > MAX_TEXT for t in texts):
+            raise _bad(where, f"a name longer than {MAX_TEXT} characters")
+    if names > MAX_NAMES:
+        raise _bad(where, f"{names:,} receptacles and objects; a scripted game has at most {MAX_NAMES}")
+    texts = [spec.get("task"), *(plan if isinstance(plan, list) else [])]
+    if any(isinstance(t, str) and len(t) > MAX_TEXT for t in texts):
+        raise _bad(where, f"a task or command longer than {MAX_TEXT} characters")
+
+
 def check_scripted_spec(spec: Any, where: str) -> dict[str, Any]:
-    """`spec` when it is a well-formed scripted game; raises InputError saying at `where` what is wrong."""
+    """`spec` when it is a well-formed scripted game within the size caps; raises InputError saying at `where`
+    what is wrong."""
     if not isinstance(spec, dict):
         raise _bad(where, "the file is not a JSON object")
+    _check_sizes(spec, where)
     if spec.get("format") != SCRIPTED_FORMAT:
         raise _bad(where, f"format is {spec.get('format')!r}")
     if spec.get("task_type") not in TASK_TYPES:
