@@ -17,9 +17,10 @@ from genenv_cli.evals.episodes import TokenTrace, play
 
 
 def play_tasks(engine: Any, domains: dict[str, Any], tasks: list[dict[str, Any]], params: Any, seeds: list[int],
-               on_done: Callable[[int], None] | None = None) -> list[list[dict[str, Any]]]:
+               on_done: Callable[[int], None] | None = None,
+               stats: dict[str, int] | None = None) -> list[list[dict[str, Any]]]:
     """`params.n` episodes per task (task i's k-th seeded seeds[i] + k), all played together; the rollout row of
-    each (the columns after the ids), per task."""
+    each (the columns after the ids), per task. `stats`: as `evals.episodes.play`'s."""
     k = params.n
     episodes: list[DomainEpisode] = []
     try:
@@ -28,7 +29,7 @@ def play_tasks(engine: Any, domains: dict[str, Any], tasks: list[dict[str, Any]]
                 episodes.append(domains[t["domain"]].start_episode(t["payload"]))
         traces = [TokenTrace(engine.prompt_ids(e.messages)) for e in episodes]
         play(episodes, engine, params, context_limit=engine.context_limit(), traces=traces,
-             seeds=[s + i for s in seeds for i in range(k)], on_done=on_done)
+             seeds=[s + i for s in seeds for i in range(k)], on_done=on_done, stats=stats)
         rows = [episode_row(engine.tokenizer, e, tr) for e, tr in zip(episodes, traces, strict=True)]
     finally:
         for e in episodes:
