@@ -120,7 +120,8 @@ def play(episodes: list[Any], engine: Any, params: Any, *, context_limit: int = 
     its first prompt's ids set), the prompt is the trace's token ids, and every turn's tokens go into the trace
     (module docstring). `seeds`: one per episode (episode i's turn t samples with `turn_seed(seeds[i], t)`); without
     them turn t's call is seeded `params.seed + t * len(episodes)`, each prompt then by its place in the call.
-    `stats`, when given, gains "calls", "prompts", "prompt_tokens" and "cached_tokens" (module docstring)."""
+    `stats`, when given, gains "calls", "prompts", "prompt_tokens", "cached_tokens" and "longest_prompt" (module
+    docstring)."""
     sessions = getattr(engine, "takes_sessions", False)
     token = object()  # this call's episodes, as the engine's session keys: (token, i)
     try:
@@ -134,7 +135,7 @@ def play(episodes: list[Any], engine: Any, params: Any, *, context_limit: int = 
 def _play(episodes: list[Any], engine: Any, params: Any, context_limit: int, traces: list[TokenTrace] | None,
           seeds: list[int] | None, on_done: Callable[[int], None] | None,
           on_turn: Callable[[int, int], None] | None, stats: dict[str, int], token: object | None) -> None:
-    for key in ("calls", "prompts", "prompt_tokens", "cached_tokens"):
+    for key in ("calls", "prompts", "prompt_tokens", "cached_tokens", "longest_prompt"):
         stats.setdefault(key, 0)
     steps = [0] * len(episodes)
     pending = {i: e.prompt() for i, e in enumerate(episodes)}    # each live episode's next prompt
@@ -179,6 +180,7 @@ def _play(episodes: list[Any], engine: Any, params: Any, context_limit: int, tra
             stats["prompts"] += len(asks)
             stats["prompt_tokens"] += sum(len(g[0].prompt_token_ids) for g in gens)
             stats["cached_tokens"] += sum(getattr(g[0], "cached_tokens", 0) for g in gens)
+            stats["longest_prompt"] = max(stats["longest_prompt"], *(len(g[0].prompt_token_ids) for g in gens))
             for (i, _), g in zip(asks, gens, strict=True):
                 if traces is not None:
                     traces[i].add_agent(g[0])

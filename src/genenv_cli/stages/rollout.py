@@ -123,6 +123,7 @@ def _rollout(cfg: Config, epoch: int, domains: dict[str, Domain], tasks: list[di
     single = [j for j, t in enumerate(tasks) if not domains[t["domain"]].episodic]
     multi = [j for j, t in enumerate(tasks) if domains[t["domain"]].episodic]
     outs: list[list[dict[str, Any]]] = [[] for _ in tasks]
+    episode_stats: dict[str, int] = {}  # the episodes' prompt tokens, and those the engine reused (evals/episodes.py)
     try:
         with ui.progress(f"rollout e{epoch}", len(tasks) * r.group_size, "rollouts") as bar:
             if single:
@@ -137,7 +138,7 @@ def _rollout(cfg: Config, epoch: int, domains: dict[str, Domain], tasks: list[di
                 from genenv_cli.stages.rollout_episodes import play_tasks
 
                 played = play_tasks(engine, domains, [tasks[j] for j in multi], params, [seeds[j] for j in multi],
-                                    on_done=lambda n: bar.advance(n, tokens=0))
+                                    on_done=lambda n: bar.advance(n, tokens=0), stats=episode_stats)
                 for j, task_rows in zip(multi, played, strict=True):
                     outs[j] = task_rows
     finally:
@@ -157,5 +158,5 @@ def _rollout(cfg: Config, epoch: int, domains: dict[str, Domain], tasks: list[di
     if multi:  # the episodes' own numbers (a single-turn run's counts stay as they were)
         from genenv_cli.stages.rollout_episodes import episode_counts
 
-        counts.update(episode_counts(cols))
+        counts.update(episode_counts(cols, episode_stats))
     return counts

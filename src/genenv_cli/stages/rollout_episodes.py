@@ -50,9 +50,15 @@ def episode_row(tokenizer: Any, episode: DomainEpisode, trace: TokenTrace) -> di
             "observations": json.dumps(episode.observations, ensure_ascii=False)}
 
 
-def episode_counts(cols: dict[str, list[Any]]) -> dict[str, Any]:
-    """The rollout stage's counts of its episodes: how many, their agent turns and agent tokens, why they ended."""
+def episode_counts(cols: dict[str, list[Any]], stats: dict[str, int] | None = None) -> dict[str, Any]:
+    """The rollout stage's counts of its episodes: how many, their agent turns and agent tokens, why they ended;
+    with `play`'s `stats`, the prompt tokens sent over all turns and the share the engine had kept from earlier
+    turns (its cache hit rate: the hf engine's kept keys and values, vLLM's prefix cache)."""
     played = [i for i, t in enumerate(cols["turns"]) if t is not None]
-    return {"episodes": len(played), "episode_turns": sum(cols["turns"][i] for i in played),
-            "agent_tokens": sum(sum(cols["agent_mask"][i]) for i in played),
-            "episode_ends": dict(sorted(Counter(cols["end"][i] for i in played).items()))}
+    out = {"episodes": len(played), "episode_turns": sum(cols["turns"][i] for i in played),
+           "agent_tokens": sum(sum(cols["agent_mask"][i]) for i in played),
+           "episode_ends": dict(sorted(Counter(cols["end"][i] for i in played).items()))}
+    if stats and stats.get("prompt_tokens"):
+        out |= {"episode_prompt_tokens": stats["prompt_tokens"], "episode_cached_tokens": stats["cached_tokens"],
+                "episode_cache_hit_rate": round(stats["cached_tokens"] / stats["prompt_tokens"], 4)}
+    return out
