@@ -122,6 +122,7 @@ class HFEngine(Engine):
                 scores, cache, mask, position = self._prefill(prompts)
             del kept
             keep = keep and episode_cache.reusable(cache)
+            episode_cache.make_room(cache, params.max_new_tokens)
             active = list(range(len(prompts)))
             for step in range(params.max_new_tokens):
                 for warp in warpers:
