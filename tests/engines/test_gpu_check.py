@@ -17,6 +17,7 @@ import pytest
 
 from paths import ROOT
 
+
 def HEAVY(test):
     """All but the plan's arithmetic: a minute or more each; `nox -s heavy` runs them (CI too), `nox -s tests` not."""
     return pytest.mark.heavy(pytest.mark.slow(test))

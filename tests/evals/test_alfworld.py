@@ -104,10 +104,37 @@ def test_gold_plans_win_every_game(bench, official):
 
 def test_json_list_and_prompt_marked_logs_replay_too(bench, official):
     outs = {MUG: json.dumps(PLANS[MUG]), PENCIL: "\n".join(f"> {a}" for a in PLANS[PENCIL]),
-            HEAT: "\n".join(f"ACTION: {a.upper()}" for a in PLANS[HEAT])}
+            HEAT: "\n".join(f"ACTION: {a}" for a in PLANS[HEAT])}
     _, verdicts, _ = _score_all(bench, official, outs)
     assert [v.correct for v in verdicts] == [True, True, True]
-    assert verdicts[2].parsed == PLANS[HEAT]          # admissible spelling recovered from upper case
+    assert verdicts[1].parsed == PLANS[PENCIL]         # a log's "> " marker is not part of the command
+
+
+def test_commands_go_to_the_game_as_written_unless_the_lenient_rule_is_chosen(official):
+    """The official protocol's default rule (`exact`, ReAct's): upper case, a trailing period, doubled spaces or
+    quotes make a command the game does not know ("Nothing happens.", a turn used); `lenient`, the named option,
+    forgives them and is recorded in the summary."""
+    awkward = {"upper": str.upper, "period": lambda a: a + ".", "spaces": lambda a: "  ".join(a.split()),
+               "title": str.title, "quoted": lambda a: f"`{a}`"}
+    sample = next(s for s in official.samples if s.id == HEAT)
+    for rule, wins in (("exact", False), ("lenient", True)):
+        bench = ALFWorld(commands=rule)
+        for name, spell in awkward.items():
+            v = bench.score(sample, "\n".join(f"ACTION: {spell(a)}" for a in PLANS[HEAT]), "official")
+            assert v.correct is wins, (rule, name)
+            assert v.parsed == (PLANS[HEAT] if wins else [spell(a).strip() for a in PLANS[HEAT]]), (rule, name)
+        # the same rule plays episodes: the first turn's upper-case command changes nothing in the exact game
+        episode = bench.start_episode(sample)
+        try:
+            episode.advance(f"ACTION: {PLANS[HEAT][0].upper()}")
+            after = episode.prompt()[-1]["content"]
+        finally:
+            episode.close()
+        assert after.startswith(NOTHING_HAPPENS) is not wins, rule
+        assert bench.summarize([sample], [v], "official")["commands"] == rule
+    # surrounding blanks are not the command's (ReAct strips the model's text), a trailing period is
+    exact = ALFWorld()
+    assert exact.score(sample, "\n".join(f"ACTION:   {a}  " for a in PLANS[HEAT]), "official").correct
 
 
 def test_one_defect_per_game_exact_per_task_type(bench, official):
@@ -119,7 +146,7 @@ def test_one_defect_per_game_exact_per_task_type(bench, official):
         LOOK: "\n".join(PLANS[LOOK][:3] + ["examine desklamp 1"]),
         # broken constraint: the plate is put down without being cleaned
         CLEAN: "\n".join(a for a in PLANS[CLEAN] if not a.startswith("clean")),
-        # case and spacing differences only: still correct
+        # case and spacing differences: commands ALFWorld does not know, as in ALFWorld itself
         HEAT: "\n".join("  ".join(a.title().split()) for a in PLANS[HEAT]),
         # swapped order: cooling before taking the apple
         COOL: "\n".join(["go to fridge 1", "cool apple 1 with fridge 1", "go to diningtable 1",
@@ -129,12 +156,12 @@ def test_one_defect_per_game_exact_per_task_type(bench, official):
     }
     samples, verdicts, summary = _score_all(bench, official, outs)
     won = {s.id: v.correct for s, v in zip(samples, verdicts, strict=True)}
-    assert won == {MUG: False, PENCIL: True, LOOK: False, CLEAN: False, HEAT: True, COOL: False, TWO: False}
-    assert summary["overall"]["won"] == 2
-    assert summary["overall"]["success_rate"] == pytest.approx(200 / 7)
+    assert won == {MUG: False, PENCIL: True, LOOK: False, CLEAN: False, HEAT: False, COOL: False, TWO: False}
+    assert summary["overall"]["won"] == 1
+    assert summary["overall"]["success_rate"] == pytest.approx(100 / 7)
     cats = {c: v["success_rate"] for c, v in summary["categories"].items()}
     assert cats == {"pick_and_place_simple": 50.0, "look_at_obj_in_light": 0.0,
-                    "pick_clean_then_place_in_recep": 0.0, "pick_heat_then_place_in_recep": 100.0,
+                    "pick_clean_then_place_in_recep": 0.0, "pick_heat_then_place_in_recep": 0.0,
                     "pick_cool_then_place_in_recep": 0.0, "pick_two_obj_and_place": 0.0}
     two = verdicts[[s.id for s in samples].index(TWO)]
     assert "ended after 5 steps" in two.reason
@@ -164,7 +191,7 @@ def _admissible(messages):
 
 def test_run_episode_with_agent_following_admissible_commands(bench, official):
     styles = [lambda a: f"ACTION: {a}", lambda a: f"> {a}", lambda a: f"<think>next</think>\n<action>{a}</action>",
-              lambda a: f"{a.upper()}.\nbecause it is the next step"]
+              lambda a: f"{a}\nbecause it is the next step"]
     for k, sample in enumerate(official.samples):
         plan = list(PLANS[sample.id])
         seen = []

@@ -248,6 +248,23 @@ def test_extract_plan_forms():
         assert extract_plan(bad)[0] is None, bad
 
 
+def test_extract_plan_reads_the_last_complete_plan():
+    """A draft, then a corrected plan: the answer is the last complete one (README: Answer), fenced or not."""
+    draft, final = gold("1"), gold("2")
+    assert draft != final
+    assert extract_plan(fenced(draft) + "\nCorrected plan:\n" + fenced(final))[0] == final
+    assert extract_plan(json.dumps(draft) + "\nCorrected plan:\n" + json.dumps(final))[0] == final
+    assert extract_plan(fenced(draft) + "\nCorrected plan: " + repr(final) + "\nDone.")[0] == final
+    assert extract_plan(json.dumps(draft) + "\nCorrected plan:\n" + fenced(final))[0] == final
+    # a last plan cut off mid-way is not complete: the one before it stands
+    cut = fenced(final)[:-20]
+    assert extract_plan(fenced(draft) + "\nCorrected plan:\n" + cut)[0] == draft
+    # a later fence that is no plan (a note, a reference) does not replace the plan
+    assert extract_plan(fenced(final) + "\n```json\n{\"note\": 1}\n```")[0] == final
+    # a corrected plan inside a reasoning block is never read
+    assert extract_plan(fenced(draft) + "<think>" + fenced(final) + "</think>")[0] == draft
+
+
 def test_name_city_official_split():
     assert name_city("Cafe Maple Street, Charlotte") == ("Cafe Maple Street", "Charlotte")
     assert name_city("Lux 2 Bed, Loft, Peoria(Illinois)") == ("Lux 2 Bed, Loft", "Peoria")

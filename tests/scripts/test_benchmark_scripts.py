@@ -48,7 +48,12 @@ def test_episode_throughput_script_runs(tmp_path, tiny_model):
                          capture_output=True, text=True, env=env, timeout=600, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-3000:]
     figures = json.loads((tmp_path / "episode_throughput" / "episode_throughput.json").read_text())["figures"]
-    # 2 tasks x 2 samples x 6 agent tokens in both arms; the episodes' 3 turns were 3 calls, with the environment's
-    # tokens between them
-    assert figures["agent_tokens"] == 24 and figures["counts"]["episodes"]["calls"] == 3
-    assert figures["counts"]["episodes"]["environment_tokens"] > 0
+    # 2 tasks x 2 samples x 6 agent tokens in every arm; the episodes' 3 turns were 3 calls, with the environment's
+    # tokens between them; with reuse the engine computed less of the same prompts and drew the same tokens
+    assert figures["agent_tokens"] == 24 and figures["counts"]["episodes_reuse"]["calls"] == 3
+    assert figures["counts"]["episodes_reuse"]["environment_tokens"] > 0
+    reuse, full = figures["episodes_reuse"], figures["episodes_no_reuse"]
+    assert reuse["prompt_tokens_sent_per_turn"] == full["prompt_tokens_sent_per_turn"]
+    assert reuse["prompt_tokens_computed_per_turn"] < full["prompt_tokens_computed_per_turn"]
+    assert reuse["cache_hit_rate"] > 0 == full["cache_hit_rate"]
+    assert figures["same_agent_tokens_with_and_without_reuse"] is True

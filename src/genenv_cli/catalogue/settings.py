@@ -236,6 +236,12 @@ class EvaluateConfig:
                              "256 (their answers' 99th percentile is 156 and 110 tokens), the others 512.", min=0)
     batch_size: int = _f(16, "Sequences generated together.", min=1)
     max_steps: int = _f(50, "Interactive benchmarks (ALFWorld): steps per episode.", min=1)
+    alfworld_commands: str = _f("exact", "How ALFWorld's official protocol sends a turn's command to the game. exact: as "
+                                "ReAct sends it, stripped of surrounding blanks only, so \"Go to desk 1.\" gets "
+                                "\"Nothing happens.\" as in ALFWorld itself; lenient: case, a trailing period, quotes "
+                                "and spacing forgiven and the command matched to an admissible one (scores then do "
+                                "not compare with published ones). Recorded in the result.",
+                                choices=["exact", "lenient"])
 
 
 @dataclass

@@ -19,6 +19,12 @@ end of the agent's turn, the environment's observation as a user message, the st
 Re-templating the whole conversation each turn would tokenize the agent's earlier answers afresh, which need not
 give the tokens it sampled; the trainer must score the tokens the sampler conditioned on. `TokenTrace` records
 them with the sampler's logprobs and a mask of which tokens are the agent's.
+
+Every episode is the engine's session (engines with `takes_sessions`: hf and vllm): its prompts go as token ids with
+the episode's key, so the engine computes only what is new since its last turn (the hf engine keeps each episode's
+keys and values, engines/episode_cache.py; vLLM's prefix cache finds the blocks), and forgets the session when the
+episode ends. What is sampled does not depend on it. `stats` counts the prompt tokens sent and how many of them the
+engine had kept.
 """
 
 from __future__ import annotations
@@ -107,12 +113,30 @@ def observation_ids(tokenizer: Any, before: Transcript, after: Transcript, gener
 
 def play(episodes: list[Any], engine: Any, params: Any, *, context_limit: int = 0,
          traces: list[TokenTrace] | None = None, seeds: list[int] | None = None,
-         on_done: Callable[[int], None] | None = None, on_turn: Callable[[int, int], None] | None = None) -> None:
+         on_done: Callable[[int], None] | None = None, on_turn: Callable[[int, int], None] | None = None,
+         stats: dict[str, int] | None = None) -> None:
     """Play `episodes` (evals.base.Episode objects) to their ends, all live ones in lockstep, one generate call per
     turn. Without `traces`, each turn's prompt is the episode's messages (evaluation); with them (one per episode,
     its first prompt's ids set), the prompt is the trace's token ids, and every turn's tokens go into the trace
     (module docstring). `seeds`: one per episode (episode i's turn t samples with `turn_seed(seeds[i], t)`); without
-    them turn t's call is seeded `params.seed + t * len(episodes)`, each prompt then by its place in the call."""
+    them turn t's call is seeded `params.seed + t * len(episodes)`, each prompt then by its place in the call.
+    `stats`, when given, gains "calls", "prompts", "prompt_tokens", "cached_tokens" and "longest_prompt" (module
+    docstring)."""
+    sessions = getattr(engine, "takes_sessions", False)
+    token = object()  # this call's episodes, as the engine's session keys: (token, i)
+    try:
+        _play(episodes, engine, params, context_limit, traces, seeds, on_done, on_turn,
+              stats if stats is not None else {}, token if sessions else None)
+    finally:
+        if sessions:
+            engine.release([(token, i) for i in range(len(episodes))])
+
+
+def _play(episodes: list[Any], engine: Any, params: Any, context_limit: int, traces: list[TokenTrace] | None,
+          seeds: list[int] | None, on_done: Callable[[int], None] | None,
+          on_turn: Callable[[int, int], None] | None, stats: dict[str, int], token: object | None) -> None:
+    for key in ("calls", "prompts", "prompt_tokens", "cached_tokens", "longest_prompt"):
+        stats.setdefault(key, 0)
     steps = [0] * len(episodes)
     pending = {i: e.prompt() for i, e in enumerate(episodes)}    # each live episode's next prompt
     turn = 0
@@ -121,25 +145,42 @@ def play(episodes: list[Any], engine: Any, params: Any, *, context_limit: int = 
         for i, messages in pending.items():
             if messages is None:
                 continue
-            prompt = traces[i].ids() if traces is not None else messages
+            if traces is not None:
+                prompt = traces[i].ids()
+            elif token is not None:
+                prompt = engine.prompt_ids(messages)
+            else:
+                prompt = messages
             if context_limit > 0:
-                n = len(prompt) if traces is not None else len(engine.prompt_ids(messages))
+                n = len(prompt) if traces is not None or token is not None else len(engine.prompt_ids(messages))
                 if n + params.max_new_tokens > context_limit:
                     episodes[i].stop(CONTEXT_OVERFLOW, overflow_reason(n, params.max_new_tokens, context_limit,
                                                                        steps[i]))
+                    if token is not None:
+                        engine.release([(token, i)])
                     continue
             asks.append((i, prompt))
         if asks:
             if on_turn is not None:
                 on_turn(turn, len(asks))
+            keys = {"sessions": [(token, i) for i, _ in asks]} if token is not None else {}
             if traces is not None:
                 turn_params = dataclasses.replace(params, n=1)
                 own = [turn_seed(seeds[i] if seeds is not None else params.seed + i, steps[i]) for i, _ in asks]
-                gens = engine.generate_ids([p for _, p in asks], turn_params, seeds=own)
+                gens = engine.generate_ids([p for _, p in asks], turn_params, seeds=own, **keys)
             else:
                 # a fresh seed per turn, so sampled turns do not repeat one turn's noise (greedy ignores it)
                 turn_params = dataclasses.replace(params, seed=params.seed + turn * len(episodes))
-                gens = engine.generate([m for _, m in asks], turn_params)
+                if token is not None:  # one answer per episode, seeded as the first of `generate`'s n would be
+                    gens = engine.generate_ids([p for _, p in asks], dataclasses.replace(turn_params, n=1),
+                                               seeds=[turn_params.seed + j * params.n for j in range(len(asks))], **keys)
+                else:
+                    gens = engine.generate([m for _, m in asks], turn_params)
+            stats["calls"] += 1
+            stats["prompts"] += len(asks)
+            stats["prompt_tokens"] += sum(len(g[0].prompt_token_ids) for g in gens)
+            stats["cached_tokens"] += sum(getattr(g[0], "cached_tokens", 0) for g in gens)
+            stats["longest_prompt"] = max(stats["longest_prompt"], *(len(g[0].prompt_token_ids) for g in gens))
             for (i, _), g in zip(asks, gens, strict=True):
                 if traces is not None:
                     traces[i].add_agent(g[0])
@@ -148,6 +189,8 @@ def play(episodes: list[Any], engine: Any, params: Any, *, context_limit: int = 
                 if traces is not None and (nxt := episodes[i].prompt()) is not None:
                     traces[i].add_environment(observation_ids(engine.tokenizer, pending[i], nxt, g[0]))
         following = {i: episodes[i].prompt() for i, _ in asks}
+        if token is not None and (ended := [(token, i) for i, m in following.items() if m is None]):
+            engine.release(ended)
         following = {i: m for i, m in following.items() if m is not None}
         if on_done is not None and len(following) < len(pending):
             on_done(len(pending) - len(following))
@@ -157,17 +200,18 @@ def play(episodes: list[Any], engine: Any, params: Any, *, context_limit: int = 
 
 def play_episodes(bench: Benchmark, samples: list[EvalSample], engine: Any, params: Any, max_steps: int, *,
                   context_limit: int = 0, on_done: Callable[[int], None] | None = None,
-                  on_turn: Callable[[int, int], None] | None = None) -> list[tuple[Transcript, Verdict]]:
+                  on_turn: Callable[[int, int], None] | None = None,
+                  stats: dict[str, int] | None = None) -> list[tuple[Transcript, Verdict]]:
     """Play every sample's episode to its end, all live ones in lockstep (see the module docstring).
 
     `engine` is a genenv engine (`generate`, `prompt_ids`), `params` its SamplingParams; `context_limit` 0 means
     unknown (no check). `on_done(n)` is called as n episodes finish, `on_turn(turn, prompts)` before each
-    generate call. Returns (transcript, verdict) per sample, in order."""
+    generate call; `stats` as `play`'s. Returns (transcript, verdict) per sample, in order."""
     episodes = []
     try:
         for s in samples:
             episodes.append(bench.start_episode(s, max_steps))
-        play(episodes, engine, params, context_limit=context_limit, on_done=on_done, on_turn=on_turn)
+        play(episodes, engine, params, context_limit=context_limit, on_done=on_done, on_turn=on_turn, stats=stats)
         return [e.result() for e in episodes]
     finally:
         for e in episodes:

@@ -421,6 +421,7 @@ def generate(bench: Benchmark, samples: list[EvalSample], cfg: Config, name: str
     verdicts: list[Verdict | None] = [None] * len(samples)
     notes: list[str | None] = [None] * len(samples)
     lengths: dict[int, int] = {}
+    episode_stats: dict[str, int] = {}
     try:
         episodic = [i for i, s in enumerate(samples) if bench.interactive and (not s.messages or s.meta.get("episode")
                                                                                  or s.messages[-1]["role"] != "user")]
@@ -452,7 +453,8 @@ def generate(bench: Benchmark, samples: list[EvalSample], cfg: Config, name: str
             with ui.progress(f"evaluate {bench.name} episodes", len(episodic), "episodes") as bar:
                 turns = EpisodeProgress(bar, turn_cap(bench, settings.max_steps))
                 played = play_episodes(bench, [samples[i] for i in episodic], engine, params, settings.max_steps,
-                                       context_limit=context, on_done=turns.on_done, on_turn=turns.on_turn)
+                                       context_limit=context, on_done=turns.on_done, on_turn=turns.on_turn,
+                                       stats=episode_stats)
             for i, (transcript, verdict) in zip(episodic, played, strict=True):
                 verdicts[i] = verdict
                 outputs[i] = "\n".join(m["content"] for m in transcript if m["role"] == "assistant")
@@ -465,6 +467,9 @@ def generate(bench: Benchmark, samples: list[EvalSample], cfg: Config, name: str
         engine.close()
     sampling = {"temperature": settings.temperature, "max_new_tokens": max_new, "seed": cfg.run.seed,
                 "engine": engine.name}
+    if episode_stats.get("prompt_tokens"):  # the episodes' prompt tokens and the share kept from earlier turns
+        sampling |= {"episode_prompt_tokens": episode_stats["prompt_tokens"],
+                     "episode_cache_hit_rate": round(episode_stats["cached_tokens"] / episode_stats["prompt_tokens"], 4)}
     return outputs, verdicts, notes, sampling, ref.identity()  # type: ignore[return-value]
 
 

@@ -134,6 +134,7 @@ def _rollout(cfg: Config, epoch: int, domains: dict[str, Domain], tasks: list[di
     single = [j for j, t in enumerate(tasks) if not domains[t["domain"]].episodic]
     multi = [j for j, t in enumerate(tasks) if domains[t["domain"]].episodic]
     outs: list[list[dict[str, Any]]] = [[] for _ in tasks]
+    episode_stats: dict[str, int] = {}  # the episodes' prompt tokens, and those the engine reused (evals/episodes.py)
     try:
         with ui.progress(f"rollout e{epoch}", len(tasks) * r.group_size, "rollouts") as bar:
             if single:
@@ -150,7 +151,7 @@ def _rollout(cfg: Config, epoch: int, domains: dict[str, Domain], tasks: list[di
 
                 turns = EpisodeProgress(bar, max(domains[tasks[j]["domain"]].max_turns for j in multi))
                 played = play_tasks(engine, domains, [tasks[j] for j in multi], params, [seeds[j] for j in multi],
-                                    on_done=turns.on_done, on_turn=turns.on_turn)
+                                    on_done=turns.on_done, on_turn=turns.on_turn, stats=episode_stats)
                 for j, task_rows in zip(multi, played, strict=True):
                     outs[j] = task_rows
         if teacher_forced:
@@ -174,7 +175,7 @@ def _rollout(cfg: Config, epoch: int, domains: dict[str, Domain], tasks: list[di
     if multi:  # the episodes' own numbers (a single-turn run's counts stay as they were)
         from genenv_cli.stages.rollout_episodes import episode_counts
 
-        counts.update(episode_counts(cols))
+        counts.update(episode_counts(cols, episode_stats))
     return counts
 
 

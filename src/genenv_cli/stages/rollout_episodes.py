@@ -18,9 +18,10 @@ from genenv_cli.evals.episodes import TokenTrace, play
 
 def play_tasks(engine: Any, domains: dict[str, Any], tasks: list[dict[str, Any]], params: Any, seeds: list[int],
                on_done: Callable[[int], None] | None = None,
-               on_turn: Callable[[int, int], None] | None = None) -> list[list[dict[str, Any]]]:
+               on_turn: Callable[[int, int], None] | None = None,
+               stats: dict[str, int] | None = None) -> list[list[dict[str, Any]]]:
     """`params.n` episodes per task (task i's k-th seeded seeds[i] + k), all played together; the rollout row of
-    each (the columns after the ids), per task. `on_done` and `on_turn` are `evals.episodes.play`'s."""
+    each (the columns after the ids), per task. `on_done`, `on_turn` and `stats` are `evals.episodes.play`'s."""
     k = params.n
     episodes: list[DomainEpisode] = []
     try:
@@ -29,7 +30,7 @@ def play_tasks(engine: Any, domains: dict[str, Any], tasks: list[dict[str, Any]]
                 episodes.append(domains[t["domain"]].start_episode(t["payload"]))
         traces = [TokenTrace(engine.prompt_ids(e.messages)) for e in episodes]
         play(episodes, engine, params, context_limit=engine.context_limit(), traces=traces,
-             seeds=[s + i for s in seeds for i in range(k)], on_done=on_done, on_turn=on_turn)
+             seeds=[s + i for s in seeds for i in range(k)], on_done=on_done, on_turn=on_turn, stats=stats)
         rows = [episode_row(engine.tokenizer, e, tr) for e, tr in zip(episodes, traces, strict=True)]
     finally:
         for e in episodes:
@@ -50,9 +51,15 @@ def episode_row(tokenizer: Any, episode: DomainEpisode, trace: TokenTrace) -> di
             "observations": json.dumps(episode.observations, ensure_ascii=False)}
 
 
-def episode_counts(cols: dict[str, list[Any]]) -> dict[str, Any]:
-    """The rollout stage's counts of its episodes: how many, their agent turns and agent tokens, why they ended."""
+def episode_counts(cols: dict[str, list[Any]], stats: dict[str, int] | None = None) -> dict[str, Any]:
+    """The rollout stage's counts of its episodes: how many, their agent turns and agent tokens, why they ended;
+    with `play`'s `stats`, the prompt tokens sent over all turns and the share the engine had kept from earlier
+    turns (its cache hit rate: the hf engine's kept keys and values, vLLM's prefix cache)."""
     played = [i for i, t in enumerate(cols["turns"]) if t is not None]
-    return {"episodes": len(played), "episode_turns": sum(cols["turns"][i] for i in played),
-            "agent_tokens": sum(sum(cols["agent_mask"][i]) for i in played),
-            "episode_ends": dict(sorted(Counter(cols["end"][i] for i in played).items()))}
+    out = {"episodes": len(played), "episode_turns": sum(cols["turns"][i] for i in played),
+           "agent_tokens": sum(sum(cols["agent_mask"][i]) for i in played),
+           "episode_ends": dict(sorted(Counter(cols["end"][i] for i in played).items()))}
+    if stats and stats.get("prompt_tokens"):
+        out |= {"episode_prompt_tokens": stats["prompt_tokens"], "episode_cached_tokens": stats["cached_tokens"],
+                "episode_cache_hit_rate": round(stats["cached_tokens"] / stats["prompt_tokens"], 4)}
+    return out

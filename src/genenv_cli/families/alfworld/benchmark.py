@@ -18,26 +18,30 @@ Sample ids: the game file's path relative to the split folder, as AgentBench lis
 (`pick_and_place_simple-Pencil-None-Shelf-308/trial_T20190908_121952_610012/game.tw-pddl`); with the paper
 protocol, `<that path>#step<k>`, k the 0-based index of the expert action.
 
-Prompt (official protocol; ReAct's alfworld.ipynb loop and AgentBench `src/server/tasks/alfworld/task.py`,
-zero-shot). A system message explains the game and the answer format; the first user turn is
+Prompt (official protocol): this project's own zero-shot prompt with the admissible commands, in ReAct's
+alfworld.ipynb loop (ReAct itself gives two worked examples of the task type and no command list; AgentBench's
+prompt adds a one-shot example and ends an episode on an answer without "ACTION:": neither is what is done here).
+A system message explains the game and the answer format; the first user turn is
 "Here is your task.\\n" + the game's opening text without TextWorld's "-= Welcome ... =-" banner (ReAct strips it
-the same way) + "\\n\\nAVAILABLE ACTIONS:\\n" + the admissible commands, one per line (AgentBench offers them so;
-ALFWorld's TextWorld env computes them each step). Each later user turn is the game's feedback to the last
-command followed by the admissible commands; as AgentBench does, only the latest user turn keeps its list.
+the same way) + "\n\nAVAILABLE ACTIONS:\n" + the admissible commands, one per line (ALFWorld's TextWorld env
+computes them each step). Each later user turn is the game's feedback to the last
+command followed by the admissible commands; only the latest user turn keeps its list.
 An episode ends when the game reports `won` (success, `"end": "done"` in the samples file) or after `max_steps`
-agent turns (50, ReAct/AgentBench; `"end": "turn_cap"`), the words a training episode's end has in rollouts.parquet;
+agent turns (`evaluate.max_steps`, 50; ReAct's loop, `for i in range(1, 50)`, allows 49; `"end": "turn_cap"`), the
+words a training episode's end has in rollouts.parquet;
 `genenv evaluate` also ends it, as a failure, when its next prompt would not fit the model's context
 (evals/episodes.py, `"end": "context_overflow"`). Scored predictions whose actions run out before either end as
 `"actions_ended"`.
 
-Answer parser (one command per turn): the text inside the first `<action>...</action>` if any; else the rest
-of the first line that starts with "ACTION:" (any case, optionally after "> "); else the first non-empty line.
-Then a leading ">" prompt marker, surrounding quotes/backticks and one trailing "." are removed and runs of
-whitespace become one space. If that equals an admissible command ignoring case, the admissible spelling is
-sent; otherwise the text is sent as is and TextWorld answers "Nothing happens." (a turn is used, as in ReAct).
+Answer parser (one command per turn; commands.py): the text inside the first `<action>...</action>` if any; else
+the rest of the first line that starts with "ACTION:"; else the first non-empty line. It is sent to the game as
+ReAct sends the model's text, stripped of surrounding whitespace and nothing more (`evaluate.alfworld_commands =
+"exact"`, the default): a command ALFWorld does not know, "Go to desk 1." among them, gets "Nothing happens." and
+uses a turn. `evaluate.alfworld_commands = "lenient"` instead forgives case, a trailing ".", quotes and spacing
+(commands.py says exactly what); the rule is recorded in the result's summary.
 
 `score` for predictions files replays the episode: the output is a JSON list of commands, or one command per
-non-empty line, each cleaned as above (when some lines start with ">", only those: a ReAct-style log with the
+non-empty line, each read as above (when some lines start with ">", only those: a ReAct-style log with the
 observations between its "> command" lines replays as is); at most 50 are played; the game must report won.
 Metrics: success rate (%) overall and per task type.
 
@@ -55,18 +59,26 @@ numbers for reference: GenEnv 7B 54.5, Qwen2.5-7B-Instruct 14.2.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.core.callparse import CallParseError, load_json
 from genenv_cli.core.errors import ConfigError, InputError
 from genenv_cli.core.jsonio import json_document
 from genenv_cli.domains.base import END_DONE, END_TURN_CAP
 from genenv_cli.evals.base import PROTOCOLS, Benchmark, Episode, EvalSample, LoadedData, PaperColumn, Verdict
 from genenv_cli.evals.datasource import sha256_paths
+from genenv_cli.families.alfworld.commands import (  # noqa: F401 - _clean, parse_action_list: read from here too
+    COMMAND_RULES,
+    _clean,
+    action_items,
+    command_of,
+    normalize,
+    parse_action,
+    parse_action_list,
+    resolve,
+)
 from genenv_cli.families.alfworld.games import (
     INSTALL_HINT,
     SCRIPTED_FILE,
@@ -93,76 +105,6 @@ SYSTEM_PROMPT = (
     "The environment then tells you what happened. If it answers \"Nothing happens.\", your action was not "
     "valid; choose another one. The episode ends when the task is done or after {max_steps} actions."
 )
-
-
-# ------------------------------------------------------------------------------------------- parsing actions
-
-# the first <action>...</action> (any case), found as re.search(r"<action>(.*?)</action>", re.I | re.S) finds it, but
-# by two searches: the leftmost opening tag has a closing one after it or none has, and the single regex would
-# rescan the rest of the text from every unclosed opening tag (quadratic on a run of `<action>`)
-_ACTION_OPEN = re.compile(r"<action>", re.IGNORECASE)
-_ACTION_CLOSE = re.compile(r"</action>", re.IGNORECASE)
-_ACTION_LINE = re.compile(r"^\s*(?:>\s*)?action\s*:\s*(.*)$", re.IGNORECASE)
-
-
-def _clean(text: str) -> str:
-    text = text.strip()
-    text = re.sub(r"^>+\s*", "", text)
-    text = text.strip().strip("`\"'").strip()
-    if text.endswith("."):
-        text = text[:-1]
-    return " ".join(text.split())
-
-
-MAX_TURN_LINES = 1000  # over 4,000 tokens of lines, past evaluate's default of 512 per turn
-
-
-def parse_action(output: str) -> str:
-    """One command from a model turn (rule in the module docstring); "" when there is none."""
-    m = _ACTION_OPEN.search(output)
-    end = _ACTION_CLOSE.search(output, m.end()) if m else None
-    if m and end:
-        return _clean(output[m.end():end.start()])
-    if "action" in output.lower():
-        # a turn's `Action:` line is among its first (ReAct's turn: a thought, then the action); reading at most
-        # MAX_TURN_LINES keeps a degenerate turn of a million lines from costing a Python step per line
-        for line in output.splitlines()[:MAX_TURN_LINES]:
-            m = _ACTION_LINE.match(line)
-            if m:
-                return _clean(m.group(1))
-    rest = output.lstrip()  # the first non-empty line, as _clean reads it (it strips the line's own blanks)
-    return _clean(rest.splitlines()[0]) if rest else ""
-
-
-def parse_action_list(output: str) -> list[str]:
-    """An episode's commands from a predictions output: a JSON list of strings, else one per non-empty line
-    (only the lines starting with ">" when there are some: a ReAct-style log with observations between)."""
-    return [parse_action(a) for a in action_items(output)]
-
-
-def action_items(output: str) -> list[str]:
-    """parse_action_list's items before each is read as an action (scoring reads only as many as it plays)."""
-    text = output.strip()
-    if text.startswith("["):
-        try:
-            obj = load_json(text, "action list")  # bounded: a degenerate answer is no list, never a crash
-        except CallParseError:
-            obj = None
-        if isinstance(obj, list) and all(isinstance(a, str) for a in obj):
-            return obj
-    lines = [line for line in text.splitlines() if line.strip()]
-    marked = [line for line in lines if line.lstrip().startswith(">")]
-    return marked or lines
-
-
-def normalize(command: str) -> str:
-    return " ".join(command.split()).casefold()
-
-
-def resolve(action: str, admissible: list[str]) -> str:
-    """The admissible command equal to `action` ignoring case and spacing, else `action` unchanged."""
-    by_key = {normalize(c): c for c in admissible}
-    return by_key.get(normalize(action), action)
 
 
 def process_observation(obs: str, first: bool = False) -> str:
@@ -276,8 +218,15 @@ class ALFWorld(Benchmark):
     interactive = True
     engine_seconds = 300.0  # `score` loads the game and replays up to 50 commands: 3-5 s idle, a minute under load
 
-    def __init__(self, max_steps: int = MAX_STEPS):
+    def __init__(self, max_steps: int = MAX_STEPS, commands: str = "exact"):
         self.max_steps = max_steps
+        self.commands = commands  # how a turn's command is sent to the game (commands.COMMAND_RULES)
+
+    def configure(self, cfg: Any, run_root: Path | None = None, domains: dict[str, Any] | None = None) -> None:
+        rule = getattr(getattr(cfg, "evaluate", None), "alfworld_commands", "exact")
+        if rule not in COMMAND_RULES:
+            raise ConfigError(f"evaluate.alfworld_commands = {rule!r}: expected one of {', '.join(COMMAND_RULES)}")
+        self.commands = rule
 
     # data ------------------------------------------------------------------------------------------------
     @staticmethod
@@ -428,8 +377,8 @@ class ALFWorld(Benchmark):
         limit = int(sample.meta.get("max_steps", self.max_steps))
         try:
             _obs, info = game.reset()
-            for raw in map(parse_action, items[:limit]):  # only the actions played are read
-                command = resolve(raw, info["admissible_commands"])
+            for item in items[:limit]:  # only the actions played are read
+                command = command_of(item, self.commands, info["admissible_commands"])
                 played.append(command)
                 _obs, _done, info = game.step(command)
                 if info["won"]:
@@ -489,6 +438,7 @@ class ALFWorld(Benchmark):
                                     "the next command scored by exact match (case and spacing ignored)")
         else:
             out["max_steps"] = self.max_steps
+            out["commands"] = self.commands
         return out
 
 
@@ -530,7 +480,7 @@ class _GameEpisode(Episode):
     def advance(self, output: str) -> None:
         if self.over or self.game is None:
             raise RuntimeError("advance() on an episode that is over")
-        command = resolve(parse_action(output), self.info["admissible_commands"])
+        command = command_of(output, self.bench.commands, self.info["admissible_commands"])
         self.played.append(command)
         obs, _done, self.info = self.game.step(command)
         self.history.append((self.shown, output))

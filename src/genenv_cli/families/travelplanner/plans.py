@@ -1,4 +1,4 @@
-"""Reading a TravelPlanner plan out of a model's answer: the first ```json fence or bracketed span (outside a
+"""Reading a TravelPlanner plan out of a model's answer: the last ```json fence or bracketed span (outside a
 `<think>` block) that reads, as JSON or a Python literal, as a list of day objects. Every reader is bounded, so
 a degenerate answer costs bounded time and is no plan, never a crash."""
 
@@ -99,31 +99,44 @@ def _drop_think(text: str) -> str:
 # blanks backtracks quadratically; a run of blanks is all taken either way, since no language name starts with one
 _FENCE = re.compile(r"```[ \t]*+(?:json|JSON|python|py)?[ \t]*+\n?(.*?)```", re.DOTALL)
 _OPEN = re.compile(r"\[\s*\{|\{\s*[\"']plan[\"']\s*:")
-MAX_CANDIDATES = 64  # fences, then bracketed spans, tried as the plan; a real answer's plan is among its first few
+MAX_CANDIDATES = 64  # fences, then bracketed spans, tried as the plan; a real answer holds a few
 PLAN_BUDGET = 2 * MAX_SOURCE  # characters scanned and handed to the readers in all, over the fences and spans tried
 
 
 def extract_plan(output: str) -> tuple[list[dict[str, Any]] | None, str]:
-    """(plan, "") or (None, why not)."""
+    """(plan, "") or (None, why not). The answer is the last complete plan in the text: a model that writes a
+    draft, then "Corrected plan:" and a second one, answers with the second, as the official pipeline (a model
+    converting the whole answer) would read it; a last plan cut off mid-way is no plan, so the one before it
+    stands. Candidates are the ```json fences and the balanced `[{...}]` / `{"plan": [...]}` spans; of those that
+    read as a plan, the one that ends last wins (a fence ends after the span inside it, so a fenced plan is read
+    as its fence)."""
     text = _drop_think(output)
     budget = PLAN_BUDGET  # a degenerate answer of many fences or brackets costs bounded time
+    best: list[dict[str, Any]] | None = None
+    best_end = -1
     for n, m in enumerate(_FENCE.finditer(text)):
         budget -= m.end() - m.start()
         if n == MAX_CANDIDATES or budget < 0:
             break
         plan = _as_plan(_decode(m.group(1).strip()))
         if plan is not None:
-            return plan, ""
-    for n, m in enumerate(_OPEN.finditer(text)):
-        if n == MAX_CANDIDATES or budget < 0:
-            break
+            best, best_end = plan, m.end()
+    pos, n = 0, 0
+    while budget >= 0 and n < MAX_CANDIDATES and (m := _OPEN.search(text, pos)) is not None:
+        n += 1
         span, read = _scan(text, m.start(), min(MAX_SOURCE, budget))
         budget -= read + 1
+        pos = m.start() + 1
         if span is None:
             continue
         plan = _as_plan(_decode(span))
         if plan is not None:
-            return plan, ""
+            end = m.start() + len(span)
+            if end > best_end:
+                best, best_end = plan, end
+            pos = end  # a plan's own inner brackets are no further candidates
+    if best is not None:
+        return best, ""
     if not text.strip():
         return None, "empty output"
     return None, "no plan found: expected a JSON list of day objects (days, current_city, transportation, ...)"

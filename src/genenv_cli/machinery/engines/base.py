@@ -8,7 +8,7 @@ under the distribution it was drawn from (temperature and top-p applied), and wh
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +37,7 @@ class Generation:
     logprobs: list[float]
     finish_reason: str           # "stop" (end of turn) | "length" (max_new_tokens)
     prompt_token_ids: list[int]
+    cached_tokens: int = 0       # leading prompt tokens whose keys and values the engine had kept (not computed)
 
 
 def sample_seeds(params: SamplingParams, count: int, seeds: list[int] | None = None) -> list[int]:
@@ -58,6 +59,9 @@ class Engine(ABC):
     name: str = ""
     model_tag: str = ""
     tokenizer: Any = None
+    # whether generate_ids takes `sessions`: one key per prompt, the same key for every turn of an episode, so that
+    # the engine can keep what it computed for a turn's prompt and answer and compute only the next turn's new tokens
+    takes_sessions: bool = False
 
     @abstractmethod
     def generate(self, conversations: list[Messages], params: SamplingParams,
@@ -67,9 +71,12 @@ class Engine(ABC):
         seeded request), so what a conversation draws does not depend on the others in the call."""
 
     def generate_ids(self, prompts: list[list[int]], params: SamplingParams, on_progress: ProgressFn | None = None,
-                     seeds: list[int] | None = None) -> list[list[Generation]]:
+                     seeds: list[int] | None = None,
+                     sessions: list[Hashable] | None = None) -> list[list[Generation]]:
         """`generate` for prompts given as token ids: an episode's growing sequence, whose earlier turns are the
-        tokens sampled then, not a re-tokenization of their text (evals/episodes.py). The same sampling rules."""
+        tokens sampled then, not a re-tokenization of their text (evals/episodes.py). The same sampling rules.
+        `sessions` (engines with `takes_sessions`; n = 1): each prompt's episode, whose earlier turn the engine
+        may have kept; what is sampled does not depend on it."""
         raise TypeError(f"the {self.name or type(self).__name__} engine takes chat messages only; episodes recorded "
                         f"for training need an engine that takes token ids (hf or vllm)")
 
@@ -77,6 +84,9 @@ class Engine(ABC):
         """The token ids the model is given for `messages` (chat template, generation prompt added)."""
         text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def release(self, sessions: list[Hashable]) -> None:  # noqa: B027 - optional hook
+        """Forget what was kept for `sessions` (episodes that have ended)."""
 
     def context_limit(self) -> int:
         """The longest prompt + completion the engine accepts, in tokens; 0 when unknown."""

@@ -9,6 +9,10 @@ top-p warpers), one (batch x vocab) log-softmax per step, where `output_scores=T
 scores. Models the shared-prefix forward does not support are decoded the same way with a plain prefill.
 `tests/engines/test_shared_prefix.py` checks the tokens and logprobs against `generate()` and a full forward.
 
+Episodes (`generate_ids(..., sessions=...)`, one session key per prompt): each row's keys and values are kept when
+its turn ends, and the episode's next turn runs only its new tokens after them (engines/episode_cache.py), turns
+still batched across episodes; `reuse_cache=False` re-reads every prompt in full instead.
+
 The model's own `generation_config` (repetition_penalty, top_k, min_p, no_repeat_ngram_size ... as a Hub model
 ships them) is replaced by one that keeps only the special token ids, and none of it is applied: the samples and
 their logprobs come from the sampling parameters alone, as vLLM's do for the same settings.
@@ -16,6 +20,7 @@ their logprobs come from the sampling parameters alone, as vLLM's do for the sam
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
 from genenv_cli.machinery.engines.base import (
@@ -31,10 +36,14 @@ from genenv_cli.machinery.models import ModelRef, load_model, load_tokenizer
 
 class HFEngine(Engine):
     name = "hf"
+    takes_sessions = True
 
     def __init__(self, ref: ModelRef, *, device: str = "auto", dtype: str = "auto",
-                 trust_remote_code: bool = False, batch_size: int = 32, model: Any = None, tokenizer: Any = None):
+                 trust_remote_code: bool = False, batch_size: int = 32, model: Any = None, tokenizer: Any = None,
+                 reuse_cache: bool = True):
         self.ref = ref
+        self.reuse_cache = reuse_cache
+        self._kept: dict[Hashable, Any] = {}  # each live session's keys and values (episode_cache.Kept)
         self.model_tag = ref.tag
         self.batch_size = batch_size
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(ref, trust_remote_code)
@@ -55,7 +64,9 @@ class HFEngine(Engine):
         return self.generate_ids([self.prompt_ids(m) for m in conversations], params, on_progress, seeds)
 
     def generate_ids(self, prompts: list[list[int]], params: SamplingParams, on_progress: ProgressFn | None = None,
-                     seeds: list[int] | None = None) -> list[list[Generation]]:
+                     seeds: list[int] | None = None,
+                     sessions: list[Hashable] | None = None) -> list[list[Generation]]:
+        _check_sessions(sessions, len(prompts), params.n)
         base = sample_seeds(params, len(prompts), seeds)
         jobs = [(i, k) for i in range(len(prompts)) for k in range(params.n)]
         # longest first: similar lengths share a batch (less padding), and memory peaks early
@@ -63,23 +74,28 @@ class HFEngine(Engine):
         results: list[list[Generation | None]] = [[None] * params.n for _ in prompts]
         for start in range(0, len(jobs), self.batch_size):
             batch = jobs[start:start + self.batch_size]
-            gens = self._generate_batch([prompts[i] for i, _ in batch], params, [base[i] + k for i, k in batch])
+            gens = self._generate_batch([prompts[i] for i, _ in batch], params, [base[i] + k for i, k in batch],
+                                        None if sessions is None else [sessions[i] for i, _ in batch])
             for (i, k), g in zip(batch, gens, strict=True):
                 results[i][k] = g
             if on_progress is not None:
                 on_progress(len(batch), sum(len(g.token_ids) for g in gens))
         return results  # type: ignore[return-value]
 
-    def _generate_batch(self, prompts: list[list[int]], params: SamplingParams, seeds: list[int]) -> list[Generation]:
+    def release(self, sessions: list[Hashable]) -> None:
+        for s in sessions:
+            self._kept.pop(s, None)
+
+    def _generate_batch(self, prompts: list[list[int]], params: SamplingParams, seeds: list[int],
+                        sessions: list[Hashable] | None = None) -> list[Generation]:
         import torch
         from transformers import TemperatureLogitsWarper, TopPLogitsWarper
 
-        from genenv_cli.machinery.engines import shared_prefix
+        from genenv_cli.machinery.engines import episode_cache, shared_prefix
 
-        unique: dict[tuple[int, ...], int] = {}
-        row_prompt = [unique.setdefault(tuple(p), len(unique)) for p in prompts]
-        distinct = [list(p) for p in unique]
-        shared = shared_prefix.common_length(distinct) if shared_prefix.supports(self.model) else 0
+        keep = sessions is not None and self.reuse_cache and shared_prefix.supports(self.model)
+        kept = [self._kept.pop(s, None) for s in sessions] if keep and sessions is not None else []
+        reused = [0] * len(prompts)
         warpers = []
         if not params.greedy:
             if params.temperature != 1.0:
@@ -98,12 +114,15 @@ class HFEngine(Engine):
         logps: list[list[float]] = [[] for _ in prompts]
         reasons = ["length"] * len(prompts)
         with torch.inference_mode():
-            logits, cache, mask, position = shared_prefix.forward(
-                self.model, distinct[0][:shared], [p[shared:] for p in distinct], pad_id=self.pad_id,
-                logits_to_keep=1, device=self.device)
-            rows = torch.tensor(row_prompt, device=self.device)  # each prompt's keys and values, once per sample
-            cache.batch_select_indices(rows)
-            scores, mask, position = logits[rows, -1, :].float(), mask[rows], position[rows]
+            if kept and any(episode_cache.reuse_lengths(kept, prompts)):
+                logits, cache, mask, position, reused = episode_cache.prefill(
+                    self.model, kept, prompts, pad_id=self.pad_id, device=self.device)
+                scores = logits[:, -1, :].float()
+            else:
+                scores, cache, mask, position = self._prefill(prompts)
+            del kept
+            keep = keep and episode_cache.reusable(cache)
+            episode_cache.make_room(cache, params.max_new_tokens)
             active = list(range(len(prompts)))
             for step in range(params.max_new_tokens):
                 for warp in warpers:
@@ -118,14 +137,19 @@ class HFEngine(Engine):
                     if d:
                         reasons[row] = "stop"
                 going = ~done
-                if step == params.max_new_tokens - 1 or not bool(going.any()):
+                last = step == params.max_new_tokens - 1 or not bool(going.any())
+                if keep and (last or not bool(going.all())):  # rows that leave keep their keys and values
+                    for b, row in enumerate(active):
+                        if last or not going[b]:
+                            self._keep(sessions[row], episode_cache.take(cache, mask, b, prompts[row] + tokens[row][:-1]))
+                if last:
                     break
                 if not bool(going.all()):  # finished rows leave the batch
-                    keep = going.nonzero().squeeze(1)
-                    cache.batch_select_indices(keep)
-                    drawn, mask, position = drawn[keep], mask[keep], position[keep]
-                    uniforms = uniforms[keep] if uniforms is not None else None
-                    active = [active[i] for i in keep.tolist()]
+                    keep_rows = going.nonzero().squeeze(1)
+                    cache.batch_select_indices(keep_rows)
+                    drawn, mask, position = drawn[keep_rows], mask[keep_rows], position[keep_rows]
+                    uniforms = uniforms[keep_rows] if uniforms is not None else None
+                    active = [active[i] for i in keep_rows.tolist()]
                 mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
                 out = shared_prefix.call(self.model, input_ids=drawn.unsqueeze(1), attention_mask=mask,
                                          position_ids=position.unsqueeze(1), cache=cache, use_cache=True,
@@ -133,8 +157,31 @@ class HFEngine(Engine):
                 cache, position = shared_prefix.returned_cache(out), position + 1
                 scores = out.logits[:, -1, :].float()
         return [Generation(text=self.tokenizer.decode(tokens[i], skip_special_tokens=True), token_ids=tokens[i],
-                           logprobs=logps[i], finish_reason=reasons[i], prompt_token_ids=list(p))
+                           logprobs=logps[i], finish_reason=reasons[i], prompt_token_ids=list(p),
+                           cached_tokens=reused[i])
                 for i, p in enumerate(prompts)]
+
+    def _prefill(self, prompts: list[list[int]]) -> tuple[Any, Any, Any, Any]:
+        """Every prompt read in full, what the rows share computed once (engines/shared_prefix.py): (the logits of
+        each row's last position, the cache, the attention mask over it, each row's next position id)."""
+        import torch
+
+        from genenv_cli.machinery.engines import shared_prefix
+
+        unique: dict[tuple[int, ...], int] = {}
+        row_prompt = [unique.setdefault(tuple(p), len(unique)) for p in prompts]
+        distinct = [list(p) for p in unique]
+        shared = shared_prefix.common_length(distinct) if shared_prefix.supports(self.model) else 0
+        logits, cache, mask, position = shared_prefix.forward(
+            self.model, distinct[0][:shared], [p[shared:] for p in distinct], pad_id=self.pad_id,
+            logits_to_keep=1, device=self.device)
+        rows = torch.tensor(row_prompt, device=self.device)  # each prompt's keys and values, once per sample
+        cache.batch_select_indices(rows)
+        return logits[rows, -1, :].float(), cache, mask[rows], position[rows]
+
+    def _keep(self, session: Hashable, kept: Any) -> None:
+        if kept is not None:
+            self._kept[session] = kept
 
     def context_limit(self) -> int:
         return int(getattr(self.model.config, "max_position_embeddings", 0) or 0)
@@ -142,8 +189,18 @@ class HFEngine(Engine):
     def close(self) -> None:
         import gc
 
+        self._kept.clear()
         del self.model
         gc.collect()
+
+
+def _check_sessions(sessions: list[Hashable] | None, prompts: int, n: int) -> None:
+    if sessions is None:
+        return
+    if len(sessions) != prompts or len(set(sessions)) != len(sessions):
+        raise ValueError(f"{len(sessions)} session keys for {prompts} prompts: one distinct key per prompt")
+    if n != 1:
+        raise ValueError(f"sessions are episodes, one answer per turn: n = {n}")
 
 
 def _inverse_cdf(logp: Any, u: Any) -> Any:

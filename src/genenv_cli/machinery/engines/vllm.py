@@ -18,12 +18,18 @@ ones): the cost grows with the number of running sequences and has been measured
 (benchmarks/speed/results/engine_overhead/engine_overhead-vllm-arith.json); `vllm.seeding = "engine"` leaves all noise to the engine's
 seed, set once when it starts.
 
+Episodes: prefix caching is on (`prefix_caching=False` turns it off), so an episode's next turn, sent as its token
+ids so far, finds the blocks of its earlier turns while they stay in the cache; each generation records how many of
+its prompt tokens vLLM found there (`RequestOutput.num_cached_tokens`), which is the hit rate the episode loop
+counts (evals/episodes.py). Sessions need nothing more here: the cache is found by the tokens themselves.
+
 The engine spawns processes: a script that creates one must do so under `if __name__ == "__main__"`.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
@@ -91,11 +97,12 @@ def _progress_bar_class(on_progress: ProgressFn | None) -> Any:
 
 class VLLMEngine(Engine):
     name = "vllm"
+    takes_sessions = True
 
     def __init__(self, ref: ModelRef, *, dtype: str, trust_remote_code: bool = False, seed: int = 0,
                  max_lora_rank: int = 64, gpu_memory_utilization: float = 0.9, max_model_len: int = 0,
                  tensor_parallel_size: int = 1, seeding: str = "request", device: str = "cuda",
-                 enforce_eager: bool = False):
+                 enforce_eager: bool = False, prefix_caching: bool = True):
         import os
 
         # vLLM logs every step of its start-up at INFO; genenv shows its own progress. Set VLLM_LOGGING_LEVEL to
@@ -134,7 +141,7 @@ class VLLMEngine(Engine):
                        trust_remote_code=trust_remote_code, enable_lora=ref.adapter is not None,
                        max_lora_rank=max_lora_rank, logprobs_mode="processed_logprobs", generation_config="vllm",
                        gpu_memory_utilization=gpu_memory_utilization, tensor_parallel_size=tensor_parallel_size,
-                       **extra)
+                       enable_prefix_caching=prefix_caching, **extra)
         self._lora: Any = None
         if ref.adapter:
             from vllm.lora.request import LoRARequest
@@ -151,7 +158,8 @@ class VLLMEngine(Engine):
         return self.generate_ids([self.prompt_ids(m) for m in conversations], params, on_progress, seeds)
 
     def generate_ids(self, prompts: list[list[int]], params: SamplingParams, on_progress: ProgressFn | None = None,
-                     seeds: list[int] | None = None) -> list[list[Generation]]:
+                     seeds: list[int] | None = None,
+                     sessions: list[Hashable] | None = None) -> list[list[Generation]]:
         from vllm import SamplingParams as VSP
 
         limit = self.context_limit()
@@ -174,13 +182,14 @@ class VLLMEngine(Engine):
         results = []
         tokens = 0
         for prompt, out in zip(prompts, outputs, strict=True):
+            cached = int(getattr(out, "num_cached_tokens", 0) or 0)
             gens = []
             for c in out.outputs:
                 ids = list(c.token_ids)
                 lps = [float(step[tok].logprob) for step, tok in zip(c.logprobs or [], ids, strict=False)]
                 reason = "length" if c.finish_reason == "length" else "stop"
                 gens.append(Generation(text=c.text, token_ids=ids, logprobs=lps, finish_reason=reason,
-                                       prompt_token_ids=list(prompt)))
+                                       prompt_token_ids=list(prompt), cached_tokens=cached))
                 tokens += len(ids)
             results.append(gens)
         if on_progress is not None:
