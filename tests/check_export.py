@@ -89,7 +89,9 @@ def main() -> int:
     run = RunDir(args.run)
     cfg = run.load_config()
     prompts = agent_prompts(run, cfg, args.epoch, args.prompts)
+    print(f"export check: {len(prompts)} prompts, greedy, through the run's engine on the checkpoint ...", flush=True)
     engine, ours = run_engine_tokens(run, cfg, args.epoch, prompts, args.max_new_tokens)
+    print(f"export check: the same prompts through transformers on {args.export} ...", flush=True)
     prompt_ids, theirs = transformers_tokens(args.export, prompts, args.max_new_tokens)
     eos = _eos(args.export)
     ours = [_to_eos(t, eos) for t in ours]
@@ -98,6 +100,7 @@ def main() -> int:
     print(f"export check: {len(prompts)} prompts of epoch {args.epoch}'s tasks, {tokens} greedy tokens from the run's "
           f"engine ({engine}) on {run.rel(run.checkpoint_dir(args.epoch, 'agent'))}")
     print(f"export check: transformers on {args.export}: {same} of {len(prompts)} completions identical token for token")
+    print("export check: the same prompts through the base model ...", flush=True)
     _, base = transformers_tokens(_base_folder(cfg), prompts, args.max_new_tokens)
     print(f"export check: the base model ({cfg.agent.model}) gives {sum(a != b for a, b in zip(base, theirs, strict=True))} "
           f"of {len(prompts)} completions other than the export's")

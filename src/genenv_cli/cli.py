@@ -314,8 +314,10 @@ def export(epoch: Annotated[int, typer.Option("--epoch", min=1, max=EPOCH_MAX, h
 
     with reported() as where:
         run_dir, cfg = _open(run, sets, where)
-        result = export_checkpoint(run_dir, cfg, epoch, model, out, merge=merge, dtype=dtype, force=force,
-                                   run_sampling=run_sampling)
+        # library warnings (transformers' deprecations) are not the user's business: shown with GENENV_VERBOSE=1
+        with library_output_to_log(_ui(None, "export", False, False)):
+            result = export_checkpoint(run_dir, cfg, epoch, model, out, merge=merge, dtype=dtype, force=force,
+                                       run_sampling=run_sampling)
         for note in result["notes"]:
             typer.echo(f"note: {note}", err=True)
         typer.echo(f"wrote {result['out']}: epoch {epoch}'s {model} "
