@@ -88,7 +88,7 @@ def test_the_example_runs_an_epoch_on_the_tiny_model(tmp_path, tiny_model):
     genenv(python, "run", "--epochs", "1", "--run", run, "--quiet")
     st = stages(python, run)
     assert {name: s["state"] for name, s in st.items()} == dict.fromkeys(
-        ["generate-tasks", "rollout", "score", "update-agent", "update-env"], "done")
+        ["generate-tasks", "rollout", "score", "update-agent", "update-env", "eval-agent"], "done")
     tasks = [json.loads(line) for line in (run / "epochs/0001/tasks.jsonl").read_text().splitlines()]
     assert len(tasks) == 6 and {t["domain"] for t in tasks} == {"unitconv"}
     assert all(t["payload"]["unit"] and t["payload"]["answer"] >= 1 for t in tasks)

@@ -199,14 +199,14 @@ def test_shell_pipeline_runs_an_epoch_and_resumes(tmp_path, arith_model):
         assert run.manifest_path(1, stage).exists()
     again = subprocess.run(["bash", str(script), str(run.root), "1"], capture_output=True, text=True, env=env,
                            timeout=600)
-    assert again.returncode == 0 and again.stdout.count("up to date") == 5
+    assert again.returncode == 0 and again.stdout.count("up to date") == 6  # the five stages and eval-agent
     # --from forces a restart point: that stage and every later one are redone, earlier ones are not
     forced = subprocess.run([sys.executable, "-m", "genenv_cli", "run", "--epochs", "1", "--run", str(run.root),
                              "--from", "update-agent", "--json"], capture_output=True, text=True, env=env, timeout=600)
     assert forced.returncode == 0, forced.stderr[-2000:]
     skipped = {d["stage"]: d["skipped"] for d in _json_lines(forced.stdout)}
     assert skipped == {"generate-tasks": True, "rollout": True, "score": True, "update-agent": False,
-                       "update-env": False}
+                       "update-env": False, "eval-agent": False}
 
 
 def test_run_stops_at_a_failing_stage_with_its_exit_status(make_run, tmp_path):
