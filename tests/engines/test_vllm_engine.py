@@ -210,7 +210,7 @@ def test_episodes_play_as_on_the_hf_engine(base, cache, hf_model):
 
 
 def test_prompts_sent_as_sessions_draw_what_a_fresh_read_draws(base):
-    """Prefix caching is on and prompts are sent as an episode's sessions: every greedy answer is what the same prompt
+    """Prompts sent as an episode's sessions: every greedy answer is what the same prompt
     read afresh (the cache emptied first) gives. vLLM's CPU build 0.32 reports no cached tokens
     (`RequestOutput.num_cached_tokens` is 0 on a repeated prompt), so the hit rate is not asserted here."""
     from genenv_cli.machinery.engines import SamplingParams

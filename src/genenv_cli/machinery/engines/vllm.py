@@ -18,7 +18,7 @@ ones): the cost grows with the number of running sequences and has been measured
 (benchmarks/speed/results/engine_overhead/engine_overhead-vllm-arith.json); `vllm.seeding = "engine"` leaves all noise to the engine's
 seed, set once when it starts.
 
-Episodes: prefix caching is on (`prefix_caching=False` turns it off), so an episode's next turn, sent as its token
+Episodes: prefix caching is on (on a GPU; `prefix_caching=False` turns it off), so an episode's next turn, sent as its token
 ids so far, finds the blocks of its earlier turns while they stay in the cache; each generation records how many of
 its prompt tokens vLLM found there (`RequestOutput.num_cached_tokens`), which is the hit rate the episode loop
 counts (evals/episodes.py). Sessions need nothing more here: the cache is found by the tokens themselves.
@@ -135,6 +135,10 @@ class VLLMEngine(Engine):
             # request's generator offset, which a CPU generator does not have ("CPU Generator does not use
             # offset"). Whole prompts only: a batch of seeded requests then runs.
             extra["enable_chunked_prefill"] = False
+        if device != "cpu":
+            # on a GPU prefix caching is asked for explicitly; the CPU build keeps its own default (it reports no
+            # cached tokens there, and genenv's CPU runs were measured with that default)
+            extra["enable_prefix_caching"] = prefix_caching
         # vLLM's tokenizer only turns the sampled ids back into text (the prompts arrive as token ids, templated by
         # self.tokenizer): the base model's serves; an adapter folder given here is also parsed as a model config,
         # which fails with logged errors
@@ -142,7 +146,7 @@ class VLLMEngine(Engine):
                        trust_remote_code=trust_remote_code, enable_lora=ref.adapter is not None,
                        max_lora_rank=max_lora_rank, logprobs_mode="processed_logprobs", generation_config="vllm",
                        gpu_memory_utilization=gpu_memory_utilization, tensor_parallel_size=tensor_parallel_size,
-                       enable_prefix_caching=prefix_caching, **extra)
+                       **extra)
         self._lora: Any = None
         if ref.adapter:
             from vllm.lora.request import LoRARequest
