@@ -36,10 +36,10 @@ def _rec(game, task, chunk, **kw):
 
 def test_the_summaries_count_games_won_and_steps_right_per_task_type():
     official = summarize("official", [
-        _rec("a", "t1", 0, won=False, steps=50, end="max_steps"), _rec("b", "t2", 0, won=True, steps=7, end="won"),
+        _rec("a", "t1", 0, won=False, steps=50, end="turn_cap"), _rec("b", "t2", 0, won=True, steps=7, end="done"),
         _rec("c", "t1", 1, won=False, steps=12, end="context_overflow")])
     assert (official["games"], official["won"], official["success_rate"]) == (3, 1, 33.33)
-    assert official["ends"] == {"context_overflow": 1, "max_steps": 1, "won": 1}
+    assert official["ends"] == {"context_overflow": 1, "done": 1, "turn_cap": 1}
     assert official["per_task_type"]["t1"] == {"games": 2, "won": 0}
     assert official["wall_seconds_per_game"] == round(200 / 3, 1)  # each chunk's time counted once
     paper = summarize("paper", [_rec("a", "t1", 0, steps=6, correct=1), _rec("b", "t2", 0, steps=4, correct=0)])
