@@ -60,9 +60,14 @@ def _main(version: Annotated[bool, typer.Option("--version", callback=_version, 
                                                 help="Show the version and exit.")] = False,
           debug: Annotated[bool, typer.Option("--debug", envvar="GENENV_DEBUG",
                                               help="Show the Python traceback of an error (also GENENV_DEBUG=1).")] = False,
+          verbose: Annotated[bool, typer.Option("--verbose", "-v", envvar="GENENV_VERBOSE",
+                                                help="Also print what goes only to the command's log: the libraries' "
+                                                     "warnings and genenv's internal lines (also GENENV_VERBOSE=1).")] = False,
           ) -> None:
     """genenv command line."""
     DEBUG["on"] = debug
+    if verbose:  # read where the output is made (core/library_noise.py, UI.detail), and by `genenv run`'s stages
+        os.environ["GENENV_VERBOSE"] = "1"
 
 
 def _open(run: Path | None, sets: list[str] | None, where: Where, log: str | None = None, required: bool = True,

@@ -174,6 +174,9 @@ def _problems(words: list[str]) -> list[str]:
 
     command = typer.main.get_command(app)
     path = ["genenv"]
+    top = {"--help", *(o for param in command.params for o in getattr(param, "opts", ()))}
+    while words and words[0] in top and words[0] not in ("--help", "--version"):
+        words = words[1:]  # a global switch before the command (`genenv --verbose score`)
     while words and hasattr(command, "commands") and words[0] in command.commands:
         path.append(words[0])
         command = command.commands[words[0]]
@@ -181,7 +184,7 @@ def _problems(words: list[str]) -> list[str]:
     if words and (words[0].startswith("<") or words[0].isupper()):
         return []  # a placeholder (`genenv <stage> --epoch E`, `genenv COMMAND`)
     if len(path) == 1:
-        if not words or words[0].startswith("-") and words[0] in ("--help", "--version", "--debug"):
+        if not words or words[0] in top:
             return []
         return [f"genenv has no command {words[0]!r}"]
     if hasattr(command, "commands") and words and not words[0].startswith("-"):

@@ -67,3 +67,32 @@ def test_a_stage_command_keeps_them_out_of_its_output(make_run, monkeypatch):
     assert "deprecated" not in r.stderr and "deprecated" not in r.stdout
     log = (root / "logs" / "score.log").read_text()
     assert "`foo` is deprecated" in log and "`torch_dtype` is deprecated" in log
+
+
+def test_the_verbose_flag_shows_them_and_internal_lines(make_run, monkeypatch):
+    import genenv_cli.stages.score as score
+
+    monkeypatch.setenv("GENENV_VERBOSE", "0")  # and put back after the test: --verbose sets it for child processes
+
+    def run(*a, ui, **k):
+        _noisy()
+        ui.detail("rank 0 trainable-parameter digest abc")
+        raise InputError("the stage stopped here")
+
+    monkeypatch.setattr(score, "run", run)
+    root = make_run()
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        quiet = CliRunner().invoke(app, ["score", "--epoch", "1", "--run", str(root)])
+        loud = CliRunner().invoke(app, ["--verbose", "score", "--epoch", "1", "--run", str(root)])
+    assert "digest abc" not in quiet.stderr and "deprecated" not in quiet.stderr
+    assert loud.exit_code == 2 and "`torch_dtype` is deprecated" in loud.stderr and "digest abc" in loud.stderr
+    assert (root / "logs" / "score.log").read_text().count("digest abc") == 2  # the log has it either way
+
+
+@pytest.mark.parametrize(("value", "shown"), [("1", True), ("yes", True), ("0", False), ("", False), ("false", False)])
+def test_genenv_verbose_reads_as_a_switch(monkeypatch, value, shown):
+    from genenv_cli.core.library_noise import verbose
+
+    monkeypatch.setenv("GENENV_VERBOSE", value)
+    assert verbose() is shown

@@ -1,7 +1,7 @@
 """Libraries' own warnings kept out of a command's output: Python warnings (transformers' and torch's deprecation
 notices) and records of the standard `logging` module, transformers' included once `route_transformers_logging`
 has run, go to the command's log (RUN/logs/<command>.log) as "library: ..." lines, not to the terminal.
-`GENENV_VERBOSE=1` prints them as well."""
+`genenv --verbose` (or GENENV_VERBOSE=1) prints them as well."""
 
 from __future__ import annotations
 
@@ -28,11 +28,16 @@ class _ToLog(logging.Handler):
             print(text, file=self.ui.stream, flush=True)
 
 
+def verbose() -> bool:
+    """Whether the user asked to see the log's lines too: `genenv --verbose`, or GENENV_VERBOSE set and not 0."""
+    return os.environ.get("GENENV_VERBOSE", "").strip().lower() not in ("", "0", "false", "no")
+
+
 @contextmanager
 def library_output_to_log(ui: Any) -> Iterator[None]:
     """While it lasts, Python warnings and WARNING records of `logging` go to `ui`'s log (and, with
     GENENV_VERBOSE=1, to its stream)."""
-    handler = _ToLog(ui, os.environ.get("GENENV_VERBOSE", "") not in ("", "0"))
+    handler = _ToLog(ui, verbose())
     root = logging.getLogger()
     shown = warnings.showwarning
 

@@ -95,6 +95,15 @@ class UI:
             if not self.quiet:
                 print(f"note: not logging to {path} ({exc.strerror or exc})", file=self.stream, flush=True)
 
+    def detail(self, text: str) -> None:
+        """A line for the log that a user sees only with `genenv --verbose` (internal checks, not news)."""
+        from genenv_cli.core.library_noise import verbose
+
+        self.log(text)
+        if verbose() and not self.quiet:
+            self.last_line_at = time.monotonic()
+            print(text, file=self.stream, flush=True)
+
     def info(self, text: str) -> None:
         self.log(text)
         if not self.quiet:
