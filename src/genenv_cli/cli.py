@@ -116,14 +116,17 @@ def _ui(run_dir: Any, command: str, quiet: bool, as_json: bool, start: str | Non
 
 
 def _stage(stage: str, run: Path | None, sets: list[str] | None, quiet: bool, as_json: bool,
-           call: Callable[[Any, Any, Any, Any], Any], epoch: int | None) -> None:
-    """Run `call(stage module, run_dir, cfg, ui)` for a stage command, with its log and its summary line."""
+           call: Callable[[Any, Any, Any, Any], Any], epoch: int | None,
+           log: Callable[[Any], str] | None = None) -> None:
+    """Run `call(stage module, run_dir, cfg, ui)` for a stage command, with its log and its summary line; `log(stage
+    module)` names the log where it is not the stage's (a shard's own)."""
     from genenv_cli.views.command_output import summarize
 
     with reported() as where:
         module = STAGES[stage].load()
-        run_dir, cfg = _open(run, sets, where, stage, recorded=getattr(module, "CONFIG_SECTIONS", []))
-        ui = _ui(run_dir, stage, quiet, as_json, start=f"{stage} epoch={epoch}")
+        name = log(module) if log is not None else stage
+        run_dir, cfg = _open(run, sets, where, name, recorded=getattr(module, "CONFIG_SECTIONS", []))
+        ui = _ui(run_dir, name, quiet, as_json, start=f"{name} epoch={epoch}")
         with library_output_to_log(ui):
             fields, text = summarize(call(module, run_dir, cfg, ui))
         ui.summary(stage, epoch, fields, text)
@@ -173,8 +176,14 @@ def _stage_command(name: str) -> Callable[..., None]:
 def rollout(epoch: EpochOpt, run: RunOpt = None, sets: SetOpt = None, force: ForceOpt = False,
             shard: Annotated[str | None, typer.Option(help="Do shard I of N of the tasks, e.g. 2/4; `score` merges them.")] = None,
             quiet: QuietOpt = False, as_json: JsonOpt = False) -> None:
+    def log(module: Any) -> str:  # each shard its own log and progress line: shards run at the same time
+        from genenv_cli.rundir.layout import shard_stage
+
+        parsed = module.parse_shard(shard)
+        return "rollout" if parsed is None else shard_stage("rollout", parsed)
+
     _stage("rollout", run, sets, quiet, as_json,
-           lambda m, r, c, ui: m.run(r, c, epoch, shard=m.parse_shard(shard), force=force, ui=ui), epoch)
+           lambda m, r, c, ui: m.run(r, c, epoch, shard=m.parse_shard(shard), force=force, ui=ui), epoch, log)
 
 
 for _name in STAGES.builtins:  # one command per stage, in epoch order; rollout's (above) has --shard too

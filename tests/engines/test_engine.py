@@ -68,3 +68,13 @@ def test_embedded_model_generates(tmp_path):
     out = eng.generate([[{"role": "user", "content": "What is 2+3? Answer with a number."}]],
                        SamplingParams(temperature=0.0, max_new_tokens=12))
     assert "5" in out[0][0].text
+
+
+def test_progress_counts_tokens_at_every_step_and_sequences_once_a_batch(engine):
+    calls = []
+    out = engine.generate(CONVS, SamplingParams(n=2, max_new_tokens=6, temperature=1.0, seed=1),
+                          on_progress=lambda s, t: calls.append((s, t)))
+    sequences = [s for s, _ in calls if s]
+    assert sequences == [3, 1]          # batches of 3: the sequences once each batch ends
+    assert len(calls) > len(sequences) + 2 and all(t == 0 for s, t in calls if s)  # tokens come step by step
+    assert sum(t for _, t in calls) == sum(len(g.token_ids) for gens in out for g in gens)

@@ -35,6 +35,10 @@ def test_rollout_shards_as_concurrent_processes_merge_in_score(tmp_path, arith_m
         frame = read_parquet(run.epoch_dir(1) / f"rollouts.shard-{i}-of-{n}.parquet", "rollouts")
         seen += sorted(set(frame["task_id"]))
     assert sorted(seen) == sorted(tasks)  # every task in exactly one shard
+    for i in range(1, n + 1):  # each shard its own log (and progress line): they ran at the same time
+        log = (run.root / "logs" / f"rollout.shard-{i}-of-{n}.log").read_text()
+        assert f"START rollout.shard-{i}-of-{n} epoch=1" in log and log.count("START") == 1
+    assert not (run.root / "logs" / "rollout.log").exists()
     result = score.run(run, run.load_config(), 1)
     assert result.manifest["counts"]["rollouts"] == len(tasks) * 8
     again = subprocess.run([sys.executable, "-m", "genenv_cli", "rollout", "--epoch", "1", "--run", str(run.root),

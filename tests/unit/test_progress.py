@@ -49,6 +49,16 @@ def test_no_rate_or_eta_before_anything_is_measured():
     assert "32/64 gens (50%)" in line and "0.53 gens/s" in line and "20 tok/s" in line and "ETA 0:01:00" in line
 
 
+def test_tokens_counted_inside_a_batch_give_a_rate_before_the_first_item_finishes():
+    clock, ui = Clock(), Lines()
+    bar = Tracker(ui, "rollout e1", 64, "rollouts", clock=clock)
+    clock.now += 20
+    bar.advance(0, tokens=400)         # the hf engine, at each decoding step of its one batch
+    line = bar.line()
+    assert "0/64 rollouts" in line and "20 tok/s" in line and "rollouts/s" not in line
+    assert line.endswith("no ETA until the first rollouts finish")
+
+
 def test_a_slow_rate_is_said_per_minute_not_as_zero():
     clock, ui = Clock(), Lines()
     bar = Tracker(ui, "update-agent e1", 10, "steps", clock=clock)

@@ -6,7 +6,8 @@ A `Tracker` counts finished items (and tokens). Off a terminal it prints a plain
 the interval has passed, and a heartbeat thread prints one whenever the interval passes with nothing finished (a
 batch that takes minutes, a model that loads): the line then says how long the step has run and that no item
 has finished yet. Before the first item finishes it gives no rate and no ETA (a rate measured over nothing is a
-zero, and an ETA from it is infinite); the token rate is given once tokens have been counted. An episode's
+zero, and an ETA from it is infinite); the token rate is given once tokens have been counted, which the hf engine
+does at every decoding step, so one long batch shows its rate before it ends. An episode's
 progress (`EpisodeProgress`) also counts its turns and the episodes still live, and gives an ETA from the time
 a turn takes and the turns left under the domain's cap, since finished episodes alone say nothing until the
 first one ends.
@@ -134,8 +135,8 @@ class Tracker:
         parts = []
         if self.done and elapsed > 0:
             parts.append(fmt_rate(self.done / elapsed, self.unit))
-            if self.tokens:
-                parts.append(fmt_rate(self.tokens / elapsed, "tok"))
+        if self.tokens and elapsed > 0:  # an engine that counts tokens as it decodes: measured inside a long batch
+            parts.append(fmt_rate(self.tokens / elapsed, "tok"))
         if self._note:
             parts.append(self._note)
         return ", ".join(parts)
@@ -163,7 +164,7 @@ class Tracker:
         if eta is not None:
             tail += f", ETA {fmt_clock(eta)}"
         elif self.done < self.total:
-            tail += f", no rate or ETA until the first {self.unit} finish"
+            tail += f", no {'ETA' if self.tokens else 'rate or ETA'} until the first {self.unit} finish"
         return head + (f", {rates}" if rates else "") + tail
 
     def emit(self, *, heartbeat: bool = False) -> None:

@@ -59,6 +59,7 @@ from genenv_cli.rundir.layout import (
     TRACKERS,
     RunDir,
     find_run,
+    log_name,
     open_run,
     read_pruned,
     shard_of,
@@ -72,7 +73,7 @@ from genenv_cli.rundir.records import read_json, read_record
 __all__ = [
     "EPOCH_MAX", "EVALS", "POOLS", "PRUNED", "REPORT", "SHARD_MAX", "STATIC", "TRACKERS", "EpochLock", "RunDir",
     "clean_stale_tmp", "commit", "dead_leftovers", "find_run", "fingerprint", "fsync_folder", "json_bytes",
-    "leftover_finals", "lock_held", "manifest_digest", "old_name", "open_run", "read_json", "read_pruned", "read_record", "recover_commit",
+    "leftover_finals", "lock_held", "log_name", "manifest_digest", "old_name", "open_run", "read_json", "read_pruned", "read_record", "recover_commit",
     "recover_interrupted", "recover_replaced", "replace_into_place", "sha256_file", "shard_of", "shard_stage", "shard_tag", "swap_in",
     "tmp_name", "unchanged", "writable", "write_bytes_atomic", "write_json_atomic", "write_new", "write_text_atomic",
     "writer_id",

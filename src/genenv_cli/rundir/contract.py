@@ -59,6 +59,7 @@ from genenv_cli.rundir import (
     commit,
     commit_hooks,
     fingerprint,
+    log_name,
     read_pruned,
     recover_commit,
     shard_of,
@@ -249,7 +250,7 @@ def _compare(run: RunDir, cfg: Config, plan: StagePlan, manifest: dict[str, Any]
 def _report_crashed(run: RunDir, info: dict[str, Any]) -> None:
     """The lock's record was left by a holder that never released it cleanly: say so, and where its log is."""
     stage = str(info.get("stage", "?"))
-    log = run.logs_dir() / f"{stage.split('.')[0]}.log"
+    log = run.logs_dir() / f"{log_name(stage)}.log"
     text = (f"warning: the previous `{stage}` (pid {info.get('pid')} on {info.get('host')}, started "
             f"{info.get('since')}) did not finish: it crashed or was killed. Its outputs were never put in place; "
             f"its log is {log}. Carrying on.")

@@ -41,6 +41,17 @@ def shard_stage(stage: str, shard: tuple[int, int]) -> str:
     return f"{stage}.{shard_tag(shard)}"
 
 
+def log_name(stage: str) -> str:
+    """The stem of RUN/logs/<stem>.log (and .progress) a stage or lock name writes: a shard its own
+    (`rollout.shard-2-of-4`), so that shards running at once keep apart; any other dotted name its command's
+    (`evaluate.bfcl` -> `evaluate`).
+
+    >>> log_name("rollout.shard-2-of-4"), log_name("evaluate.bfcl"), log_name("score")
+    ('rollout.shard-2-of-4', 'evaluate', 'score')
+    """
+    return stage if shard_of(stage) is not None else stage.split(".")[0]
+
+
 def shard_of(name: str) -> tuple[int, int] | None:
     """(I, N) from a stage name or file stem that `shard_tag` spelled, None for an unsharded one.
 

@@ -22,7 +22,7 @@ from genenv_cli.catalogue.stages import STAGES, available, epoch_stages, stage_m
 from genenv_cli.core.errors import GenenvError
 from genenv_cli.core.progress import fmt_clock, read_progress
 from genenv_cli.core.reject_reasons import describe
-from genenv_cli.rundir import RunDir, shard_of, shard_stage
+from genenv_cli.rundir import RunDir, log_name, shard_of, shard_stage
 from genenv_cli.rundir.contract import check_state, manifests_problem
 from genenv_cli.rundir.metrics import gather
 
@@ -180,7 +180,7 @@ def label(name: str, st: dict[str, Any]) -> str:
 def last_progress(run: RunDir, stage: str, holder: dict[str, Any]) -> tuple[str, float] | None:
     """The running stage's last progress line and its age: what the holder of the lock wrote beside its log
     (core/progress.py); None when it wrote none, or the file is another process's."""
-    return read_progress(run.logs_dir() / f"{stage.split('.')[0]}.progress", holder.get("pid"))
+    return read_progress(run.logs_dir() / f"{log_name(stage)}.progress", holder.get("pid"))
 
 
 def collect(run: RunDir, cfg: Config) -> list[dict[str, Any]]:

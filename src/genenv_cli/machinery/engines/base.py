@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 Messages = list[dict[str, str]]
-# on_progress(sequences_finished, tokens_generated) after each batch
+# on_progress(sequences_finished, tokens_generated): sequences as they finish, tokens as they are generated (either
+# may be 0 in a call)
 ProgressFn = Callable[[int, int], None]
 
 

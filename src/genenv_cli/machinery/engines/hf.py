@@ -20,7 +20,7 @@ their logprobs come from the sampling parameters alone, as vLLM's do for the sam
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from genenv_cli.machinery.engines.base import (
@@ -74,12 +74,15 @@ class HFEngine(Engine):
         results: list[list[Generation | None]] = [[None] * params.n for _ in prompts]
         for start in range(0, len(jobs), self.batch_size):
             batch = jobs[start:start + self.batch_size]
+            # tokens counted at every decoding step, so a stage of one long batch shows its token rate before the
+            # batch ends; the sequences when it ends
             gens = self._generate_batch([prompts[i] for i, _ in batch], params, [base[i] + k for i, k in batch],
-                                        None if sessions is None else [sessions[i] for i, _ in batch])
+                                        None if sessions is None else [sessions[i] for i, _ in batch],
+                                        None if on_progress is None else lambda t: on_progress(0, t))
             for (i, k), g in zip(batch, gens, strict=True):
                 results[i][k] = g
             if on_progress is not None:
-                on_progress(len(batch), sum(len(g.token_ids) for g in gens))
+                on_progress(len(batch), 0)
         return results  # type: ignore[return-value]
 
     def release(self, sessions: list[Hashable]) -> None:
@@ -87,7 +90,8 @@ class HFEngine(Engine):
             self._kept.pop(s, None)
 
     def _generate_batch(self, prompts: list[list[int]], params: SamplingParams, seeds: list[int],
-                        sessions: list[Hashable] | None = None) -> list[Generation]:
+                        sessions: list[Hashable] | None = None,
+                        on_tokens: Callable[[int], None] | None = None) -> list[Generation]:
         import torch
         from transformers import TemperatureLogitsWarper, TopPLogitsWarper
 
@@ -136,6 +140,8 @@ class HFEngine(Engine):
                     logps[row].append(lp)
                     if d:
                         reasons[row] = "stop"
+                if on_tokens is not None:
+                    on_tokens(len(active))
                 going = ~done
                 last = step == params.max_new_tokens - 1 or not bool(going.any())
                 if keep and (last or not bool(going.all())):  # rows that leave keep their keys and values
