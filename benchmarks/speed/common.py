@@ -192,3 +192,31 @@ def synthetic_run(root: Path, epochs: int, n_tasks: int, k: int, *, train_stages
 
         shutil.rmtree(staging)
     return run
+
+
+def fixed_turns_calc(turns: int) -> Any:
+    """The `calc` domain with episodes of exactly `turns` turns: every turn but the last gets the calculator's result
+    of the exercise, the last is graded. The episode benchmarks use it so that each episode's length, and so the
+    work measured, does not depend on what the model writes."""
+    from genenv_cli.domains.base import Environment, Step
+    from genenv_cli.domains.calc import CalcDomain, calculate
+
+    class FixedTurns(Environment):
+        def first_messages(self):
+            return self.domain.agent_messages(self.payload)
+
+        def step(self, action):
+            self.turn = getattr(self, "turn", 0) + 1
+            if self.turn < turns:
+                return Step(calculate(self.payload["expression"]), False)
+            verdict = self.domain.score(self.payload, action)
+            return Step(None, True, verdict.reward, verdict)
+
+    class FixedTurnsCalc(CalcDomain):
+        name = "calc"
+        max_turns = turns
+
+        def environment(self, payload):
+            return FixedTurns(self, payload)
+
+    return FixedTurnsCalc

@@ -32,7 +32,7 @@ import os
 import time
 from pathlib import Path
 
-from benchmarks.speed.common import write_result
+from benchmarks.speed.common import fixed_turns_calc, write_result
 
 
 def main() -> None:
@@ -57,8 +57,6 @@ def main() -> None:
     import torch
 
     from genenv_cli.catalogue.domains import get_domain
-    from genenv_cli.domains.base import Environment, Step
-    from genenv_cli.domains.calc import CalcDomain, calculate
     from genenv_cli.machinery.engines import SamplingParams
     from genenv_cli.machinery.engines.hf import HFEngine
     from genenv_cli.machinery.models import resolve
@@ -71,25 +69,8 @@ def main() -> None:
                           gpu_memory_utilization=args.gpu_memory_utilization, prefix_caching=prefix_caching,
                           enforce_eager=device == "cpu")  # as genenv's vllm.compile = "auto": eager on CPU
 
-    class FixedTurns(Environment):
-        """Every turn but the last gets the calculator's result of the exercise; the last is graded."""
+    FixedTurnsCalc = fixed_turns_calc(args.turns)
 
-        def first_messages(self):
-            return self.domain.agent_messages(self.payload)
-
-        def step(self, action):
-            self.turn = getattr(self, "turn", 0) + 1
-            if self.turn < args.turns:
-                return Step(calculate(self.payload["expression"]), False)
-            verdict = self.domain.score(self.payload, action)
-            return Step(None, True, verdict.reward, verdict)
-
-    class FixedTurnsCalc(CalcDomain):
-        name = "calc"
-        max_turns = args.turns
-
-        def environment(self, payload):
-            return FixedTurns(self, payload)
 
     model = args.model
     if model == "tiny":

@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.speed.common import write_result
+from benchmarks.speed.common import fixed_turns_calc, write_result
 
 
 def main() -> None:
@@ -44,24 +44,12 @@ def main() -> None:
 
     from genenv_cli.core.plugin_guard import GuardedEnvironment, StageDomain
     from genenv_cli.domains.base import Environment, Step
-    from genenv_cli.domains.calc import CalcDomain, calculate
     from genenv_cli.machinery.engines import SamplingParams
     from genenv_cli.machinery.engines.hf import HFEngine
     from genenv_cli.machinery.models import resolve
     from genenv_cli.stages.rollout_episodes import play_tasks
 
-    class FixedTurns(Environment):
-        """Every turn but the last gets the calculator's result of the exercise; the last is graded."""
-
-        def first_messages(self):
-            return self.domain.agent_messages(self.payload)
-
-        def step(self, action):
-            self.turn = getattr(self, "turn", 0) + 1
-            if self.turn < args.turns:
-                return Step(calculate(self.payload["expression"]), False)
-            verdict = self.domain.score(self.payload, action)
-            return Step(None, True, verdict.reward, verdict)
+    FixedTurnsCalc = fixed_turns_calc(args.turns)
 
     class Idle(Environment):
         def first_messages(self):
@@ -69,13 +57,6 @@ def main() -> None:
 
         def step(self, action):
             return Step("calc(1 + 1) = 2", False)
-
-    class FixedTurnsCalc(CalcDomain):
-        name = "calc"
-        max_turns = args.turns
-
-        def environment(self, payload):
-            return FixedTurns(self, payload)
 
     owner, limit = "plugin `calc-bench` (the benchmark's)", 10.0
     plugin = FixedTurnsCalc()
