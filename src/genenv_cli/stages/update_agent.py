@@ -155,8 +155,12 @@ def _check_masks(path: Path) -> None:
 def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
     from genenv_cli.machinery.launch import trainer_sharding
     from genenv_cli.machinery.training.distributed import world
-    from genenv_cli.machinery.training.grpo import make_trainer, mismatch_records
-    from genenv_cli.machinery.training.policy import load_policy, publish_update, train_policy
+    from genenv_cli.machinery.training.grpo import mismatch_records
+    from genenv_cli.machinery.training.grpo_config import GRPOConfig
+    from genenv_cli.machinery.training.grpo_trainer import GRPOTrainer
+    from genenv_cli.machinery.training.policy_loading import load_policy
+    from genenv_cli.machinery.training.publishing import publish_update
+    from genenv_cli.machinery.training.training_loop import train_policy
 
     u = cfg.agent_update
     import polars as pl
@@ -192,10 +196,10 @@ def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
     steps: list[dict[str, Any]] = []
     trainer = None
     if rows:
+        config = GRPOConfig(clip_eps=u.clip_eps, kl_coef=u.kl_coef, loss_type=u.loss_type, temperature=temperature,
+                            replay_clip=u.replay_clip, is_cap=u.is_cap)
         trainer, logged, _ = train_policy(
-            policy, u, lambda args: make_trainer(policy, args, rows, clip_eps=u.clip_eps, kl_coef=u.kl_coef,
-                                                 loss_type=u.loss_type, temperature=temperature,
-                                                 replay_clip=u.replay_clip, is_cap=u.is_cap),
+            policy, u, lambda args: GRPOTrainer(policy, args, rows, config),
             seed=cfg.run.seed + epoch, device=cfg.run.device, dtype=cfg.run.dtype, ui=ui, desc=f"update-agent e{epoch}",
             sharding=trainer_sharding(cfg), timeout=cfg.run.dist_timeout)
         for s in trainer.step_stats:
