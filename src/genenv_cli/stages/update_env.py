@@ -36,8 +36,9 @@ from genenv_cli.core.errors import InputError
 from genenv_cli.core.ui import UI, num
 from genenv_cli.machinery.checkpoints import ENV_STAGE, env_model_for, env_trained
 from genenv_cli.rundir import RunDir
-from genenv_cli.rundir.contract import StagePlan, StageResult, Staging, execute, process_rank
+from genenv_cli.rundir.contract import StagePlan, StageResult, Staging
 from genenv_cli.rundir.datafiles import check_parquet, reading, refuse_non_finite, scan_parquet
+from genenv_cli.stages.update_run import UpdateStage, run_update
 
 STAGE = ENV_STAGE
 CONFIG_SECTIONS = ["run.seed", "env", "env_update", "curriculum.lam"]
@@ -91,31 +92,9 @@ def summary(counts: dict[str, Any], metrics: dict[str, Any]) -> str:
 
 
 def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI | None = None) -> StageResult:
-    ui = ui or UI(quiet=True)
-    from genenv_cli.core.memory_plan import default_allocator
-
-    default_allocator()  # expandable segments, before anything initialises CUDA (unless the user chose a setting)
-    if env_trained(cfg):
-        from genenv_cli.machinery.launch import check_update_launch
-
-        check_update_launch(cfg, "env_update", cfg.env.model)  # before the lock and any compute
-
-    def body(out: Staging) -> None:
-        if not env_trained(cfg):
-            out.counts.update({"samples_used": 0, "skipped": f"env.mode = {cfg.env.mode}: the environment is not trained"})
-            ui.info(f"update-env epoch {epoch}: env.mode = {cfg.env.mode}, the environment is not trained")
-            return
-        from genenv_cli.machinery.launch import sharding_line
-
-        ui.info(f"update-env epoch {epoch}: {cfg.env_update.algo}, {sharding_line(cfg)}")
-        _update(cfg, epoch, out, ui)
-
-    result = execute(run_dir, cfg, STAGE, epoch, lambda: plan(run_dir, cfg, epoch), body, force=force)
-    if process_rank() == 0:  # after the commit: run.keep_checkpoints' full checkpoints no stage needs any more
-        from genenv_cli.machinery.pruning import prune
-
-        prune(run_dir, cfg)
-    return result
+    stage = UpdateStage(STAGE, "env_update", cfg.env.model, env_trained(cfg), f"env.mode = {cfg.env.mode}",
+                        "the environment", f"{cfg.env_update.algo}, ", lambda: plan(run_dir, cfg, epoch), _update)
+    return run_update(run_dir, cfg, epoch, stage, force=force, ui=ui or UI(quiet=True))
 
 
 def select_pairs(paths: list[Path], lam: float) -> tuple[list[dict[str, Any]], Any]:
