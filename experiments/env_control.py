@@ -16,7 +16,7 @@ epoch are affordable than in the recorded experiment.
 Each run holds the environment in memory: every epoch it writes G generations for each of P conditioning contexts
 (a train seed exercise as the example, the arith prompt of epoch 1, no statistics; `generate.temperature`,
 `top_p`, `max_new_tokens` as the env-only experiment), parses them with the domain's parser, rewards them and
-trains by the project's GRPO update for the environment (training/grpo.make_trainer with `env_update`'s settings:
+trains by the project's GRPO update for the environment (training/grpo_trainer.GRPOTrainer with `env_update`'s settings:
 a batch is a group, the KL leash `kl_coef` and the cap `kl_max`). The untrained arm (`control-frozen`) generates
 the same way and never trains. The numbers of an epoch are of the generations written before its update:
 - frontier share: share of its valid generations (parsed, within the domain's limits, duplicates included) whose
@@ -154,19 +154,19 @@ def measures(counts: dict[str, Any], table: dict[str, float]) -> dict[str, Any]:
 
 def update(policy: Any, cfg: Any, rows: list[dict[str, Any]], seed: int, epoch: int, ui: Any) -> dict[str, Any]:
     """The environment's GRPO step on this epoch's generations (as update-env's, held in memory)."""
-    from genenv_cli.machinery.training.grpo import make_trainer
-    from genenv_cli.machinery.training.policy import train_policy
-    from genenv_cli.machinery.training.rwr import KLCapReached
+    from genenv_cli.machinery.training.grpo_config import GRPOConfig
+    from genenv_cli.machinery.training.grpo_trainer import GRPOTrainer
+    from genenv_cli.machinery.training.training_loop import train_policy
 
     u = cfg.env_update
     if not rows:
         return {"steps": 0, "kl": None, "kl_stopped": False, "rows": 0}
+    config = GRPOConfig(clip_eps=u.clip_eps, kl_coef=u.kl_coef, loss_type="grpo", temperature=cfg.generate.temperature,
+                        replay_clip=1.0, is_cap=u.is_cap, kl_max=u.kl_max, group_batches=True)
     trainer, _, cap = train_policy(
-        policy, u, lambda args: make_trainer(policy, args, rows, clip_eps=u.clip_eps, kl_coef=u.kl_coef,
-                                             loss_type="grpo", temperature=cfg.generate.temperature, replay_clip=1.0,
-                                             is_cap=u.is_cap, kl_max=u.kl_max, group_batches=True),
+        policy, u, lambda args: GRPOTrainer(policy, args, rows, config),
         seed=seed + epoch, device="cpu", dtype=cfg.run.dtype if cfg.run.dtype != "auto" else "float32", ui=ui,
-        desc=f"control e{epoch}", stop_on=(KLCapReached,))
+        desc=f"control e{epoch}")
     kls = [s["kl"] for s in trainer.step_stats if s.get("kl") is not None]
     return {"steps": len(trainer.step_stats), "kl": round(float(kls[-1]), 5) if kls else None,
             "kl_stopped": cap is not None, "rows": len(rows)}
@@ -178,7 +178,7 @@ def run_one(arm: str, seed: int, args: argparse.Namespace, table: dict[str, floa
     from genenv_cli.machinery.engines.hf import HFEngine
     from genenv_cli.machinery.models import resolve
     from genenv_cli.machinery.training.grpo import group_advantages
-    from genenv_cli.machinery.training.policy import load_policy
+    from genenv_cli.machinery.training.policy_loading import load_policy
 
     ui = UI(quiet=True)
     cfg = arm_config(arm, args.sets, seed)

@@ -11,7 +11,7 @@ Arms (same model, same exercises in the same order, same group size, tokens per 
                offers none); GRPO as every single-turn domain trains
 Each epoch samples `--tasks` exercises from the train split (the same ones for both arms of a seed), plays
 `--group` episodes of each at temperature 1 with the hf engine on the model being trained, and takes one
-update-agent step set on them (training/grpo.make_trainer with `agent_update`'s defaults: LoRA r 16,
+update-agent step set on them (training/grpo_trainer.GRPOTrainer with `agent_update`'s defaults: LoRA r 16,
 learning rate 1e-4, KL 0.001, batch 8, one pass), all in memory. The environment model plays no part: the
 exercises are arith's seed tasks, so what differs between the arms is the episode and the tool only.
 
@@ -86,8 +86,10 @@ def update(policy: Any, cfg: Any, groups: list[list[dict[str, Any]]], epoch: int
            ui: Any) -> dict[str, Any]:
     """update-agent's GRPO step on one epoch's episodes, in memory: group-relative advantages, the agent's
     tokens only (an episode's `agent_mask`)."""
-    from genenv_cli.machinery.training.grpo import group_advantages, make_trainer
-    from genenv_cli.machinery.training.policy import train_policy
+    from genenv_cli.machinery.training.grpo import group_advantages
+    from genenv_cli.machinery.training.grpo_config import GRPOConfig
+    from genenv_cli.machinery.training.grpo_trainer import GRPOTrainer
+    from genenv_cli.machinery.training.training_loop import train_policy
 
     flat = [(j, r) for j, g in enumerate(groups) for r in g]
     adv, why = group_advantages([r["reward"] for _, r in flat], [str(j) for j, _ in flat])
@@ -104,10 +106,10 @@ def update(policy: Any, cfg: Any, groups: list[list[dict[str, Any]]], epoch: int
     if not rows:
         return {"rows": 0, "groups_informative": informative, "steps": 0, "kl": None, "gap": None}
     u = cfg.agent_update
+    config = GRPOConfig(clip_eps=u.clip_eps, kl_coef=u.kl_coef, loss_type=u.loss_type, temperature=temperature,
+                        replay_clip=u.replay_clip, is_cap=u.is_cap)
     trainer, _, _ = train_policy(
-        policy, u, lambda args: make_trainer(policy, args, rows, clip_eps=u.clip_eps, kl_coef=u.kl_coef,
-                                             loss_type=u.loss_type, temperature=temperature,
-                                             replay_clip=u.replay_clip, is_cap=u.is_cap),
+        policy, u, lambda args: GRPOTrainer(policy, args, rows, config),
         seed=cfg.run.seed + epoch, device="cpu", dtype="float32", ui=ui, desc=f"update e{epoch}")
     old = trainer.old_policy_logps()
     num = den = 0.0
@@ -123,7 +125,7 @@ def update(policy: Any, cfg: Any, groups: list[list[dict[str, Any]]], epoch: int
 
 
 def load(model: str, adapter: Path | None, cfg: Any, seed: int) -> Any:
-    from genenv_cli.machinery.training.policy import load_policy
+    from genenv_cli.machinery.training.policy_loading import load_policy
 
     name = str(adapter) if adapter is not None else model
     return load_policy(name, name, base_name=model, train=cfg.agent_update,

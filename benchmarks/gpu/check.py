@@ -133,8 +133,11 @@ def part_mismatch(run_dir: Path, model: str) -> dict[str, Any]:
 
     from genenv_cli.catalogue.config import Config
     from genenv_cli.machinery.models import dtype_name, pick_device
-    from genenv_cli.machinery.training.grpo import make_trainer, sample_mismatch
-    from genenv_cli.machinery.training.policy import load_policy, training_arguments
+    from genenv_cli.machinery.training.grpo import sample_mismatch
+    from genenv_cli.machinery.training.grpo_config import GRPOConfig
+    from genenv_cli.machinery.training.grpo_trainer import GRPOTrainer
+    from genenv_cli.machinery.training.policy_loading import load_policy
+    from genenv_cli.machinery.training.training_loop import training_arguments
     from genenv_cli.rundir.datafiles import read_parquet
 
     df = read_parquet(run_dir / "epochs" / "0001" / "rollouts.parquet", "rollouts")
@@ -148,9 +151,9 @@ def part_mismatch(run_dir: Path, model: str) -> dict[str, Any]:
                          trust_remote_code=False, seed=1)
     temperature = float(df["temperature"][0])
     with tempfile.TemporaryDirectory() as tmp:
-        trainer = make_trainer(policy, training_arguments(tmp, u, seed=0, device="auto"), rows, clip_eps=u.clip_eps,
-                               kl_coef=0.0, loss_type=u.loss_type, temperature=temperature,
-                               replay_clip=u.replay_clip, is_cap=u.is_cap)
+        config = GRPOConfig(clip_eps=u.clip_eps, kl_coef=0.0, loss_type=u.loss_type, temperature=temperature,
+                            replay_clip=u.replay_clip, is_cap=u.is_cap)
+        trainer = GRPOTrainer(policy, training_arguments(tmp, u, seed=0, device="auto"), rows, config)
         kind = "cuda" if device.startswith("cuda") else "cpu"
         with torch.autocast(kind, dtype=getattr(torch, compute), enabled=compute != "float32"):
             table = trainer._old_policy(trainer.model, torch.device(device))

@@ -5,7 +5,7 @@ pass (its old policy), with the hf engine sampling in float32 and in bfloat16 ag
 
 For each sampler dtype, one run directory of the embedded model on the domain's seed tasks (env.mode = seeds)
 runs the real generate-tasks and rollout stages (hf engine, `run.dtype` = the sampler's dtype, temperature 1).
-Every sample of rollouts.parquet is then scored by update-agent's own old-policy pass (`make_trainer`'s
+Every sample of rollouts.parquet is then scored by update-agent's own old-policy pass (`GRPOTrainer`'s
 `_old_policy`: the LoRA policy `load_policy` builds for the update, float32 on CPU, the trainer's batch size)
 and compared token by token with the engine's logprobs: mean |delta logprob| and KL(sampler || trainer) per
 token (`sample_mismatch`, token-weighted), the largest |delta|, the share of tokens whose importance weight
@@ -28,8 +28,11 @@ def one_arm(root: Path, args: argparse.Namespace, sampler_dtype: str) -> dict:
     import torch
 
     from genenv_cli.catalogue.config import apply_overrides, config_from_dict, render_config
-    from genenv_cli.machinery.training.grpo import make_trainer, sample_mismatch
-    from genenv_cli.machinery.training.policy import load_policy, training_arguments
+    from genenv_cli.machinery.training.grpo import sample_mismatch
+    from genenv_cli.machinery.training.grpo_config import GRPOConfig
+    from genenv_cli.machinery.training.grpo_trainer import GRPOTrainer
+    from genenv_cli.machinery.training.policy_loading import load_policy
+    from genenv_cli.machinery.training.training_loop import training_arguments
     from genenv_cli.rundir import RunDir
     from genenv_cli.rundir.datafiles import read_parquet
     from genenv_cli.stages import generate_tasks, rollout
@@ -55,9 +58,9 @@ def one_arm(root: Path, args: argparse.Namespace, sampler_dtype: str) -> dict:
     policy = load_policy(cfg.agent.model, "base", base_name=cfg.agent.model, train=u, need_reference=False,
                          device="cpu", dtype="float32", trust_remote_code=False, seed=cfg.run.seed + 1)
     with tempfile.TemporaryDirectory() as tmp:
-        trainer = make_trainer(policy, training_arguments(tmp, u, seed=0, device="cpu", dtype="float32"), rows,
-                               clip_eps=u.clip_eps, kl_coef=0.0, loss_type=u.loss_type, temperature=1.0,
-                               replay_clip=u.replay_clip, is_cap=u.is_cap)
+        config = GRPOConfig(clip_eps=u.clip_eps, kl_coef=0.0, loss_type=u.loss_type, temperature=1.0,
+                            replay_clip=u.replay_clip, is_cap=u.is_cap)
+        trainer = GRPOTrainer(policy, training_arguments(tmp, u, seed=0, device="cpu", dtype="float32"), rows, config)
         table = trainer._old_policy(trainer.model, torch.device("cpu"))
     trainer_s = time.perf_counter() - t
     per, deltas = [], []

@@ -68,7 +68,7 @@ def child(args: argparse.Namespace) -> None:
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     from genenv_cli.machinery.training.logits import pad_pairs
-    from genenv_cli.machinery.training.policy import Policy
+    from genenv_cli.machinery.training.policy_loading import Policy
 
     def build(seed):
         torch.manual_seed(seed)

@@ -66,7 +66,7 @@ def test_policy_and_reference_land_on_the_ranks_device(four_gpus, recorded_loads
     """Full fine-tuning with a KL term: the trained model and the separate reference both go to cuda:2 on rank 2
     (before the fix: `to("cuda")`, i.e. cuda:0, for every rank), read straight onto it."""
     from genenv_cli.catalogue.settings import AgentUpdateConfig
-    from genenv_cli.machinery.training.policy import load_policy
+    from genenv_cli.machinery.training.policy_loading import load_policy
 
     moved: dict[int, list[str]] = {}
     real_to = torch.nn.Module.to
@@ -129,7 +129,8 @@ def test_checkpoint_is_written_from_the_gathered_state_dict(tiny_model, tmp_path
     from transformers import AutoModelForCausalLM
 
     from genenv_cli.machinery.models import load_tokenizer
-    from genenv_cli.machinery.training.policy import Policy, gather_state_dict, save_checkpoint
+    from genenv_cli.machinery.training.policy_loading import Policy
+    from genenv_cli.machinery.training.publishing import gather_state_dict, save_checkpoint
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model)
     gathered = {k: v.clone() + 1.0 for k, v in model.state_dict().items()}
@@ -427,9 +428,15 @@ def _count_syncs(monkeypatch):
 
 def test_micro_steps_do_not_wait_for_the_device(make_run, tiny_model, monkeypatch, tmp_path):
     """Neither GRPO's nor RWR's compute_loss reads anything back: their numbers, the KL the cap decides on included,
-    are read once per optimizer step (policy.materialize), when the step's numbers are combined."""
+    are read once per optimizer step (base_trainer.materialize), when the step's numbers are combined."""
     from genenv_cli.machinery.training import grpo, rwr
-    from genenv_cli.machinery.training.policy import load_policy, materialize, training_arguments
+    from genenv_cli.machinery.training.base_trainer import materialize
+    from genenv_cli.machinery.training.grpo_config import GRPOConfig
+    from genenv_cli.machinery.training.grpo_trainer import GRPOTrainer
+    from genenv_cli.machinery.training.policy_loading import load_policy
+    from genenv_cli.machinery.training.rwr_config import RWRConfig
+    from genenv_cli.machinery.training.rwr_trainer import RWRTrainer
+    from genenv_cli.machinery.training.training_loop import training_arguments
 
     cfg = Config()
     policy = load_policy(str(tiny_model), "t", base_name=str(tiny_model), train=cfg.agent_update,
@@ -438,8 +445,8 @@ def test_micro_steps_do_not_wait_for_the_device(make_run, tiny_model, monkeypatc
     rows = [{"prompt_ids": [5, 6, 7], "completion_ids": [8, 9], "sampler_logps": [-6.0, -6.5], "advantage": 1.0},
             {"prompt_ids": [5, 6], "completion_ids": [9, 10, 11], "sampler_logps": [-6.0, -6.5, -7.0],
              "advantage": -1.0}]
-    trainer = grpo.make_trainer(policy, args, rows, clip_eps=0.2, kl_coef=0.01, loss_type="grpo", temperature=1.0,
-                                replay_clip=2.0)
+    trainer = GRPOTrainer(policy, args, rows, GRPOConfig(clip_eps=0.2, kl_coef=0.01, loss_type="grpo",
+                                                         temperature=1.0, replay_clip=2.0))
     batch = grpo.collate(rows, policy.tokenizer.pad_token_id)
     # the shared-prefix forward reads token ids on the host, and does so only for CPU tensors (no device to wait
     # for; engines/shared_prefix.padded_forward): this CPU stand-in for a device counts every read, so it is off here
@@ -453,7 +460,7 @@ def test_micro_steps_do_not_wait_for_the_device(make_run, tiny_model, monkeypatc
     assert calls["n"] == 1 and isinstance(stats[0]["kl"], float) and stats[0]["tokens"] == 5.0
 
     env_rows = [{"prompt_ids": [5, 6, 7], "target_ids": [8, 9], "weight_rel": 1.0}]
-    trainer = rwr.make_trainer(policy, args, env_rows, kl_coef=0.1, kl_max=100.0)
+    trainer = RWRTrainer(policy, args, env_rows, RWRConfig(kl_coef=0.1, kl_max=100.0))
     batch = rwr.collate(env_rows, policy.tokenizer.pad_token_id)
     calls["n"] = 0
     trainer.compute_loss(policy.model, batch)
@@ -510,7 +517,7 @@ def test_digest_reads_gathered_values_under_activation_checkpointing_wrappers(ti
     )
     from transformers import AutoModelForCausalLM
 
-    from genenv_cli.machinery.training.policy import parameter_digest
+    from genenv_cli.machinery.training.publishing import parameter_digest
 
     wrapped = AutoModelForCausalLM.from_pretrained(tiny_model)
     layer = type(wrapped.model.layers[0])
@@ -582,7 +589,7 @@ def test_under_fsdp_every_rank_reads_the_trained_weights(four_gpus, recorded_loa
     accelerate's FSDP2 preparation finds each optimizer slot's shard by the old parameter's address, and every meta
     parameter's address is 0 (all of rank 1's slots landed on one parameter)."""
     from genenv_cli.catalogue.settings import AgentUpdateConfig
-    from genenv_cli.machinery.training.policy import load_policy
+    from genenv_cli.machinery.training.policy_loading import load_policy
 
     train = AgentUpdateConfig(lora=False)
     monkeypatch.setenv("WORLD_SIZE", "2")

@@ -120,7 +120,7 @@ def test_both_updates_train_in_bf16_on_the_gpu(make_run, tiny_model):
     and gradients, bf16 compute); the checkpoint loads back with the recorded digest."""
     from transformers import AutoModelForCausalLM
 
-    from genenv_cli.machinery.training.policy import parameter_digest
+    from genenv_cli.machinery.training.publishing import parameter_digest
     from genenv_cli.rundir import RunDir
     from stagekit import agent_pool, env_pool
 

@@ -40,7 +40,7 @@ def test_shipped_configs_shard_and_gather():
 @pytest.mark.slow  # imports transformers' training stack (seconds)
 def test_sharding_setting_reaches_the_training_arguments(tmp_path):
     from genenv_cli.catalogue.settings import TrainingConfig
-    from genenv_cli.machinery.training.policy import training_arguments
+    from genenv_cli.machinery.training.training_loop import training_arguments
 
     train = TrainingConfig(gradient_checkpointing=True, lora=False)
     args = training_arguments(tmp_path, train, seed=0, device="cpu", sharding="fsdp", timeout=7200)
@@ -51,7 +51,7 @@ def test_sharding_setting_reaches_the_training_arguments(tmp_path):
     assert args.ddp_timeout == 7200
     plain = training_arguments(tmp_path, train, seed=0, device="cpu")
     assert not plain.fsdp and plain.gradient_checkpointing and plain.ddp_timeout == 1800
-    from genenv_cli.machinery.training.policy import sharding_arguments
+    from genenv_cli.machinery.training.training_loop import sharding_arguments
 
     ds = sharding_arguments("zero3", False)["deepspeed"]["zero_optimization"]
     assert ds["stage"] == 3 and ds["stage3_gather_16bit_weights_on_model_save"] is True
@@ -123,7 +123,7 @@ def test_fsdp_launch_on_two_cpu_processes_saves_a_gathered_checkpoint(make_run, 
     assert set(sd) == set(b)
     assert all(sd[k].shape == b[k].shape and sd[k].dtype == torch.float32 for k in sd)   # full, gathered, float32
     assert any(not torch.equal(sd[k], b[k]) for k in sd)                                  # the update landed
-    from genenv_cli.machinery.training.policy import parameter_digest
+    from genenv_cli.machinery.training.publishing import parameter_digest
 
     for p in saved.parameters():
         p.requires_grad_(True)

@@ -76,7 +76,7 @@ def test_full_disk_during_score_is_named(run, monkeypatch):
 
 
 def test_full_disk_during_update_agent_is_named(run, monkeypatch):
-    import genenv_cli.machinery.training.policy as common
+    import genenv_cli.machinery.training.publishing as common
 
     def save(policy, folder, **kw):
         folder.mkdir(parents=True, exist_ok=True)

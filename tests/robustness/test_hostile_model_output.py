@@ -114,7 +114,7 @@ def test_the_plain_text_check_is_linear():
 def test_a_diverged_update_fails_before_writing_and_names_the_learning_rate(run, monkeypatch, stage, section):
     import torch
 
-    import genenv_cli.machinery.training.policy as common
+    import genenv_cli.machinery.training.policy_loading as common
 
     real = common.load_policy
 
@@ -140,7 +140,7 @@ def test_a_non_finite_training_step_is_refused_with_its_number():
     import torch
 
     from genenv_cli.catalogue.settings import AgentUpdateConfig
-    from genenv_cli.machinery.training.policy import check_finite
+    from genenv_cli.machinery.training.publishing import check_finite
 
     policy = SimpleNamespace(model=torch.nn.Linear(2, 2))
     check_finite(policy, [{"step": 1, "loss": 0.5}], role="agent", epoch=3, train=AgentUpdateConfig())

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from genenv_cli.machinery.training import head_loss, logits, rwr
-from genenv_cli.machinery.training.policy import Policy
+from genenv_cli.machinery.training.policy_loading import Policy
 from genenv_cli.machinery.training.target_logps import target_logps
 
 V, H = 700, 64

@@ -23,7 +23,7 @@ SCRIPT = textwrap.dedent('''
     import test_head_loss as t
     from genenv_cli.core import memory_plan
     from genenv_cli.machinery.training import logits, rwr
-    from genenv_cli.machinery.training.policy import Policy
+    from genenv_cli.machinery.training.policy_loading import Policy
 
     memory_plan.LOSS_CHUNK_ELEMENTS = 2 * 3 * t.V  # chunks of 3 positions of a rank's 2 rows
     plain_head = logits.plain_head

@@ -142,7 +142,8 @@ def _trainable(folder: Path | str, role: str, base: Path, sets: list[str]) -> di
     """The trainable tensors of a model as genenv loads it to train (for a checkpoint: the way the next epoch reads
     it back), by plain name, float32 as trained."""
     from genenv_cli.catalogue.config import apply_overrides, config_from_dict
-    from genenv_cli.machinery.training.policy import load_policy, plain_name
+    from genenv_cli.machinery.training.policy_loading import load_policy
+    from genenv_cli.machinery.training.publishing import plain_name
 
     train = getattr(config_from_dict(apply_overrides({}, sets), "t"), f"{role}_update")
     policy = load_policy(str(folder), "x", base_name=str(base), train=train, need_reference=False,
@@ -176,7 +177,7 @@ def _first_step_grad_norm(pool: Path, model: Path, sets: list[str]) -> float:
     from genenv_cli.catalogue.config import apply_overrides, config_from_dict
     from genenv_cli.machinery.training.grpo import collate, grpo_loss
     from genenv_cli.machinery.training.logits import token_logps
-    from genenv_cli.machinery.training.policy import load_policy
+    from genenv_cli.machinery.training.policy_loading import load_policy
     from genenv_cli.stages.update_agent import select_samples
 
     u = config_from_dict(apply_overrides({}, sets), "t").agent_update

@@ -10,7 +10,8 @@ import torch
 
 from genenv_cli.catalogue.settings import AgentUpdateConfig
 from genenv_cli.core.errors import ConfigError
-from genenv_cli.machinery.training.policy import Policy, check_finite, parameter_digest
+from genenv_cli.machinery.training.policy_loading import Policy
+from genenv_cli.machinery.training.publishing import check_finite, parameter_digest
 
 
 def _partitioned(values: torch.Tensor) -> torch.nn.Parameter:

@@ -14,10 +14,11 @@ from pathlib import Path
 from genenv_cli.catalogue.config import Config
 from genenv_cli.core.errors import InputError
 from genenv_cli.rundir import RunDir
-from genenv_cli.rundir.contract import checkpoint_gone, checkpoint_usable, require_done
+from genenv_cli.rundir.checkpoint_records import CHECKPOINT_STAGES, checkpoint_gone, checkpoint_usable
+from genenv_cli.rundir.stage_state import require_done
 
-AGENT_STAGE = "update-agent"
-ENV_STAGE = "update-env"
+AGENT_STAGE = CHECKPOINT_STAGES["agent"]
+ENV_STAGE = CHECKPOINT_STAGES["env"]
 
 
 def derive_seed(base: int, *parts: object) -> int:

@@ -15,7 +15,7 @@ fingerprint, when), then deletes. So a kill in the middle leaves a half-deleted 
 counts as pruned, is never loaded, and the next pruning finishes it. The stage that wrote a pruned checkpoint
 still counts as done (the manifest's output check accepts a pruned output with the same fingerprint); a stage
 that needs it again says it was pruned by `run.keep_checkpoints` and how to get it back
-(`contract.checkpoint_gone`).
+(`checkpoint_records.checkpoint_gone`).
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ from genenv_cli.rundir import (
     unchanged,
     write_json_atomic,
 )
-from genenv_cli.rundir.contract import check_state, pruned_fingerprint
+from genenv_cli.rundir.checkpoint_records import pruned_fingerprint
+from genenv_cli.rundir.stage_state import check_state
 
 ROLES = {"agent": AGENT_STAGE, "env": ENV_STAGE}
 

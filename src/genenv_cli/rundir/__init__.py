@@ -47,12 +47,12 @@ from genenv_cli.rundir.atomic import (
     write_text_atomic,
     writer_id,
 )
+from genenv_cli.rundir.checkpoint_records import PRUNED, read_pruned
 from genenv_cli.rundir.fingerprints import fingerprint, sha256_file, unchanged
 from genenv_cli.rundir.layout import (
     EPOCH_MAX,
     EVALS,
     POOLS,
-    PRUNED,
     REPORT,
     SHARD_MAX,
     STATIC,
@@ -61,7 +61,6 @@ from genenv_cli.rundir.layout import (
     find_run,
     log_name,
     open_run,
-    read_pruned,
     shard_of,
     shard_stage,
     shard_tag,

@@ -39,12 +39,10 @@ Besides:
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -60,17 +58,27 @@ from genenv_cli.rundir import (
     commit_hooks,
     fingerprint,
     log_name,
-    read_pruned,
     recover_commit,
     shard_of,
     tmp_name,
-    unchanged,
     write_bytes_atomic,
     write_new,
 )
+from genenv_cli.rundir.checkpoint_records import require_models
 from genenv_cli.rundir.committed import require_committed_inputs
-from genenv_cli.rundir.ranks import rank0_decides, require_launch_store
-from genenv_cli.rundir.staleness import Change, config_changes, value_changes
+from genenv_cli.rundir.ranks import Alone, coordination
+from genenv_cli.rundir.stage_state import (
+    StagePlan,
+    StageResult,
+    StageState,
+    check_state,
+    jsonable,
+    manifests_problem,
+    require_done,
+)
+
+__all__ = ["StagePlan", "StageResult", "StageState", "Staging", "check_state", "derived_files", "execute",
+           "manifests_problem", "recover_stage", "require_done"]
 
 
 def derived_files(run: RunDir, cfg: Config, plan: StagePlan, manifest: dict[str, Any] | None) -> dict[Path, bytes]:
@@ -81,42 +89,6 @@ def derived_files(run: RunDir, cfg: Config, plan: StagePlan, manifest: dict[str,
     for derive in commit_hooks.DERIVED:
         out.update(derive(run, cfg, plan.epoch, plan.stage, manifest))
     return out
-
-
-def process_rank() -> int:
-    """Rank under torchrun/accelerate (RANK), 0 when run alone. Only rank 0 locks and writes."""
-    return int(os.environ.get("RANK", "0"))
-
-
-@dataclass
-class StagePlan:
-    stage: str
-    epoch: int
-    inputs: dict[str, Path] = field(default_factory=dict)
-    values: dict[str, Any] = field(default_factory=dict)
-    outputs: dict[str, Path] = field(default_factory=dict)
-    optional_outputs: set[str] = field(default_factory=set)
-    config_sections: list[str] = field(default_factory=list)
-    requires: list[tuple[int, str]] = field(default_factory=list)
-    # role ("agent" | "env") -> (name to load, tag for records): resolved once, when the plan is built
-    models: dict[str, tuple[str, str]] = field(default_factory=dict)
-
-
-@dataclass
-class StageState:
-    state: str  # done | stale | incomplete | missing
-    reasons: list[str]
-    manifest: dict[str, Any] | None
-    changes: list[Change] = field(default_factory=list)  # why it is stale, key by key (staleness.py)
-
-
-@dataclass
-class StageResult:
-    stage: str
-    epoch: int
-    skipped: bool
-    manifest: dict[str, Any]
-    message: str
 
 
 class Staging:
@@ -170,83 +142,6 @@ def _check_kinds(run: RunDir, stage: str, written: dict[str, tuple[Path, Path]])
                              f"aside and rerun; nothing was changed.")
 
 
-def manifests_problem(run: RunDir, epoch: int) -> str | None:
-    """Why the epoch's manifests cannot be where they belong (a file or a link at `manifests`), or None."""
-    d = run.manifests_dir(epoch)
-    if d.is_symlink():
-        return (f"{d} is a symbolic link where the epoch's manifests folder belongs; genenv does not follow links "
-                f"inside a run. Remove the link and rerun the epoch's stages")
-    if d.exists() and not d.is_dir():
-        return (f"{d} is a file where the epoch's manifests folder belongs, so no stage of epoch {epoch} counts "
-                f"as done. Move the file aside (the stages' records were in that folder) and rerun the epoch's "
-                f"stages")
-    return None
-
-
-def check_state(run: RunDir, cfg: Config, plan: StagePlan) -> StageState:
-    """Compare the stage's manifest with its current inputs, values, config and outputs."""
-    path = run.manifest_path(plan.epoch, plan.stage)
-    problem = manifests_problem(run, plan.epoch)
-    if problem:
-        return StageState("incomplete", [problem], None)
-    if not os.path.lexists(path):
-        return StageState("missing", ["no manifest"], None)
-    try:
-        manifest = run.read_manifest(plan.epoch, plan.stage)
-    except InputError as exc:
-        why = str(exc).split(";")[0] if path.is_symlink() or not path.is_file() else "not a JSON object"
-        return StageState("incomplete", [f"{run.rel(path)} is not a valid manifest ({why})"], None)
-    try:
-        return _compare(run, cfg, plan, manifest)
-    except (TypeError, AttributeError, KeyError, ValueError) as exc:  # a manifest edited into another shape
-        detail = f": {str(exc)[:120]}" if isinstance(exc, ValueError) else ""
-        return StageState("incomplete", [f"{run.rel(path)} is not a valid manifest (wrong shape{detail})"], None)
-
-
-def _compare(run: RunDir, cfg: Config, plan: StagePlan, manifest: dict[str, Any]) -> StageState:
-    reasons: list[str] = []
-    changes: list[Change] = []
-    recorded = manifest.get("inputs", {})
-    for name, p in plan.inputs.items():
-        rec = recorded.get(name)
-        if rec is None:
-            reasons.append(f"new input {name}")
-            changes.append(Change("input", name))
-        elif not unchanged(p, rec["fingerprint"]):
-            reasons.append(f"input {name} changed ({run.rel(p)})")
-            changes.append(Change("input", name))
-    for name in recorded:
-        if name not in plan.inputs:
-            reasons.append(f"input {name} no longer read")
-            changes.append(Change("input", name))
-    values = value_changes(manifest.get("values", {}), _jsonable(plan.values))
-    if values:
-        reasons.append("changed: " + ", ".join(c.short() for c in values))
-        changes += values
-    if manifest.get("config_digest") != cfg.digest(plan.config_sections):
-        keys = config_changes(manifest.get("config"), cfg, plan.config_sections)
-        reasons.append("config changed: " + ", ".join(c.short() for c in keys) if keys
-                       else "config changed in " + ", ".join(plan.config_sections))
-        changes += keys or [Change("sections", ", ".join(plan.config_sections))]
-    if reasons:
-        return StageState("stale", reasons, manifest, changes)
-    pruned = read_pruned(run, plan.epoch)
-    expected = {name: run.rel(p) for name, p in plan.outputs.items()}
-    for name, rec in manifest.get("outputs", {}).items():
-        if expected.get(name) != rec["path"]:  # never read a path a manifest names elsewhere (/dev/zero, ../x)
-            raise ValueError(f"output {name} recorded at {rec['path']!r}")
-        p = plan.outputs[name]
-        if not p.is_symlink() and pruned_fingerprint(pruned, rec["path"]) == rec["fingerprint"]:
-            # deleted by run.keep_checkpoints once the next epoch was done (pruning.py); a deletion that was cut
-            # short leaves part of the folder, which counts as deleted too: the record came first
-            continue
-        if p.is_symlink() or not unchanged(p, rec["fingerprint"]):
-            reasons.append(f"output {rec['path']} missing or modified")
-    if reasons:
-        return StageState("incomplete", reasons, manifest)
-    return StageState("done", [], manifest)
-
-
 def _report_crashed(run: RunDir, info: dict[str, Any]) -> None:
     """The lock's record was left by a holder that never released it cleanly: say so, and where its log is."""
     stage = str(info.get("stage", "?"))
@@ -264,10 +159,6 @@ def _config_entry(cfg: Config, name: str) -> Any:
         section, key = name.split(".", 1)
         return getattr(getattr(cfg, section), key)
     return cfg.section(name)
-
-
-def _jsonable(values: dict[str, Any]) -> dict[str, Any]:
-    return json.loads(json.dumps(values, sort_keys=True, default=str))
 
 
 def _recorded_outputs(run: RunDir, epoch: int) -> dict[str, dict[str, Any]]:
@@ -292,173 +183,83 @@ def _fingerprint_reusing(path: Path, recorded: dict[str, Any] | None) -> dict[st
     return fingerprint(path)
 
 
-# who writes epochs/N/<role>/: the checkpoints epoch N+1 starts from
-CHECKPOINT_STAGES = {"agent": "update-agent", "env": "update-env"}
-
-
-def pruned_fingerprint(record: dict[str, Any], rel: str) -> Any:
-    """The fingerprint pruned.json (`record`) holds for the output at `rel`, None when it holds none."""
-    entry = record.get(rel)
-    return entry.get("fingerprint") if isinstance(entry, dict) else None
-
-
-def checkpoint_usable(run: RunDir, folder: Path) -> bool:
-    """Whether a checkpoint folder of the run can be loaded: it is there and, when `run.keep_checkpoints` pruned
-    it, still whole (a deletion cut short by a kill leaves part of it, which must never be loaded)."""
-    if not folder.is_dir():
-        return False
-    where = _checkpoint_of(run, folder)
-    pruned = _pruned_now(run, *where) if where else None
-    return pruned is None or unchanged(folder, pruned)
-
-
-def _pruned_now(run: RunDir, epoch: int, role: str) -> dict[str, Any] | None:
-    """The fingerprint pruned.json records for the epoch's checkpoint, when it is the checkpoint the stage's
-    manifest records now (a record of an earlier checkpoint, since written again with --force, is no longer
-    about this one); None otherwise."""
-    rel = run.rel(run.checkpoint_dir(epoch, role))
-    recorded = pruned_fingerprint(read_pruned(run, epoch), rel)
-    if not isinstance(recorded, dict):
-        return None
-    current = run.recorded_output(epoch, CHECKPOINT_STAGES[role], role)
-    return recorded if current is not None and current["fingerprint"] == recorded else None
-
-
-def _checkpoint_of(run: RunDir, folder: Path) -> tuple[int, str] | None:
-    """(epoch, role) of a checkpoint folder of the run (`epochs/0003/agent`), None for any other path."""
-    parent = folder.parent
-    if parent.parent == run.root / "epochs" and parent.name.isdigit() and folder.name in CHECKPOINT_STAGES:
-        return int(parent.name), folder.name
-    return None
-
-
-def checkpoint_gone(run: RunDir, cfg: Config, folder: Path, needed_by: str) -> InputError:
-    """The error for a checkpoint of the run that `needed_by` must load and cannot: pruned by
-    `run.keep_checkpoints` (the setting named, and how to get it back), or gone by a kill or a hand."""
-    epoch, role = _checkpoint_of(run, folder) or (0, folder.name)
-    stage = CHECKPOINT_STAGES.get(role, "update-agent")
-    rel = run.rel(folder)
-    base = " Or evaluate the base model explicitly with `--epoch 0`." if needed_by.startswith("evaluate") else ""
-    if role in CHECKPOINT_STAGES and _pruned_now(run, epoch, role) is not None:
-        n, m = cfg.run.keep_checkpoints, cfg.run.keep_checkpoints_every
-        return InputError(
-            f"{rel}: epoch {epoch}'s {role} checkpoint was pruned by run.keep_checkpoints (= {n}"
-            f"{f', with run.keep_checkpoints_every = {m}' if m else ''}) once epoch {epoch + 1} was done; "
-            f"{run.rel(run.epoch_dir(epoch) / 'pruned.json')} records it. `{needed_by}` needs it. Recreate it with "
-            f"`genenv {stage} --epoch {epoch} --force` (it trains again on the same data; the stages of epoch "
-            f"{epoch + 1} become stale and `genenv run` redoes them), and to keep checkpoints from now on, raise "
-            f"run.keep_checkpoints or run.keep_checkpoints_every in genenv.toml (0 keeps every checkpoint).{base}")
-    return InputError(f"{rel}: epoch {epoch}'s {role} checkpoint folder is missing, though `{stage}` of epoch "
-                      f"{epoch} completed ({run.rel(run.manifest_path(epoch, stage))} is there), and `{needed_by}` "
-                      f"needs it; a kill or a hand removed it. Recreate it with `genenv {stage} --epoch {epoch} "
-                      f"--force`.{base}")
-
-
-def require_models(run: RunDir, cfg: Config, plan: StagePlan) -> None:
-    """Before a stage runs its body: every checkpoint of the run it loads (`plan.models`) can be loaded, else an
-    InputError naming it (`checkpoint_gone`), before any model is read. Not at plan time: a done stage whose
-    upstream checkpoint was pruned stays done (`status` builds plans too)."""
-    for name, _tag in plan.models.values():
-        folder = Path(name)
-        if _checkpoint_of(run, folder) is not None and not checkpoint_usable(run, folder):
-            raise checkpoint_gone(run, cfg, folder, f"{plan.stage} --epoch {plan.epoch}")
-
-
-def require_done(run: RunDir, epoch: int, stage: str, needed_by: str) -> dict[str, Any]:
-    """The manifest of an upstream stage, or a clear error telling what to run."""
-    path = run.manifest_path(epoch, stage)
-    problem = manifests_problem(run, epoch)
-    if problem:
-        raise InputError(f"{problem}; `{needed_by} --epoch {epoch}` needs `{stage}` of epoch {epoch}, whose "
-                         f"manifest is {path}.")
-    if not os.path.lexists(path):
-        raise InputError(f"`{needed_by} --epoch {epoch}` needs `{stage}` of epoch {epoch} to have completed, "
-                         f"but {run.rel(path)} does not exist. Run `genenv {stage} --epoch {epoch}` first.")
-    manifest = run.read_manifest(epoch, stage, f"manifest of `{stage}`")
-    if manifest.get("stage") != stage or not isinstance(manifest.get("outputs"), dict):
-        raise InputError(f"{path}: not a manifest of `{stage}` (no `stage: {stage}` or no `outputs` mapping), so "
-                         f"`{needed_by} --epoch {epoch}` cannot trust its outputs. Rerun `genenv {stage} --epoch "
-                         f"{epoch} --force`.")
-    return manifest
-
-
 def execute(run: RunDir, cfg: Config, stage: str, epoch: int, build_plan: Callable[[], StagePlan],
             body: Callable[[Staging], None], *, force: bool = False) -> StageResult:
     """Run one stage under the contract. `build_plan` is called under the epoch's lock, so a second writer
     fails on the lock before it looks at any input. The files computed from the epoch's manifests
     (metrics.json, `derived_files`) are committed with the outputs, and rewritten by a no-op run when they no
     longer match. What subscribed to the commit (`commit_hooks`) is called before any work and, once the stage is
-    committed or found up to date, after it (the trackers: checked installed, then sent the points they lack)."""
+    committed or found up to date, after it (the trackers: checked installed, then sent the points they lack).
+    Under a launcher rank 0 decides, after its recovery, and the other ranks follow (`ranks.coordination`)."""
     for before in commit_hooks.BEFORE:
         before(cfg, f"`{stage} --epoch {epoch}`")
-    # under a launcher rank 0 decides, after its recovery, and the other ranks follow (rundir/ranks.py)
-    store = require_launch_store(cfg.run.dist_timeout, stage, epoch)   # refused without one for several processes
-    rank = process_rank()
-    if rank != 0:  # other ranks of a distributed update: no lock, nothing written but by rank 0
-        decided = None
-        if store is not None:
-            decided = rank0_decides(rank, f"{stage}/{epoch}", None, store=store, timeout=cfg.run.dist_timeout)
-            if decided["action"] == "error":
-                raise GenenvError(f"`{stage} --epoch {epoch}`: rank 0 stopped it before any work: "
-                                  f"{decided['message']}")
-            if decided["action"] == "done":
-                return StageResult(stage, epoch, True, {}, decided["message"])
-        return _execute(run, cfg, build_plan(), body, force=force, is_main=False, derived=False,
-                        decided=decided is not None)
-
-    said: list[str] = []
-
-    def announce(action: str, message: str = "") -> None:
-        said.append(action)
-        if store is not None:
-            rank0_decides(0, f"{stage}/{epoch}", {"action": action, "message": message}, store=store,
-                          timeout=cfg.run.dist_timeout)
-
+    ranks = coordination(cfg.run.dist_timeout, stage, epoch)   # refused without a store for several processes
+    if not ranks.is_main:  # other ranks of a distributed update: no lock, nothing written but by rank 0
+        return _follow(run, cfg, stage, epoch, build_plan, body, force, ranks)
     shared = shard_of(stage) is not None
     try:
         with EpochLock(run.epoch_dir(epoch), stage, root=run.root, shared=shared) as lock:
             if lock.crashed:
                 _report_crashed(run, lock.crashed)
             # rollout shards run side by side and add no numbers: they leave the derived files to the other stages
-            result = _execute(run, cfg, build_plan(), body, force=force, is_main=True, derived=not shared,
-                              announce=announce)
+            plan = build_plan()
+            done = _up_to_date(run, cfg, plan, force=force, recover=True, derived=not shared)
+            ranks.tell("done", done.message) if done else ranks.tell("run")
+            result = done or _run_and_commit(run, cfg, plan, body, is_main=True, derived=not shared)
             if not shared:
                 for after in commit_hooks.AFTER:
                     after(run, cfg)
     except BaseException as exc:
-        if not said:  # an error after the decision is the body's: every rank is in it
-            announce("error", str(exc) or type(exc).__name__)
+        if not ranks.told:  # an error after the decision is the body's: every rank is in it
+            ranks.tell("error", str(exc) or type(exc).__name__)
         raise
     return result
 
 
-def _execute(run: RunDir, cfg: Config, plan: StagePlan, body: Callable[[Staging], None], *, force: bool,
-             is_main: bool, derived: bool, announce: Callable[..., None] | None = None,
-             decided: bool = False) -> StageResult:
-    """`announce(action, message)`: rank 0's decision (done, or run) told to the other ranks once it is taken;
-    `decided`: another rank's, told that rank 0 decided to run (its own checks are skipped)."""
+def _follow(run: RunDir, cfg: Config, stage: str, epoch: int, build_plan: Callable[[], StagePlan],
+            body: Callable[[Staging], None], force: bool, ranks: Alone) -> StageResult:
+    """A rank other than 0: rank 0's decision followed (its own checks only when it has none to hear), the body run,
+    nothing written."""
+    decided = ranks.hear()
+    if decided is not None and decided["action"] == "error":
+        raise GenenvError(f"`{stage} --epoch {epoch}`: rank 0 stopped it before any work: {decided['message']}")
+    if decided is not None and decided["action"] == "done":
+        return StageResult(stage, epoch, True, {}, decided["message"])
+    plan = build_plan()
+    done = None if decided is not None else _up_to_date(run, cfg, plan, force=force, recover=False, derived=False)
+    return done or _run_and_commit(run, cfg, plan, body, is_main=False, derived=False)
+
+
+def _up_to_date(run: RunDir, cfg: Config, plan: StagePlan, *, force: bool, recover: bool,
+                derived: bool) -> StageResult | None:
+    """The checks before the body: a killed writer's half-done commit resolved (`recover`: the process that
+    locks), the upstream stages and inputs there; the stage's result when it is up to date (derived files
+    refreshed), else None once its models and inputs are checked loadable and committed."""
+    if recover:  # a killed writer's half-done commit, even when this run turns out to have nothing to do
+        recover_stage(run, cfg, plan, derived)
+    for up_epoch, up_stage in plan.requires:
+        require_done(run, up_epoch, up_stage, plan.stage)
+    for name, p in plan.inputs.items():
+        if not p.exists():
+            raise InputError(f"`{plan.stage} --epoch {plan.epoch}`: input {name} ({p}) does not exist.")
+    state = check_state(run, cfg, plan)
+    if state.state == "done" and not force:
+        if derived:
+            _refresh_derived(run, cfg, plan)
+        finished = state.manifest.get("finished", "?") if state.manifest else "?"
+        message = (f"{plan.stage} epoch {plan.epoch}: up to date (completed {finished}, inputs unchanged); "
+                   f"nothing to do. Use --force to redo it.")
+        return StageResult(plan.stage, plan.epoch, True, state.manifest or {}, message)
+    require_models(run, cfg, list(plan.models.values()), f"{plan.stage} --epoch {plan.epoch}")
+    require_committed_inputs(run, plan.stage, plan.epoch, plan.inputs)
+    return None
+
+
+def _run_and_commit(run: RunDir, cfg: Config, plan: StagePlan, body: Callable[[Staging], None], *, is_main: bool,
+                    derived: bool) -> StageResult:
+    """The body writes its outputs to temporary paths; the main process commits them with the manifest and the
+    derived files (`derived`) in one swap (module docstring), or removes them all on any failure."""
     manifest_path = run.manifest_path(plan.epoch, plan.stage)
-    if not decided:
-        if is_main:
-            # a killed writer's half-done commit, even when this run turns out to have nothing to do
-            recover_stage(run, cfg, plan, derived)
-        for up_epoch, up_stage in plan.requires:
-            require_done(run, up_epoch, up_stage, plan.stage)
-        for name, p in plan.inputs.items():
-            if not p.exists():
-                raise InputError(f"`{plan.stage} --epoch {plan.epoch}`: input {name} ({p}) does not exist.")
-        state = check_state(run, cfg, plan)
-        if state.state == "done" and not force:
-            if is_main and derived:
-                _refresh_derived(run, cfg, plan)
-            finished = state.manifest.get("finished", "?") if state.manifest else "?"
-            message = (f"{plan.stage} epoch {plan.epoch}: up to date (completed {finished}, inputs unchanged); "
-                       f"nothing to do. Use --force to redo it.")
-            _say(announce, "done", message)
-            return StageResult(plan.stage, plan.epoch, True, state.manifest or {}, message)
-        require_models(run, cfg, plan)
-        require_committed_inputs(run, plan.stage, plan.epoch, plan.inputs)
-        _say(announce, "run")
     known = _recorded_outputs(run, plan.epoch)
     inputs_fp = {name: {"path": run.rel(p), "fingerprint": _fingerprint_reusing(p, known.get(run.rel(p)))}
                  for name, p in plan.inputs.items()}
@@ -472,11 +273,10 @@ def _execute(run: RunDir, cfg: Config, plan: StagePlan, body: Callable[[Staging]
             return StageResult(plan.stage, plan.epoch, False, manifest, f"{plan.stage} epoch {plan.epoch}: done")
         written = staging.written()
         _check_kinds(run, plan.stage, written)
-        finished = time.time()
-        manifest = _manifest(run, cfg, plan, staging, inputs_fp, started, finished,
+        manifest = _manifest(run, cfg, plan, staging, inputs_fp, started, time.time(),
                              {name: fingerprint(tmp) for name, (tmp, _) in written.items()})
         manifest_path.parent.mkdir(parents=True, exist_ok=True)
-        pairs = [pair for pair in written.values()]
+        pairs = list(written.values())
         for path, content in (derived_files(run, cfg, plan, manifest) if derived else {}).items():
             tmp = tmp_name(path)
             extra.append(tmp)
@@ -489,18 +289,17 @@ def _execute(run: RunDir, cfg: Config, plan: StagePlan, body: Callable[[Staging]
             with contextlib.suppress(OSError):
                 remove_entry(p)
         if disk_full(exc):
-            where = sorted({str(p.parent) for p in plan.outputs.values()}) or [str(run.epoch_dir(plan.epoch))]
-            raise DiskError(f"no space left on device at {', '.join(where)} while `{plan.stage} --epoch "
-                            f"{plan.epoch}` wrote its outputs. Nothing was changed: the previous outputs, manifest "
-                            f"and metrics are as they were and the partial ones were removed. Free some space (or "
-                            f"move the run to a bigger disk) and rerun the command.") from exc
+            raise _no_space(run, plan) from exc
         raise
     return StageResult(plan.stage, plan.epoch, False, manifest, f"{plan.stage} epoch {plan.epoch}: done")
 
 
-def _say(announce: Callable[..., None] | None, action: str, message: str = "") -> None:
-    if announce is not None:
-        announce(action, message)
+def _no_space(run: RunDir, plan: StagePlan) -> DiskError:
+    where = sorted({str(p.parent) for p in plan.outputs.values()}) or [str(run.epoch_dir(plan.epoch))]
+    return DiskError(f"no space left on device at {', '.join(where)} while `{plan.stage} --epoch {plan.epoch}` "
+                     f"wrote its outputs. Nothing was changed: the previous outputs, manifest and metrics are as "
+                     f"they were and the partial ones were removed. Free some space (or move the run to a bigger "
+                     f"disk) and rerun the command.")
 
 
 def recover_stage(run: RunDir, cfg: Config, plan: StagePlan, derived: bool = True) -> list[str]:
@@ -534,7 +333,7 @@ def _manifest(run: RunDir, cfg: Config, plan: StagePlan, staging: Staging, input
         "config_digest": cfg.digest(plan.config_sections),
         "config": {s: _config_entry(cfg, s) for s in plan.config_sections},
         "inputs": inputs_fp,
-        "values": _jsonable(plan.values),
+        "values": jsonable(plan.values),
         # fingerprints of the temporary files: a rename keeps content, size and modification time
         "outputs": {name: {"path": run.rel(plan.outputs[name]), "fingerprint": fp} for name, fp in outputs_fp.items()},
         "counts": staging.counts,

@@ -4,7 +4,6 @@ evaluation results, metrics.json, rollout shards and who holds an epoch's lock."
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 from dataclasses import dataclass
@@ -12,9 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from genenv_cli.catalogue.config import CONFIG_NAME, Config, apply_overrides, config_from_dict, load_config
-from genenv_cli.core.errors import ConfigError, InputError
+from genenv_cli.core.errors import ConfigError
 from genenv_cli.core.paths import cache_dir
-from genenv_cli.core.safefiles import read_regular
 from genenv_cli.rundir.evalfiles import read_eval_result, result_paths
 from genenv_cli.rundir.lock import lock_held, only_locks
 from genenv_cli.rundir.records import read_json, read_record
@@ -276,19 +274,6 @@ def writable(folder: Path) -> bool:
             return True
     except OSError:
         return False
-
-
-PRUNED = "pruned.json"  # epochs/N/pruned.json: the checkpoints run.keep_checkpoints deleted (pruning.py)
-
-
-def read_pruned(run: RunDir, epoch: int) -> dict[str, Any]:
-    """epochs/N/pruned.json by output path ({fingerprint, pruned}); {} when absent or unreadable. A regular file
-    only: a device or pipe planted there is never read."""
-    try:
-        data = json.loads(read_regular(run.epoch_dir(epoch) / PRUNED, limit=1 << 22).decode("utf-8"))
-    except (OSError, ValueError, InputError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def find_run(run: Path | None) -> RunDir:

@@ -11,6 +11,9 @@ it at MASTER_ADDR:MASTER_PORT for the whole launch and says so in TORCHELASTIC_U
 connects to the same store later. Without it (TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1, or a launcher that hosts
 none) there is no channel before the process group, and no rank may decide alone: the stage is refused on every
 rank alike, from the environment they share, before any of them looks at the run directory (`require_launch_store`).
+
+The commit (contract.execute) asks one object, `coordination(...)`: `Alone` for one process (it decides for itself
+and tells nobody), `Coordinated` for a rank of a launch (rank 0 decides and tells, the others hear and follow).
 """
 
 from __future__ import annotations
@@ -68,3 +71,54 @@ def rank0_decides(rank: int, what: str, decision: dict[str, Any] | None, *, stor
 
     store.set_timeout(timedelta(seconds=timeout))
     return json.loads(store.get(key))
+
+
+def process_rank() -> int:
+    """Rank under torchrun/accelerate (RANK), 0 when run alone. Only rank 0 locks and writes."""
+    return int(os.environ.get("RANK", "0"))
+
+
+class Alone:
+    """One process: it decides for itself whether the stage is done, must run or cannot, and tells nobody."""
+
+    def __init__(self, rank: int = 0) -> None:
+        self.rank = rank
+        self.told = False
+
+    @property
+    def is_main(self) -> bool:
+        """Whether this process locks, recovers and writes (rank 0)."""
+        return self.rank == 0
+
+    def hear(self) -> dict[str, Any] | None:
+        """Rank 0's decision, for a process that follows one; None: this process decides for itself."""
+        return None
+
+    def tell(self, action: str, message: str = "") -> None:
+        """Rank 0's decision (`done`, `run` or `error`), once taken."""
+        self.told = True
+
+
+class Coordinated(Alone):
+    """A rank of a launch of several processes: rank 0 tells its decision through the launcher's store (`what`
+    names it: the stage and epoch), every other rank hears it and follows."""
+
+    def __init__(self, rank: int, store: Any, what: str, timeout: float) -> None:
+        super().__init__(rank)
+        self.store, self.what, self.timeout = store, what, timeout
+
+    def hear(self) -> dict[str, Any] | None:
+        return rank0_decides(self.rank, self.what, None, store=self.store, timeout=self.timeout)
+
+    def tell(self, action: str, message: str = "") -> None:
+        self.told = True
+        rank0_decides(0, self.what, {"action": action, "message": message}, store=self.store, timeout=self.timeout)
+
+
+def coordination(timeout: float, stage: str, epoch: int) -> Alone:
+    """How this process agrees with the others on a run of `stage` of `epoch`: `Coordinated` under a launch of
+    several processes (refused without the launcher's store: `require_launch_store`), else `Alone`."""
+    store = require_launch_store(timeout, stage, epoch)
+    if store is None:
+        return Alone(process_rank())
+    return Coordinated(process_rank(), store, f"{stage}/{epoch}", timeout)

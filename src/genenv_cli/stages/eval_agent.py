@@ -30,15 +30,8 @@ from genenv_cli.domains.fingerprints import rollout_values, score_values
 from genenv_cli.domains.seedfiles import domains_for_run
 from genenv_cli.machinery.checkpoints import AGENT_STAGE, agent_model_for, agent_trained
 from genenv_cli.rundir import RunDir, fingerprint, json_bytes, read_pruned, write_new
-from genenv_cli.rundir.contract import (
-    StagePlan,
-    StageResult,
-    Staging,
-    check_state,
-    checkpoint_usable,
-    execute,
-    pruned_fingerprint,
-)
+from genenv_cli.rundir.checkpoint_records import checkpoint_usable, pruned_fingerprint
+from genenv_cli.rundir.contract import StagePlan, StageResult, Staging, check_state, execute
 from genenv_cli.rundir.datafiles import write_jsonl
 from genenv_cli.rundir.evalfiles import model_tag
 

@@ -62,9 +62,10 @@ from genenv_cli.rundir import (
     replace_into_place,
     tmp_name,
 )
-from genenv_cli.rundir.contract import checkpoint_usable, require_done
+from genenv_cli.rundir.checkpoint_records import checkpoint_usable
 from genenv_cli.rundir.datafiles import write_jsonl
 from genenv_cli.rundir.evalfiles import model_tag, result_paths, result_suffix
+from genenv_cli.rundir.stage_state import require_done
 
 STAGE = "evaluate"
 HEADLINE_ORDER = ("accuracy", "success_rate", "em")

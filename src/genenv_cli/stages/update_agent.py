@@ -26,9 +26,10 @@ from genenv_cli.catalogue.config import Config
 from genenv_cli.core.ui import UI, num
 from genenv_cli.machinery.checkpoints import AGENT_STAGE, agent_model_for, agent_trained
 from genenv_cli.rundir import RunDir
-from genenv_cli.rundir.contract import StagePlan, StageResult, Staging, execute, process_rank
+from genenv_cli.rundir.contract import StagePlan, StageResult, Staging
 from genenv_cli.rundir.datafiles import check_parquet, reading, refuse_non_finite, scan_parquet
 from genenv_cli.rundir.episode_rows import check_episode_rows
+from genenv_cli.stages.update_run import UpdateStage, run_update
 
 STAGE = AGENT_STAGE
 CONFIG_SECTIONS = ["run.seed", "agent", "agent_update"]
@@ -61,29 +62,9 @@ def summary(counts: dict[str, Any], metrics: dict[str, Any]) -> str:
 
 
 def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI | None = None) -> StageResult:
-    ui = ui or UI(quiet=True)
-    from genenv_cli.core.memory_plan import default_allocator
-
-    default_allocator()  # expandable segments, before anything initialises CUDA (unless the user chose a setting)
-    from genenv_cli.machinery.launch import check_update_launch, sharding_line
-
-    if agent_trained(cfg):
-        check_update_launch(cfg, "agent_update", cfg.agent.model)  # before the lock and any compute
-
-    def body(out: Staging) -> None:
-        if not agent_trained(cfg):
-            out.counts.update({"samples_used": 0, "skipped": "agent.mode = frozen: the agent is not trained"})
-            ui.info(f"update-agent epoch {epoch}: agent.mode = frozen, the agent is not trained")
-            return
-        ui.info(f"update-agent epoch {epoch}: {sharding_line(cfg)}")
-        _update(cfg, epoch, out, ui)
-
-    result = execute(run_dir, cfg, STAGE, epoch, lambda: plan(run_dir, cfg, epoch), body, force=force)
-    if process_rank() == 0:  # after the commit: run.keep_checkpoints' full checkpoints no stage needs any more
-        from genenv_cli.machinery.pruning import prune
-
-        prune(run_dir, cfg)
-    return result
+    stage = UpdateStage(STAGE, "agent_update", cfg.agent.model, agent_trained(cfg), f"agent.mode = {cfg.agent.mode}",
+                        "the agent", "", lambda: plan(run_dir, cfg, epoch), _update)
+    return run_update(run_dir, cfg, epoch, stage, force=force, ui=ui or UI(quiet=True))
 
 
 def select_samples(pool: Path, replay: list[Path], temperature: float | None = None) -> tuple[list[dict], Any]:
@@ -152,13 +133,9 @@ def _check_masks(path: Path) -> None:
     check_episode_rows(episodes, str(path))
 
 
-def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
-    from genenv_cli.machinery.launch import trainer_sharding
-    from genenv_cli.machinery.training.distributed import world
-    from genenv_cli.machinery.training.grpo import make_trainer, mismatch_records
-    from genenv_cli.machinery.training.policy import load_policy, publish_update, train_policy
-
-    u = cfg.agent_update
+def _read(cfg: Config, epoch: int, out: Staging, ui: UI) -> tuple[list[dict], Any, float, int, dict[str, int]]:
+    """(training rows, per-sample records, the sampling temperature, groups used, groups skipped by reason) from the
+    epoch's pool and the replayed ones, each checked first."""
     import polars as pl
 
     pool_path = out.plan.inputs["pool"]
@@ -181,6 +158,48 @@ def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
 
         ui.warn(f"update-agent epoch {epoch}: " + all_equal_advice(
             cfg, [n for n, d in run_domains(cfg).items() if d.episodic]))
+    return rows, records, temperature, groups_used, skipped_by_reason
+
+
+def _train(policy: Any, cfg: Config, epoch: int, rows: list[dict], temperature: float,
+           ui: UI) -> tuple[Any, list[dict[str, Any]]]:
+    """(the trainer or None when there is nothing to train on, the rows of agent_update_steps)."""
+    from genenv_cli.machinery.launch import trainer_sharding
+    from genenv_cli.machinery.training.grpo_config import GRPOConfig
+    from genenv_cli.machinery.training.grpo_trainer import GRPOTrainer
+    from genenv_cli.machinery.training.training_loop import train_policy
+
+    if not rows:
+        return None, []
+    u = cfg.agent_update
+    config = GRPOConfig(clip_eps=u.clip_eps, kl_coef=u.kl_coef, loss_type=u.loss_type, temperature=temperature,
+                        replay_clip=u.replay_clip, is_cap=u.is_cap)
+    trainer, logged, _ = train_policy(
+        policy, u, lambda args: GRPOTrainer(policy, args, rows, config),
+        seed=cfg.run.seed + epoch, device=cfg.run.device, dtype=cfg.run.dtype, ui=ui, desc=f"update-agent e{epoch}",
+        sharding=trainer_sharding(cfg), timeout=cfg.run.dist_timeout)
+    steps = []
+    for s in trainer.step_stats:
+        lg = logged.get(s["step"], {})
+        steps.append({"step": s["step"], "pass": float(s["pass"] or 0.0), "loss": s["loss"],
+                      "policy_loss": s["policy_loss"], "kl": s["kl"], "clip_frac": s["clip_frac"],
+                      "ratio_mean": s["ratio_mean"], "ratio_dev_max": s["ratio_dev_max"],
+                      "is_weight_mean": s["is_weight_mean"], "is_truncated": s["is_truncated"],
+                      "grad_norm": lg.get("grad_norm"),
+                      "learning_rate": lg.get("learning_rate"), "tokens": s["tokens"]})
+    return trainer, steps
+
+
+def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
+    import polars as pl
+
+    from genenv_cli.machinery.training.distributed import world
+    from genenv_cli.machinery.training.grpo import mismatch_records
+    from genenv_cli.machinery.training.policy_loading import load_policy
+    from genenv_cli.machinery.training.publishing import publish_update
+
+    u = cfg.agent_update
+    rows, records, temperature, groups_used, skipped_by_reason = _read(cfg, epoch, out, ui)
     name, tag = out.plan.models["agent"]
     rank, size = world()
     ui.info(f"update-agent epoch {epoch}: {len(rows)} samples in {groups_used} groups from {tag}"
@@ -189,23 +208,7 @@ def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
         policy = load_policy(name, tag, base_name=cfg.agent.model, train=u, need_reference=u.kl_coef > 0,
                              device=cfg.run.device, dtype=cfg.run.dtype, trust_remote_code=cfg.run.trust_remote_code,
                              seed=cfg.run.seed + epoch)
-    steps: list[dict[str, Any]] = []
-    trainer = None
-    if rows:
-        trainer, logged, _ = train_policy(
-            policy, u, lambda args: make_trainer(policy, args, rows, clip_eps=u.clip_eps, kl_coef=u.kl_coef,
-                                                 loss_type=u.loss_type, temperature=temperature,
-                                                 replay_clip=u.replay_clip, is_cap=u.is_cap),
-            seed=cfg.run.seed + epoch, device=cfg.run.device, dtype=cfg.run.dtype, ui=ui, desc=f"update-agent e{epoch}",
-            sharding=trainer_sharding(cfg), timeout=cfg.run.dist_timeout)
-        for s in trainer.step_stats:
-            lg = logged.get(s["step"], {})
-            steps.append({"step": s["step"], "pass": float(s["pass"] or 0.0), "loss": s["loss"],
-                          "policy_loss": s["policy_loss"], "kl": s["kl"], "clip_frac": s["clip_frac"],
-                          "ratio_mean": s["ratio_mean"], "ratio_dev_max": s["ratio_dev_max"],
-                          "is_weight_mean": s["is_weight_mean"], "is_truncated": s["is_truncated"],
-                          "grad_norm": lg.get("grad_norm"),
-                          "learning_rate": lg.get("learning_rate"), "tokens": s["tokens"]})
+    trainer, steps = _train(policy, cfg, epoch, rows, temperature, ui)
     old_logps = trainer.old_policy_logps() if trainer is not None else None
     records, mismatch = mismatch_records(records, rows, old_logps, u.is_cap, key="rollout_id")
     loss_mean = sum(s["loss"] for s in steps) / len(steps) if steps else None   # each step's: every rank's alike

@@ -36,8 +36,9 @@ from genenv_cli.core.errors import InputError
 from genenv_cli.core.ui import UI, num
 from genenv_cli.machinery.checkpoints import ENV_STAGE, env_model_for, env_trained
 from genenv_cli.rundir import RunDir
-from genenv_cli.rundir.contract import StagePlan, StageResult, Staging, execute, process_rank
+from genenv_cli.rundir.contract import StagePlan, StageResult, Staging
 from genenv_cli.rundir.datafiles import check_parquet, reading, refuse_non_finite, scan_parquet
+from genenv_cli.stages.update_run import UpdateStage, run_update
 
 STAGE = ENV_STAGE
 CONFIG_SECTIONS = ["run.seed", "env", "env_update", "curriculum.lam"]
@@ -91,31 +92,9 @@ def summary(counts: dict[str, Any], metrics: dict[str, Any]) -> str:
 
 
 def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI | None = None) -> StageResult:
-    ui = ui or UI(quiet=True)
-    from genenv_cli.core.memory_plan import default_allocator
-
-    default_allocator()  # expandable segments, before anything initialises CUDA (unless the user chose a setting)
-    if env_trained(cfg):
-        from genenv_cli.machinery.launch import check_update_launch
-
-        check_update_launch(cfg, "env_update", cfg.env.model)  # before the lock and any compute
-
-    def body(out: Staging) -> None:
-        if not env_trained(cfg):
-            out.counts.update({"samples_used": 0, "skipped": f"env.mode = {cfg.env.mode}: the environment is not trained"})
-            ui.info(f"update-env epoch {epoch}: env.mode = {cfg.env.mode}, the environment is not trained")
-            return
-        from genenv_cli.machinery.launch import sharding_line
-
-        ui.info(f"update-env epoch {epoch}: {cfg.env_update.algo}, {sharding_line(cfg)}")
-        _update(cfg, epoch, out, ui)
-
-    result = execute(run_dir, cfg, STAGE, epoch, lambda: plan(run_dir, cfg, epoch), body, force=force)
-    if process_rank() == 0:  # after the commit: run.keep_checkpoints' full checkpoints no stage needs any more
-        from genenv_cli.machinery.pruning import prune
-
-        prune(run_dir, cfg)
-    return result
+    stage = UpdateStage(STAGE, "env_update", cfg.env.model, env_trained(cfg), f"env.mode = {cfg.env.mode}",
+                        "the environment", f"{cfg.env_update.algo}, ", lambda: plan(run_dir, cfg, epoch), _update)
+    return run_update(run_dir, cfg, epoch, stage, force=force, ui=ui or UI(quiet=True))
 
 
 def select_pairs(paths: list[Path], lam: float) -> tuple[list[dict[str, Any]], Any]:
@@ -231,7 +210,7 @@ def select_group_samples(paths: list[Path]) -> tuple[list[dict[str, Any]], Any, 
 def _update(cfg: Config, epoch: int, out: Staging, ui: UI) -> None:
     from genenv_cli.machinery.training.distributed import world
     from genenv_cli.machinery.training.grpo import mismatch_records
-    from genenv_cli.machinery.training.policy import load_policy
+    from genenv_cli.machinery.training.policy_loading import load_policy
 
     u = cfg.env_update
     paths = [p for n, p in sorted(out.plan.inputs.items()) if n.startswith(("pool_", "gen_"))]
@@ -286,55 +265,52 @@ def _tokenize_pairs(tok: Any, pairs: list[dict[str, Any]]) -> list[dict[str, Any
 
 def _train_rwr(policy: Any, cfg: Config, epoch: int, rows: list[dict[str, Any]],
                ui: UI) -> tuple[list[dict[str, Any]], Any, dict[str, Any] | None]:
-    from genenv_cli.machinery.launch import trainer_sharding
-    from genenv_cli.machinery.training.policy import train_policy
-    from genenv_cli.machinery.training.rwr import KLCapReached, make_trainer
+    from genenv_cli.machinery.training.rwr_config import RWRConfig
+    from genenv_cli.machinery.training.rwr_trainer import RWRTrainer
 
     u = cfg.env_update
-    steps: list[dict[str, Any]] = []
-    if not rows:
-        return steps, None, None
-    trainer, logged, cap = train_policy(
-        policy, u, lambda args: make_trainer(policy, args, rows, kl_coef=u.kl_coef, kl_max=u.kl_max),
-        seed=cfg.run.seed + epoch, device=cfg.run.device, dtype=cfg.run.dtype, ui=ui, desc=f"update-env e{epoch}",
-        stop_on=(KLCapReached,), sharding=trainer_sharding(cfg), timeout=cfg.run.dist_timeout)
-    for s in trainer.step_stats:
-        lg = logged.get(s["step"], {})
-        steps.append({"step": s["step"], "loss": s["loss"], "nll": s["nll"], "kl": s["kl"], "applied": True,
-                      "stopped_by_kl": False, "grad_norm": lg.get("grad_norm"), "learning_rate": lg.get("learning_rate")})
-    stopped = _stopped_row(trainer, cap, epoch, ui, steps)
-    return steps, trainer, stopped
+    config = RWRConfig(kl_coef=u.kl_coef, kl_max=u.kl_max)
+    return _train(policy, cfg, epoch, rows, ui, lambda args: RWRTrainer(policy, args, rows, config), lambda s: {})
 
 
 def _train_grpo(policy: Any, cfg: Config, epoch: int, rows: list[dict[str, Any]], temperature: float,
                 ui: UI) -> tuple[list[dict[str, Any]], Any, dict[str, Any] | None, dict[str, Any]]:
-    """The environment's GRPO update: the agent's trainer (training/grpo.py) on the environment's generations, with
-    the leash's cap (`kl_max`) stopping it."""
-    from genenv_cli.machinery.launch import trainer_sharding
-    from genenv_cli.machinery.training.grpo import make_trainer
-    from genenv_cli.machinery.training.policy import train_policy
-    from genenv_cli.machinery.training.rwr import KLCapReached
+    """The environment's GRPO update: the agent's trainer (training/grpo_trainer.py) on the environment's
+    generations, with the leash's cap (`kl_max`) stopping it."""
+    from genenv_cli.machinery.training.grpo_config import GRPOConfig
+    from genenv_cli.machinery.training.grpo_trainer import GRPOTrainer
 
     u = cfg.env_update
-    steps: list[dict[str, Any]] = []
-    if not rows:
-        return steps, None, None, {}
-    trainer, logged, cap = train_policy(
-        policy, u, lambda args: make_trainer(policy, args, rows, clip_eps=u.clip_eps, kl_coef=u.kl_coef,
-                                             loss_type="grpo", temperature=temperature, replay_clip=1.0,
-                                             is_cap=u.is_cap, kl_max=u.kl_max, group_batches=True),
-        seed=cfg.run.seed + epoch, device=cfg.run.device, dtype=cfg.run.dtype, ui=ui, desc=f"update-env e{epoch}",
-        stop_on=(KLCapReached,), sharding=trainer_sharding(cfg), timeout=cfg.run.dist_timeout)
-    for s in trainer.step_stats:
-        lg = logged.get(s["step"], {})
-        steps.append({"step": s["step"], "loss": s["loss"], "nll": None, "kl": s["kl"], "applied": True,
-                      "stopped_by_kl": False, "grad_norm": lg.get("grad_norm"), "learning_rate": lg.get("learning_rate"),
-                      "policy_loss": s["policy_loss"], "clip_frac": s["clip_frac"],
-                      "is_weight_mean": s["is_weight_mean"]})
-    stopped = _stopped_row(trainer, cap, epoch, ui, steps)
+    config = GRPOConfig(clip_eps=u.clip_eps, kl_coef=u.kl_coef, loss_type="grpo", temperature=temperature,
+                        replay_clip=1.0, is_cap=u.is_cap, kl_max=u.kl_max, group_batches=True)
+    steps, trainer, stopped = _train(
+        policy, cfg, epoch, rows, ui, lambda args: GRPOTrainer(policy, args, rows, config),
+        lambda s: {"policy_loss": s["policy_loss"], "clip_frac": s["clip_frac"], "is_weight_mean": s["is_weight_mean"]})
     applied = [s for s in steps if s["applied"]]
     extra = {"clip_frac_mean": round(sum(s["clip_frac"] for s in applied) / len(applied), 4) if applied else None}
     return steps, trainer, stopped, extra
+
+
+def _train(policy: Any, cfg: Config, epoch: int, rows: list[dict[str, Any]], ui: UI, build: Any,
+           columns: Any) -> tuple[list[dict[str, Any]], Any, dict[str, Any] | None]:
+    """Either algorithm's training: `build(args)` makes its trainer; each step taken becomes a row of
+    env_update_steps (with the algorithm's own `columns(step)`), the step the KL cap refused a last row."""
+    from genenv_cli.machinery.launch import trainer_sharding
+    from genenv_cli.machinery.training.training_loop import train_policy
+
+    steps: list[dict[str, Any]] = []
+    if not rows:
+        return steps, None, None
+    trainer, logged, cap = train_policy(
+        policy, cfg.env_update, build, seed=cfg.run.seed + epoch, device=cfg.run.device, dtype=cfg.run.dtype, ui=ui,
+        desc=f"update-env e{epoch}", sharding=trainer_sharding(cfg), timeout=cfg.run.dist_timeout)
+    for s in trainer.step_stats:
+        lg = logged.get(s["step"], {})
+        steps.append({"step": s["step"], "loss": s["loss"], "nll": s.get("nll"), "kl": s["kl"], "applied": True,
+                      "stopped_by_kl": False, "grad_norm": lg.get("grad_norm"), "learning_rate": lg.get("learning_rate"),
+                      **columns(s)})
+    stopped = _stopped_row(trainer, cap, epoch, ui, steps)
+    return steps, trainer, stopped
 
 
 def _stopped_row(trainer: Any, cap: BaseException | None, epoch: int, ui: UI,
@@ -354,7 +330,7 @@ def _publish(policy: Any, cfg: Config, epoch: int, out: Staging, ui: UI, *, tag:
              extra: dict[str, Any]) -> None:
     import polars as pl
 
-    from genenv_cli.machinery.training.policy import publish_update
+    from genenv_cli.machinery.training.publishing import publish_update
 
     u = cfg.env_update
     digest = publish_update(policy, out, role="env", epoch=epoch, trained_from=tag, records=records, steps=steps,

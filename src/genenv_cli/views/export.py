@@ -61,7 +61,7 @@ from genenv_cli.machinery.models import (
     read_checkpoint_meta,
 )
 from genenv_cli.rundir import RunDir, read_pruned, recover_replaced, replace_into_place, tmp_name, unchanged
-from genenv_cli.rundir.contract import require_done
+from genenv_cli.rundir.stage_state import require_done
 
 ROLES = {"agent": AGENT_STAGE, "env": ENV_STAGE}
 DTYPES = ("float32", "bfloat16", "float16")

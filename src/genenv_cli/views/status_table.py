@@ -23,8 +23,8 @@ from genenv_cli.core.errors import GenenvError
 from genenv_cli.core.progress import fmt_clock, read_progress
 from genenv_cli.core.reject_reasons import describe
 from genenv_cli.rundir import RunDir, log_name, shard_of, shard_stage
-from genenv_cli.rundir.contract import check_state, manifests_problem
 from genenv_cli.rundir.metrics import gather
+from genenv_cli.rundir.stage_state import check_state, manifests_problem
 
 UPDATES = ("update-agent", "update-env")
 

@@ -93,26 +93,13 @@ class HFEngine(Engine):
                         sessions: list[Hashable] | None = None,
                         on_tokens: Callable[[int], None] | None = None) -> list[Generation]:
         import torch
-        from transformers import TemperatureLogitsWarper, TopPLogitsWarper
 
         from genenv_cli.machinery.engines import episode_cache, shared_prefix
 
         keep = sessions is not None and self.reuse_cache and shared_prefix.supports(self.model)
         kept = [self._kept.pop(s, None) for s in sessions] if keep and sessions is not None else []
         reused = [0] * len(prompts)
-        warpers = []
-        if not params.greedy:
-            if params.temperature != 1.0:
-                warpers.append(TemperatureLogitsWarper(params.temperature))
-            if params.top_p < 1.0:
-                warpers.append(TopPLogitsWarper(params.top_p))
-        # every row's noise comes from its own sample's seed, drawn once for all its steps: a row draws the same
-        # tokens whatever else shares its batch (the batches depend on the call's prompts and the engine's batch
-        # size). Sampled by inverse CDF, in one batched operation per step: torch.multinomial takes one generator
-        # for the whole batch, and one call per row costs a kernel launch per row and step on a GPU
-        uniforms = None if params.greedy else torch.stack([
-            torch.rand(params.max_new_tokens, generator=torch.Generator(device=self.device).manual_seed(s),
-                       device=self.device, dtype=torch.float64) for s in seeds])
+        warpers, uniforms = self._sampling(params, seeds)
         eos = torch.tensor(self.eos_ids, device=self.device)
         tokens: list[list[int]] = [[] for _ in prompts]
         logps: list[list[float]] = [[] for _ in prompts]
@@ -166,6 +153,26 @@ class HFEngine(Engine):
                            logprobs=logps[i], finish_reason=reasons[i], prompt_token_ids=list(p),
                            cached_tokens=reused[i])
                 for i, p in enumerate(prompts)]
+
+    def _sampling(self, params: SamplingParams, seeds: list[int]) -> tuple[list[Any], Any]:
+        """The logits warpers of `params`, and each row's uniform draws for all its steps (None when greedy)."""
+        import torch
+        from transformers import TemperatureLogitsWarper, TopPLogitsWarper
+
+        warpers: list[Any] = []
+        if not params.greedy:
+            if params.temperature != 1.0:
+                warpers.append(TemperatureLogitsWarper(params.temperature))
+            if params.top_p < 1.0:
+                warpers.append(TopPLogitsWarper(params.top_p))
+        # every row's noise comes from its own sample's seed, drawn once for all its steps: a row draws the same
+        # tokens whatever else shares its batch (the batches depend on the call's prompts and the engine's batch
+        # size). Sampled by inverse CDF, in one batched operation per step: torch.multinomial takes one generator
+        # for the whole batch, and one call per row costs a kernel launch per row and step on a GPU
+        uniforms = None if params.greedy else torch.stack([
+            torch.rand(params.max_new_tokens, generator=torch.Generator(device=self.device).manual_seed(s),
+                       device=self.device, dtype=torch.float64) for s in seeds])
+        return warpers, uniforms
 
     def _prefill(self, prompts: list[list[int]]) -> tuple[Any, Any, Any, Any]:
         """Every prompt read in full, what the rows share computed once (engines/shared_prefix.py): (the logits of

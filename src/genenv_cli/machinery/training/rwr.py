@@ -28,8 +28,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from genenv_cli.machinery.training.step_stats import KLCapReached  # noqa: F401  (the stages catch it from here)
-
 
 def rwr_loss(logits: Any, ref_logits: Any, targets: Any, mask: Any, weights: Any, *, kl_coef: float) -> tuple[Any, Any, Any]:
     """(loss, weighted nll, mean KL). logits/ref_logits: (B, T, V) at the target positions; targets, mask (B, T);
@@ -118,30 +116,3 @@ def batch_loss(model: Any, policy: Any, ids: Any, attn: Any, n: int, mask: Any, 
     with torch.no_grad(), policy.reference_context():
         ref_logits = completion_logits(reference, ids, attn, n)
     return rwr_loss(logits, ref_logits, ids[:, -n:], mask, weights, kl_coef=kl_coef)
-
-
-def make_trainer(policy: Any, args: Any, rows: list[dict[str, Any]], *, kl_coef: float, kl_max: float) -> Any:
-    """A Trainer whose loss is `rwr_loss` on the rows (prompt_ids, target_ids, weight_rel, and `group`: rows of
-    one group, the generations of one conditioning context, share micro-batches; see common.grouped_order)."""
-    from transformers import Trainer
-
-    from genenv_cli.machinery.training.policy import attach_recorder, grouped_order
-    pad_id = policy.tokenizer.pad_token_id
-    groups = [r.get("group", i) for i, r in enumerate(rows)]
-
-    class WeightedSFT(Trainer):
-        def _get_train_sampler(self, *args, **kwargs):  # the variations of one context share a micro-batch
-            return grouped_order(groups, self.args.seed)
-
-        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            n = inputs["target_mask"].shape[1]
-            ids, attn = inputs["input_ids"], inputs["attention_mask"]
-            loss, nll, kl = batch_loss(model, policy, ids, attn, n, inputs["target_mask"], inputs["weights"],
-                                       kl_coef=kl_coef)
-            # read once per optimizer step (policy.materialize); the cap decides on the whole step's KL there
-            self.micro.append({"loss": loss.detach(), "nll": nll.detach(), "kl": kl.detach(),
-                               "tokens": inputs["target_mask"].sum().detach(), "rows": float(ids.shape[0])})
-            return loss
-
-    return attach_recorder(WeightedSFT(model=policy.model, args=args, train_dataset=rows,
-                                       data_collator=lambda batch: collate(batch, pad_id)), kl_max=kl_max)
