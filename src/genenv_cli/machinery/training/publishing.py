@@ -110,7 +110,7 @@ def publish_update(policy: Policy, out: Any, *, role: str, epoch: int, trained_f
     if out.is_main:  # rank 0 alone hashes, and what it hashes is the gathered weights it saves
         digest = parameter_digest(policy.model if trainer is None
                                   else trainer.accelerator.unwrap_model(trainer.model_wrapped), state_dict)
-        ui.log(f"rank 0 trainable-parameter digest {digest}")  # the log's, for checking ranks: not news to a user
+        ui.detail(f"rank 0 trainable-parameter digest {digest}")  # for checking ranks: not news to a user (--verbose)
         save_checkpoint(policy, out.path(role), role=role, epoch=epoch, trainer=trainer, state_dict=state_dict,
                         extra={"trained_from": trained_from, "parameter_digest": digest})
         write_parquet(records, out.path(f"{role}_update"), f"{role}_update")
