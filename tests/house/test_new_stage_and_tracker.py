@@ -111,6 +111,8 @@ def test_a_throwaway_stage_and_tracker_appear_in_run_and_status(tmp_path, regist
     assert [r.stage for r in results][1] == "count-tasks" and not results[1].skipped
     assert (run.epoch_dir(1) / "task_count.txt").read_text() == "3"
     assert json.loads(run.manifest_path(1, "count-tasks").read_text())["counts"] == {"tasks_counted": 3}
+    # its row's metrics reach metrics.json, though the row was registered after genenv's modules were imported
+    assert json.loads(run.metrics_path(1).read_text())["tasks_counted"] == 3
     # the tracker got the stage's number after its commit (commit_hooks.AFTER), once
     sent = [json.loads(line) for line in (run.trackers_dir() / "lines.jsonl").read_text().splitlines()]
     assert sent == [{"tag": "epoch/tasks_counted", "step": 1, "value": 3.0}]
