@@ -18,11 +18,11 @@ import tomllib
 import pytest
 from typer.testing import CliRunner
 
+from genenv_cli.catalogue.engines import ENGINES
 from genenv_cli.catalogue.stages import EPOCH_STAGES, STAGES, Stage, epoch_stages
 from genenv_cli.catalogue.trackers import TRACKERS
 from genenv_cli.cli import app
 from genenv_cli.core.ui import UI
-from genenv_cli.machinery.engines import ENGINES
 from genenv_cli.rundir import RunDir
 from genenv_cli.rundir.contract import StageResult
 from genenv_cli.views import runner
