@@ -46,7 +46,7 @@ COMMIT_SUBSCRIBERS = Registry("commit subscriber", "genenv.commit_subscribers", 
 
 
 def subscribers(when: str) -> list[Callable[..., Any]]:
-    """The functions subscribed to `when` ("derived", "before" or "after"), in the rows' order, read now."""
+    """The functions subscribed to `when` (`derived`, `before` or `after`), in the rows' order, read at each call."""
     if when not in WHEN:
         raise ValueError(f"no commit moment {when!r}; expected one of {', '.join(WHEN)}")
     return [COMMIT_SUBSCRIBERS.get(name) for name, row in COMMIT_SUBSCRIBERS.rows.items()

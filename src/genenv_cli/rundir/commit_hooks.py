@@ -14,6 +14,6 @@ from genenv_cli.catalogue.commit_subscribers import subscribers as _rows_of
 
 
 def subscribers(when: str) -> list[Callable[..., Any]]:
-    """The functions subscribed to `when` ("derived", "before" or "after"), in their rows' order, as the rows are
-    now (a row registered after this process imported genenv counts)."""
+    """The functions subscribed to `when` (`derived`, `before` or `after`), in their rows' order, as the rows are
+    at this call (a row registered after this process imported genenv counts)."""
     return _rows_of(when)
