@@ -7,8 +7,6 @@ import math
 from pathlib import Path
 from typing import Any
 
-import genenv_cli.rundir.metrics  # noqa: F401  (metrics.json subscribes to the commit, as in the stage modules)
-import genenv_cli.trackers.sync  # noqa: F401
 from genenv_cli.machinery.engines import SamplingParams
 from genenv_cli.machinery.engines.hf import HFEngine
 from genenv_cli.machinery.models import resolve

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
 from genenv_cli.catalogue.stages import STAGES
 from genenv_cli.core.errors import ConfigError
@@ -24,7 +25,27 @@ from genenv_cli.core.ui import UI
 from genenv_cli.core.version import __version__
 from genenv_cli.views.errorpath import DEBUG, Where, reported
 
+
+class _Commands(TyperGroup):
+    """genenv's commands, and one for every stage row beyond the built-ins (a plugin's, from the entry-point group
+    `genenv.stages`, or one registered in this process), made when it is named or the commands are listed: so
+    `genenv run`'s process per stage runs a plugin's stage, and `genenv --help` reads no entry points."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        names = super().list_commands(ctx)
+        return names + [n for n in STAGES if n not in names]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        found = super().get_command(ctx, cmd_name)
+        if found is None and cmd_name not in STAGES.builtins and cmd_name in STAGES:
+            one = typer.Typer(add_completion=False, rich_markup_mode=None)
+            one.command(cmd_name, help=STAGES[cmd_name].help)(_stage_command(cmd_name))
+            found = typer.main.get_command(one)
+        return found
+
+
 app = typer.Typer(
+    cls=_Commands,
     name="genenv",
     help="Train LLM agents by co-evolution with an LLM environment simulator (GenEnv). Each stage reads and "
          "writes files in a run directory; an epoch is generate-tasks -> rollout -> score -> update-agent -> "

@@ -44,7 +44,7 @@ def test_the_environment_can_hold_auto_to_one_engine(installed, monkeypatch):
     assert choose_engine("auto", "cuda") == "hf"
     assert choose_engine("vllm", "cpu") == "vllm"  # an explicit choice stands
     monkeypatch.setenv("GENENV_AUTO_ENGINE", "sglang")
-    with pytest.raises(ConfigError, match="GENENV_AUTO_ENGINE='sglang': expected hf or vllm"):
+    with pytest.raises(ConfigError, match="GENENV_AUTO_ENGINE='sglang': expected an engine's name, one of hf, vllm"):
         choose_engine("auto", "cpu")
 
 

@@ -2,8 +2,10 @@
 written to a temporary folder and registered in this process, take their place in the epoch (`run` runs the stage
 after the one its row names and publishes to the tracker after its commit) and in `status` (its column and count).
 
-`genenv run` starts every stage in a process of its own, which knows the built-in rows: a row registered in a
-process is run there by `runner.run_epochs`, the same loop in one process. The built-in stages are replaced here
+`genenv run` starts every stage in a process of its own, which knows the built-in rows and the plugins' (the
+entry-point group `genenv.stages`): a plugin's stage runs there (the last test, a stage installed as pip installs
+one), and a row registered in a process is run there by `runner.run_epochs`, the same loop in one process, or as
+its own command. The built-in stages are replaced here
 by stand-ins that only record their turn, so the test loads no model; the throwaway stage runs for real, under the
 contract. Also: the pipelines' epoch (pipelines/epoch.sh) runs the built-in stages in the registry's order, and
 every row's extra is one pyproject declares and the noxfile installs."""
@@ -18,11 +20,11 @@ import tomllib
 import pytest
 from typer.testing import CliRunner
 
+from genenv_cli.catalogue.engines import ENGINES
 from genenv_cli.catalogue.stages import EPOCH_STAGES, STAGES, Stage, epoch_stages
 from genenv_cli.catalogue.trackers import TRACKERS
 from genenv_cli.cli import app
 from genenv_cli.core.ui import UI
-from genenv_cli.machinery.engines import ENGINES
 from genenv_cli.rundir import RunDir
 from genenv_cli.rundir.contract import StageResult
 from genenv_cli.views import runner
@@ -111,7 +113,9 @@ def test_a_throwaway_stage_and_tracker_appear_in_run_and_status(tmp_path, regist
     assert [r.stage for r in results][1] == "count-tasks" and not results[1].skipped
     assert (run.epoch_dir(1) / "task_count.txt").read_text() == "3"
     assert json.loads(run.manifest_path(1, "count-tasks").read_text())["counts"] == {"tasks_counted": 3}
-    # the tracker got the stage's number after its commit (commit_hooks.AFTER), once
+    # its row's metrics reach metrics.json, though the row was registered after genenv's modules were imported
+    assert json.loads(run.metrics_path(1).read_text())["tasks_counted"] == 3
+    # the tracker got the stage's number after its commit (the "after" subscribers), once
     sent = [json.loads(line) for line in (run.trackers_dir() / "lines.jsonl").read_text().splitlines()]
     assert sent == [{"tag": "epoch/tasks_counted", "step": 1, "value": 3.0}]
 
@@ -151,3 +155,56 @@ def test_every_rows_extra_is_declared_and_installed():
     tracker_extras = re.search(r"TRACKER_EXTRAS = \(([^)]*)\)", nox).group(1)
     assert {x.strip().strip('"') for x in tracker_extras.split(",") if x.strip()} == {
         TRACKERS.facts(n)["extra"] for n in TRACKERS.builtins}
+
+
+def test_a_registered_stage_has_a_command(tmp_path, registered):
+    """Every row gets a command: a stage registered in this process runs as `genenv NAME --epoch N`."""
+    root = tmp_path / "run"
+    assert CliRunner().invoke(app, ["init", str(root), "--domain", "arith"]).exit_code == 0
+    (root / "epochs" / "0001").mkdir(parents=True)
+    (root / "epochs" / "0001" / "tasks.jsonl").write_text('{"id": "a"}\n{"id": "b"}\n')
+    r = CliRunner().invoke(app, ["count-tasks", "--epoch", "1", "--run", str(root)])
+    assert r.exit_code == 0, r.output
+    assert (root / "epochs" / "0001" / "task_count.txt").read_text() == "2"
+    assert "count-tasks" in CliRunner().invoke(app, ["--help"]).output
+
+
+PLUGIN_ROW = '''
+
+from genenv_cli.catalogue.stages import Stage
+
+ROW = Stage("count-tasks", "plugin_stage", "Count the epoch's tasks.", short="counted", count="tasks_counted",
+            metrics={"tasks_counted": ("counts", "tasks_counted")}, after="generate-tasks")
+'''
+
+
+@pytest.mark.slow
+def test_a_plugin_stage_runs_under_genenv_run(tmp_path, make_run):
+    """A stage installed the way pip installs a plugin (a `.dist-info` folder whose entry_points.txt names its row
+    under `genenv.stages`) runs in its own process under `genenv run`, after the stage its row names, and its number
+    reaches metrics.json and `status`."""
+    import os
+    import subprocess
+    import sys
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "plugin_stage.py").write_text(textwrap.dedent(STAGE_MODULE) + PLUGIN_ROW)
+    dist = site / "plugin_stage-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: plugin-stage\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[genenv.stages]\ncount-tasks = plugin_stage:ROW\n")
+    root = make_run("env.mode=seeds", "agent_update.lora=false", "env_update.lora=false", domain="arith")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), *sys.path]), "GENENV_PROGRESS_INTERVAL": "0"}
+    done = subprocess.run([sys.executable, "-m", "genenv_cli", "run", "--epochs", "1", "--run", str(root), "--json"],
+                          capture_output=True, text=True, env=env, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    order = [json.loads(line)["stage"] for line in done.stdout.splitlines() if line.startswith("{")]
+    assert order == ["generate-tasks", "count-tasks", "rollout", "score", "update-agent", "update-env", "eval-agent"]
+    run = RunDir(root)
+    tasks = len((run.epoch_dir(1) / "tasks.jsonl").read_text().splitlines())
+    assert (run.epoch_dir(1) / "task_count.txt").read_text() == str(tasks)
+    assert json.loads(run.metrics_path(1).read_text())["tasks_counted"] == tasks
+    status = subprocess.run([sys.executable, "-m", "genenv_cli", "status", "--run", str(root)], capture_output=True,
+                            text=True, env=env, timeout=300)
+    assert status.returncode == 0 and "counted" in status.stdout, status.stdout + status.stderr

@@ -14,7 +14,7 @@ from genenv_cli.catalogue.config import Config, render_config
 from genenv_cli.core.errors import InputError
 from genenv_cli.rundir import RunDir
 from genenv_cli.rundir.datafiles import frame, write_parquet
-from genenv_cli.rundir.metrics import SOURCES
+from genenv_cli.rundir.metrics import sources
 from genenv_cli.views.report import build_report
 
 CHART_IDS = ["success-rate", "p-task", "band-share", "env-reward", "valid-generation", "env-signal", "lengths",
@@ -62,7 +62,7 @@ def _metrics(epoch: int, values: dict) -> dict:
     # eval-agent's figures: none recorded here (its own tests draw them)
     m = {"epoch": epoch, "alpha": 0.5, "band_low": 0.4, "band_high": 0.6, "heldout_success": None, "evals": None}
     m.update(values)
-    assert set(SOURCES) <= set(m)
+    assert set(sources()) <= set(m)
     return m
 
 

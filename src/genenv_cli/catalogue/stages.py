@@ -6,9 +6,11 @@ stage imports another. Its `Stage` row below adds what must
 be known without importing it (the CLI's `--help` stays light): the command's help, status's column header
 and count, which of its manifest's numbers go into metrics.json, whether it trains (pipelines launch it under
 `TRAIN`), and the pip extras it needs. `STAGES` lists them in the order an epoch runs them (`epoch_stages()`):
-the built-in rows, then rows `STAGES.register` adds in this process (a test's throwaway stage, a script's own),
-each placed after the stage its row names. `status`, `run`, the CLI and the pipelines read the order from here
-(pipelines/epoch.sh is checked against it by a test).
+the built-in rows, then a plugin's rows (the entry-point group `genenv.stages`: each entry point names a `Stage`
+row, under the stage's name), then rows `STAGES.register` adds in this process (a test's throwaway stage, a
+script's own), each placed after the stage its row names. `status`, `run`, the CLI (a command for every row, so
+`genenv run`'s processes run a plugin's stage) and the pipelines read the order from here (pipelines/epoch.sh is
+checked against it by a test).
 
 The built-in rows are the six epoch stages: the five of the method, then `eval-agent` (the epoch's agent on the
 held-out set and named benchmarks, every run.eval_every-th epoch). `genenv evaluate` is no stage (it evaluates any
@@ -23,6 +25,11 @@ import importlib
 import importlib.util
 from dataclasses import dataclass, field
 from types import ModuleType
+
+from genenv_cli.core.errors import RegistryError
+from genenv_cli.core.registry import check_name
+
+GROUP = "genenv.stages"  # the entry-point group of plugins' stages: NAME = "module:ROW", ROW a `Stage`
 
 
 @dataclass(frozen=True)
@@ -50,12 +57,44 @@ class Stage:
 
 
 class StageTable:
-    """The stages in epoch order: `builtins` (the project's), then `added` (registered in this process), each added
-    row right after the stage its `after` names. Reads like a dict of name -> Stage."""
+    """The stages in epoch order: `builtins` (the project's), then the plugins' (the entry-point group `GROUP`, read
+    on first use), then `added` (registered in this process), each plugin's or added row right after the stage its
+    `after` names. Reads like a dict of name -> Stage."""
 
-    def __init__(self, rows: list[Stage]):
+    def __init__(self, rows: list[Stage], group: str = GROUP):
         self.builtins: dict[str, Stage] = {s.name: s for s in rows}
         self.added: dict[str, Stage] = {}
+        self.group = group
+        self._plugins: dict[str, Stage] | None = None
+
+    @property
+    def plugins(self) -> dict[str, Stage]:
+        """The rows the entry-point group names, read once per process (`forget_plugins` reads them again). An entry
+        point that does not load, or loads no `Stage` of its own name, is refused naming the plugin."""
+        if self._plugins is None:
+            from importlib.metadata import entry_points  # slow to import: only when the stages are listed
+
+            found: dict[str, Stage] = {}
+            for ep in sorted(entry_points(group=self.group), key=lambda e: e.name):
+                where = f"stage plugin `{ep.name}` (entry point {ep.value} in {self.group})"
+                check_name(where, ep.name)
+                try:
+                    row = ep.load()
+                except Exception as exc:  # noqa: BLE001 - a plugin's import error, named as the plugin's
+                    raise RegistryError(f"{where} could not be loaded: {type(exc).__name__}: {exc}") from exc
+                if not isinstance(row, Stage) or row.name != ep.name:
+                    raise RegistryError(f"{where}: expected a genenv_cli.catalogue.stages.Stage named `{ep.name}`, "
+                                        f"got {row!r:.200}.")
+                if ep.name in self.builtins:
+                    raise RegistryError(f"{where}: `{ep.name}` is a built-in stage; a plugin's stage needs a name "
+                                        f"of its own.")
+                found[ep.name] = row
+            self._plugins = found
+        return self._plugins
+
+    def forget_plugins(self) -> None:
+        """Read the entry-point group again on next use (after installing a plugin in this process)."""
+        self._plugins = None
 
     def register(self, stage: Stage) -> None:
         """Add (or replace) a stage for this process; its `after` must name a stage already known."""
@@ -69,7 +108,7 @@ class StageTable:
 
     def _ordered(self) -> list[Stage]:
         order = list(self.builtins.values())
-        for stage in self.added.values():
+        for stage in [*self.plugins.values(), *self.added.values()]:
             order = [s for s in order if s.name != stage.name]
             at = next((i + 1 for i, s in enumerate(order) if s.name == stage.after), len(order))
             order.insert(at, stage)
@@ -82,10 +121,13 @@ class StageTable:
         return len(self._ordered())
 
     def __contains__(self, name: object) -> bool:
-        return name in self.added or name in self.builtins
+        return name in self.added or name in self.builtins or name in self.plugins
 
     def __getitem__(self, name: str) -> Stage:
-        return self.added[name] if name in self.added else self.builtins[name]
+        for rows in (self.added, self.builtins):
+            if name in rows:
+                return rows[name]
+        return self.plugins[name]
 
     def keys(self) -> list[str]:
         return list(self)

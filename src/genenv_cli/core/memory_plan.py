@@ -29,7 +29,7 @@ activations of a GRPO batch or vLLM's KV cache). The formulas, in bytes, with P 
   tokens of the 7B vocabulary, against 2 GB with the head inside the loss.
 - What the allocator reserves beyond what is allocated: the caching allocator keeps freed blocks for reuse and
   splits them, so its reserved peak is above the allocated one. On an H200 without `expandable_segments` the gap
-  was 0.13-0.96 times the planned activations (benchmarks/gpu/, 0.5B shape); the training stages now set
+  was 0.13-0.96 times the planned activations (benchmarks/gpu/, 0.5B shape); the training stages set
   `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` (unless the user set that variable), which maps freed memory
   back into one segment. The plan adds ALLOCATOR_SLACK times the activations: an estimate the GPU check measures.
   The update's warning compares the plan with what the allocator can reserve on the GPU (free memory plus what this

@@ -1,4 +1,5 @@
-"""Name -> plugin registries (domains, benchmarks): built-ins plus an entry-point group for users' own.
+"""Name -> plugin registries (domains, benchmarks, trackers, engines, commit subscribers): built-ins plus an
+entry-point group for users' own.
 
 Each built-in is one row: its "module:attribute" string, imported only when asked for (so listing them costs
 nothing), and the facts the rest of genenv reads without importing it (a domain's output lengths, whether it is a

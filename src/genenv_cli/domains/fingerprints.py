@@ -14,7 +14,7 @@ A stage is stale when something it used changed. For a domain that is more than 
 - `agent_prompt`: the agent's prompt rendered for up to `SAMPLED` seeds spread over both splits. rollout
   records it.
 
-A value that a stage's older manifest does not hold is not a change (`contract.LATE_VALUES`): runs made before
+A value that a stage's older manifest does not hold is not a change (`staleness.LATE_VALUES`): runs made before
 these were recorded stay done.
 """
 
@@ -109,7 +109,7 @@ def agent_prompt_fingerprint(domain: Domain) -> str:
 
 
 def _joined(domains: dict[str, Domain], value: Any) -> str:
-    """One domain's value, or `name:value` of each (a mixed run), as `domains.domain_data` writes them."""
+    """One domain's value, or `name:value` of each (a mixed run), as `catalogue.domains.domain_data` writes them."""
     if len(domains) == 1:
         return value(next(iter(domains.values())))
     return ",".join(f"{name}:{value(d)}" for name, d in domains.items())

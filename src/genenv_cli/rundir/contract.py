@@ -82,11 +82,11 @@ __all__ = ["StagePlan", "StageResult", "StageState", "Staging", "check_state", "
 
 
 def derived_files(run: RunDir, cfg: Config, plan: StagePlan, manifest: dict[str, Any] | None) -> dict[Path, bytes]:
-    """The files derived from the epoch's manifests (those `commit_hooks.DERIVED` names: metrics.json), with
+    """The files derived from the epoch's manifests (the `derived` rows of `catalogue/commit_subscribers.py`: metrics.json), with
     `manifest` (None: the manifests as they are) in place of the stage's own: committed with every epoch stage's
     outputs."""
     out: dict[Path, bytes] = {}
-    for derive in commit_hooks.DERIVED:
+    for derive in commit_hooks.subscribers("derived"):
         out.update(derive(run, cfg, plan.epoch, plan.stage, manifest))
     return out
 
@@ -188,10 +188,10 @@ def execute(run: RunDir, cfg: Config, stage: str, epoch: int, build_plan: Callab
     """Run one stage under the contract. `build_plan` is called under the epoch's lock, so a second writer
     fails on the lock before it looks at any input. The files computed from the epoch's manifests
     (metrics.json, `derived_files`) are committed with the outputs, and rewritten by a no-op run when they no
-    longer match. What subscribed to the commit (`commit_hooks`) is called before any work and, once the stage is
-    committed or found up to date, after it (the trackers: checked installed, then sent the points they lack).
-    Under a launcher rank 0 decides, after its recovery, and the other ranks follow (`ranks.coordination`)."""
-    for before in commit_hooks.BEFORE:
+    longer match. What subscribed to the commit (`catalogue/commit_subscribers.py`) is called before any work and,
+    once the stage is committed or found up to date, after it (the trackers: checked installed, then sent the points
+    they lack). Under a launcher rank 0 decides, after its recovery, and the other ranks follow (`ranks.coordination`)."""
+    for before in commit_hooks.subscribers("before"):
         before(cfg, f"`{stage} --epoch {epoch}`")
     ranks = coordination(cfg.run.dist_timeout, stage, epoch)   # refused without a store for several processes
     if not ranks.is_main:  # other ranks of a distributed update: no lock, nothing written but by rank 0
@@ -207,7 +207,7 @@ def execute(run: RunDir, cfg: Config, stage: str, epoch: int, build_plan: Callab
             ranks.tell("done", done.message) if done else ranks.tell("run")
             result = done or _run_and_commit(run, cfg, plan, body, is_main=True, derived=not shared)
             if not shared:
-                for after in commit_hooks.AFTER:
+                for after in commit_hooks.subscribers("after"):
                     after(run, cfg)
     except BaseException as exc:
         if not ranks.told:  # an error after the decision is the body's: every rank is in it

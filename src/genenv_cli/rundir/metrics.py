@@ -4,7 +4,9 @@ It is derived state: `gather` computes it from the manifests alone. A stage comm
 outputs and manifest (contract.py, "Commit order"), a no-op rerun rewrites it when it no longer matches, and
 `status`, `report` and `compare` take the numbers from the manifests, not from the file, so a copy left stale
 (by a hand edit, or a kill under an older genenv) never shows. Every key is present; a number is null until the
-stage that produces it has run. It subscribes to the commit (commit_hooks.DERIVED) when imported.
+stage that produces it has run. `after_stage` is the commit's `metrics` row (catalogue/commit_subscribers.py).
+Which manifest keys it gathers is read from the stage table on every call (`sources`), so a stage registered at
+run time has its numbers in metrics.json too.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from genenv_cli.catalogue.stages import STAGES
 from genenv_cli.rundir import RunDir, json_bytes
-from genenv_cli.rundir.commit_hooks import DERIVED, subscribe
 from genenv_cli.rundir.schemas import METRICS_DOCS
 
 if TYPE_CHECKING:
@@ -22,9 +23,13 @@ if TYPE_CHECKING:
 
 # keys whose value is a mapping (by shape, by domain), not a number
 MAPPINGS = {"env_shape_mix", "shape_success", "shape_success_by_source", "by_domain", "evals"}
-# key: (stage whose manifest has it, "counts" | "metrics", key there), as each stage declares in `stages.STAGES`
-SOURCES: dict[str, tuple[str, str, str]] = {key: (stage.name, part, name) for stage in STAGES.values()
-                                            for key, (part, name) in stage.metrics.items()}
+
+
+def sources() -> dict[str, tuple[str, str, str]]:
+    """key: (stage whose manifest has it, "counts" | "metrics", key there), as each stage's row in `STAGES`
+    declares it now (the built-in rows and those registered in this process)."""
+    return {key: (stage.name, part, name) for stage in STAGES.values() for key, (part, name) in stage.metrics.items()}
+
 
 DOCS = METRICS_DOCS  # what each key means: with the other files' columns in pools, which docs/pools.md is made from
 
@@ -43,7 +48,7 @@ def gather(run: RunDir, epoch: int, band: tuple[float, float], alpha: float,
         alpha = recorded.get("alpha", alpha)
         band = (recorded.get("band_low", band[0]), recorded.get("band_high", band[1]))
     out: dict[str, Any] = {"epoch": epoch, "alpha": alpha, "band_low": band[0], "band_high": band[1]}
-    for key, (stage, part, name) in SOURCES.items():
+    for key, (stage, part, name) in sources().items():
         section = manifests.get(stage, {})
         section = section.get(part, {}) if isinstance(section, dict) else {}  # a manifest of the wrong shape
         out[key] = section.get(name) if isinstance(section, dict) else None
@@ -78,6 +83,3 @@ def after_stage(run: RunDir, cfg: Config, epoch: int, stage: str, manifest: dict
     data = gather(run, epoch, (c.band_low, c.band_high), c.alpha,
                   override={stage: manifest} if manifest is not None else None)
     return {run.metrics_path(epoch): json_bytes(data)}
-
-
-subscribe(DERIVED, after_stage)  # committed with every epoch stage's outputs (commit_hooks)

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import genenv_cli.rundir.metrics  # noqa: F401  (metrics.json and the trackers subscribe to the commit: commit_hooks)
-import genenv_cli.trackers.sync  # noqa: F401
 from genenv_cli.catalogue.config import Config
 from genenv_cli.catalogue.domains import domain_data
 from genenv_cli.catalogue.suites import get_benchmark

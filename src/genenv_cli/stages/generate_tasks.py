@@ -33,8 +33,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import genenv_cli.rundir.metrics  # noqa: F401  (metrics.json and the trackers subscribe to the commit: commit_hooks)
-import genenv_cli.trackers.sync  # noqa: F401
 from genenv_cli.catalogue.config import Config
 from genenv_cli.catalogue.domains import domain_data
 from genenv_cli.core.curriculum import agent_statistics, env_reward

@@ -24,8 +24,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import genenv_cli.rundir.metrics  # noqa: F401  (metrics.json and the trackers subscribe to the commit: commit_hooks)
-import genenv_cli.trackers.sync  # noqa: F401
 from genenv_cli.catalogue.config import Config
 from genenv_cli.catalogue.domains import run_domains
 from genenv_cli.core.errors import ConfigError

@@ -29,8 +29,6 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
-import genenv_cli.rundir.metrics  # noqa: F401  (metrics.json and the trackers subscribe to the commit: commit_hooks)
-import genenv_cli.trackers.sync  # noqa: F401
 from genenv_cli.catalogue.config import Config
 from genenv_cli.catalogue.domains import domain_data, run_domains
 from genenv_cli.catalogue.settings import ITEM_TIMEOUT_S

@@ -28,8 +28,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import genenv_cli.rundir.metrics  # noqa: F401  (metrics.json and the trackers subscribe to the commit: commit_hooks)
-import genenv_cli.trackers.sync  # noqa: F401
 from genenv_cli.catalogue.config import Config
 from genenv_cli.core.curriculum import normalized_weights
 from genenv_cli.core.errors import InputError

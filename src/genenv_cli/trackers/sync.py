@@ -1,6 +1,8 @@
-"""Sending the run's points to each tracker it names, under one lock, once per point (`trackers/__init__.py` says
-what each tracker keeps, and has their rows). `publish` subscribes to every stage's commit (commit_hooks). Everything genenv writes for the trackers lives in `RUN/trackers/`: the run's identity
-(`run.json`), what was sent to an append-only tracker (`<name>.json`), TensorBoard's event files, W&B's folder."""
+"""Sending the run's points to each tracker it names, under one lock, once per point (`catalogue/trackers.py` says
+what each tracker keeps, and has their rows). `publish` is the commit's `trackers` row
+(`catalogue/commit_subscribers.py`). Everything genenv writes for the trackers lives in `RUN/trackers/`: the run's
+identity (`run.json`), what was sent to an append-only tracker (`<name>.json`), TensorBoard's event files, W&B's
+folder."""
 
 from __future__ import annotations
 
@@ -14,12 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from genenv_cli.catalogue.config import Config
-from genenv_cli.catalogue.trackers import TRACKERS, check_installed, check_row
+from genenv_cli.catalogue.trackers import TRACKERS, check_row
 from genenv_cli.core.errors import GenenvError, InputError
 from genenv_cli.core.registry import check_name
 from genenv_cli.core.safefiles import read_regular, refuse_links_below, refuse_links_leaving
 from genenv_cli.rundir import RunDir, json_bytes, writable, write_bytes_atomic
-from genenv_cli.rundir.commit_hooks import AFTER, BEFORE, subscribe
 
 
 def publish(run: Any, cfg: Config, ui: Any = None) -> dict[str, Any]:
@@ -28,11 +29,6 @@ def publish(run: Any, cfg: Config, ui: Any = None) -> dict[str, Any]:
     if not cfg.run.report_to:
         return {}
     return sync(run, cfg, ui)
-
-
-# every stage: refused before any work when a named tracker is missing, and published after its commit
-subscribe(BEFORE, check_installed)
-subscribe(AFTER, publish)
 
 
 def sync(run: RunDir, cfg: Config, ui: Any = None) -> dict[str, Any]:

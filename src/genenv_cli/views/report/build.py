@@ -10,9 +10,9 @@ from typing import Any
 from genenv_cli.catalogue.config import Config
 from genenv_cli.core.safefiles import refuse_links_below, refuse_overlap
 from genenv_cli.rundir import REPORT, RunDir, write_bytes_atomic, write_text_atomic
-from genenv_cli.rundir.metrics import DOCS, MAPPINGS, SOURCES
+from genenv_cli.rundir.metrics import DOCS, MAPPINGS, sources
 from genenv_cli.views.report.html import CSS, cell, esc
-from genenv_cli.views.report.read import _BOOL_KEYS, _NUMBER_KEYS, read_evals, read_metrics, read_task_stats
+from genenv_cli.views.report.read import _BOOL_KEYS, number_keys, read_evals, read_metrics, read_task_stats
 from genenv_cli.views.report.sections import BUILDERS, CHARTS, HEADINGS, _Run
 
 
@@ -55,7 +55,7 @@ def build_report(run: RunDir, cfg: Config, out: Path | None = None) -> dict[str,
         if metrics[e] is None:
             notes.append(f"Epoch {e}: no metrics.json yet (each stage of the epoch rewrites it when it finishes); "
                          f"its numbers are shown as gaps.")
-    mrows = [metrics[e] or {"epoch": e, **{k: None for k in [*_NUMBER_KEYS, *_BOOL_KEYS, *MAPPINGS]}} for e in epochs]
+    mrows = [metrics[e] or {"epoch": e, **{k: None for k in [*number_keys(), *_BOOL_KEYS, *MAPPINGS]}} for e in epochs]
     alphas = {m["alpha"] for m in mrows if m.get("alpha") is not None}
     if alphas - {c.alpha}:
         notes.append(f"Some epochs ran with alpha = {', '.join(f'{a:g}' for a in sorted(alphas))}; the lines show "
@@ -158,7 +158,7 @@ def _page(run: RunDir, cfg: Config, epochs: list[int], mrows: list[dict[str, Any
     parts += [f'<p class="note">{esc(n)}</p>' for n in notes]
     parts += sections
     if epochs:
-        keys = ["alpha", "band_low", "band_high", *[k for k in SOURCES if k not in MAPPINGS]]
+        keys = ["alpha", "band_low", "band_high", *[k for k in sources() if k not in MAPPINGS]]
         rows = []
         for k in keys:
             kind = "bool" if k in _BOOL_KEYS else "int" if k in ("tasks", "rollouts", "env_tasks", "seed_tasks", "env_batches",

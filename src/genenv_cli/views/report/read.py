@@ -9,10 +9,14 @@ from typing import Any
 
 from genenv_cli.core.errors import InputError
 from genenv_cli.rundir import RunDir
-from genenv_cli.rundir.metrics import MAPPINGS, SOURCES
+from genenv_cli.rundir.metrics import MAPPINGS, sources
 
 _BOOL_KEYS = {"env_kl_stopped"}
-_NUMBER_KEYS = ["alpha", "band_low", "band_high", *[k for k in SOURCES if k not in _BOOL_KEYS | MAPPINGS]]
+
+
+def number_keys() -> list[str]:
+    """metrics.json's numeric keys, as the stage table has them now (a stage registered at run time included)."""
+    return ["alpha", "band_low", "band_high", *[k for k in sources() if k not in _BOOL_KEYS | MAPPINGS]]
 
 
 def _number(value: Any, where: str, key: str) -> float | int | None:
@@ -30,9 +34,9 @@ def read_metrics(run: RunDir, epoch: int, cfg: Any = None) -> dict[str, Any] | N
     the run's own config when not given), never from a metrics.json that may be stale: that file is derived
     state. Only an epoch without manifests (its numbers kept alone, as archived results are) is read from its
     metrics.json."""
-    from genenv_cli.rundir.metrics import SOURCES, current
+    from genenv_cli.rundir.metrics import current
 
-    if any(run.manifest_path(epoch, stage).is_file() for stage, _, _ in SOURCES.values()):
+    if any(run.manifest_path(epoch, stage).is_file() for stage, _, _ in sources().values()):
         data = current(run, cfg if cfg is not None else run.load_config(), epoch)
         path = run.manifests_dir(epoch)
     else:
@@ -41,7 +45,7 @@ def read_metrics(run: RunDir, epoch: int, cfg: Any = None) -> dict[str, Any] | N
         if data is None:
             return None
     out: dict[str, Any] = {"epoch": epoch}
-    for key in _NUMBER_KEYS:
+    for key in number_keys():
         out[key] = _number(data.get(key), str(path), key)
     stopped = data.get("env_kl_stopped")
     if stopped is not None and not isinstance(stopped, bool):
