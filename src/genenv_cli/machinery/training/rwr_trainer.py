@@ -12,7 +12,7 @@ from genenv_cli.machinery.training.rwr_config import RWRConfig
 class RWRTrainer(StoredRowsTrainer):
     """A Trainer whose loss is `rwr_loss` on the rows (prompt_ids, target_ids, weight_rel, and `group`: rows of one
     group, the generations of one conditioning context, share micro-batches: base_trainer.GroupedOrder); the KL cap
-    stops it (`config.kl_max`)."""
+    stops it (the `kl_max` of its `RWRConfig`)."""
 
     def __init__(self, policy: Any, args: Any, rows: list[dict[str, Any]], config: RWRConfig) -> None:
         self.rwr = config
