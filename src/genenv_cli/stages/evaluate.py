@@ -46,6 +46,7 @@ from genenv_cli.core.errors import ConfigError, GenenvError, InputError, elide
 from genenv_cli.core.jsonio import json_lines
 from genenv_cli.core.paths import cache_dir
 from genenv_cli.core.safefiles import refuse_links_below, remove_entry
+from genenv_cli.core.sizecaps import DATA, scan_source
 from genenv_cli.core.ui import UI
 from genenv_cli.core.version import __version__
 from genenv_cli.domains.seedfiles import domains_for_run
@@ -210,6 +211,8 @@ def load_samples(run: RunDir | None, cfg: Config, bench: Benchmark, bench_name: 
     """(the suite's loaded data, the samples evaluated: the first `limit` when given)."""
     root = run.root if run is not None else None
     bench.configure(cfg, root, domains=domains_for_run(cfg, root) if bench.uses_run_domains else None)
+    if data is not None and data.exists():
+        scan_source(data, DATA, "--data")  # the size caps, in one linear pass, before the suite reads a byte
     loaded = bench.load(data=data, split=split, version=version, protocol=protocol,
                         cache_dir=cache_dir() / "benchmarks" / bench_name)
     samples = loaded.samples[:limit] if limit else loaded.samples
