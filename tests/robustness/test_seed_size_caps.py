@@ -156,3 +156,19 @@ def test_the_real_benchmark_files_are_inside_the_caps():
     for name in ("train_ref_info.jsonl", "std_travelplanner.jsonl"):
         scan_source(data / name, SEEDS)
     scan_source(data / "database", SEEDS)
+
+
+@pytest.mark.parametrize("name", ["PayloadNotObject", "IdNotText"])
+def test_a_plugin_domains_seeds_are_checked_where_they_come_back(name):
+    """A plugin domain's own seeds() (not read from a seed file) is checked as it returns: a list of seed tasks with
+    text fields and an object payload, named as the plugin's error."""
+    from genenv_cli.catalogue.domains import DOMAINS, stage_domain
+    from genenv_cli.core.plugin_guard import PluginError
+
+    row = "hostile-seeds-" + name.lower()
+    DOMAINS.register(row, f"hostile_seeds:{name}")
+    try:
+        with pytest.raises(PluginError, match=rf"plugin `{row}`.*seeds\(\) returned the seed task"):
+            stage_domain(row, 1.0).seeds("train")
+    finally:
+        DOMAINS.unregister(row)

@@ -157,6 +157,8 @@ _METHODS: dict[str, tuple[tuple[type[BaseException], ...], Callable[..., Any] | 
     "agent_messages": ((), plugin_values.messages),
     "env_messages": ((), plugin_values.messages),
     "check_payload": ((), plugin_values.payload_problem),
+    "seeds": ((), plugin_values.seed_tasks),
+    "read_seeds": ((), plugin_values.seed_tasks),
 }
 _ALWAYS = (Reject, NotImplementedError, GenenvError)
 # what reads a plugin's data rather than handles one item (its import, its seed files, their fingerprint): the
