@@ -122,6 +122,8 @@ def test_a_nan_in_the_summary_is_the_plugins_error(suite, tmp_path):
 
 def _replay(monkeypatch) -> None:
     """evaluate's model: a replay engine answering every turn."""
+    import genenv_cli.machinery.training.policy  # noqa: F401 - imported now, it binds the real `resolve`, not the patch
+
     monkeypatch.setattr("genenv_cli.machinery.engines.open_engine",
                         lambda *a, **k: ReplayEngine(lambda conv, k: "<answer>x</answer>"))
     monkeypatch.setattr("genenv_cli.machinery.models.resolve",
