@@ -266,7 +266,9 @@ def evaluate(
             return
         if bench is None:
             raise ConfigError("--bench NAME is required (see `genenv evaluate --list`).")
-        evaluation.BENCHMARKS.get(bench)  # an unknown name fails here, with the nearest known one
+        # an unknown name fails here, with the nearest known one; a plugin's is imported later, under the guard
+        if bench not in evaluation.BENCHMARKS.rows and bench not in evaluation.BENCHMARKS.names():
+            evaluation.BENCHMARKS.get(bench)
         run_dir, cfg = _open(run, sets, where, "evaluate",
                              required=predictions is None and export is None and model is None)
         ui = _ui(run_dir, "evaluate", quiet, as_json)

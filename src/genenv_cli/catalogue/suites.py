@@ -1,6 +1,9 @@
 """Evaluation suites, registered by name; users add theirs under the `genenv.benchmarks` entry-point group
 (the object registered is a `Benchmark` subclass)."""
 
+from genenv_cli.catalogue.settings import ITEM_TIMEOUT_S
+from genenv_cli.core.plugin_guard import LOAD_LIMIT_S, guard
+from genenv_cli.core.plugin_suite import StageSuite
 from genenv_cli.core.registry import Registry
 
 BENCHMARKS = Registry("benchmark", "genenv.benchmarks", {
@@ -16,3 +19,22 @@ BENCHMARKS = Registry("benchmark", "genenv.benchmarks", {
 def get_benchmark(name: str):
     """An instance of the benchmark registered as `name`."""
     return BENCHMARKS.get(name)()
+
+
+def suite_owner(name: str) -> str:
+    """How a plugin suite's failure is attributed: by its entry point, or as registered at run time."""
+    if BENCHMARKS.origin(name) == "added":
+        return f"plugin `{name}` (benchmark suite registered at run time as {BENCHMARKS.rows[name].target})"
+    return f"plugin `{name}` (benchmark suite, entry point in {BENCHMARKS.group})"
+
+
+def stage_benchmark(name: str, limit: float = ITEM_TIMEOUT_S):
+    """The suite `name` as `evaluate` and `eval-agent` call it: a built-in one as it is (genenv's own code); a
+    plugin's (an entry point or a row registered at run time) imported and constructed under the plugin guard
+    (within LOAD_LIMIT_S) and wrapped in it (`plugin_suite.StageSuite`: each call limited, its failure or exit
+    named as the plugin's, its values checked). An unknown name is the registry's own error."""
+    if BENCHMARKS.origin(name) == "built in" or (name not in BENCHMARKS.rows and name not in BENCHMARKS.names()):
+        return get_benchmark(name)
+    owner = suite_owner(name)
+    bench = guard(owner, "loading (import and construction)", lambda: get_benchmark(name), max(limit, LOAD_LIMIT_S))
+    return StageSuite(bench, owner, float(limit))

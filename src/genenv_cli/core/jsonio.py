@@ -17,6 +17,7 @@ from typing import Any, BinaryIO
 
 from genenv_cli.core.errors import InputError, elide
 from genenv_cli.core.safefiles import open_regular
+from genenv_cli.core.sizecaps import Caps, file_too_large, line_too_long
 
 _BOM = b"\xef\xbb\xbf"  # a UTF-8 byte-order mark, as spreadsheet exports write it
 
@@ -91,16 +92,30 @@ def _loads_json(text: str, where: str, expected: str, line: int | None = None) -
                          f"expected {expected}.") from None
 
 
-def json_lines(path: Path, expected: str) -> Iterator[tuple[str, Any]]:
+def json_lines(path: Path, expected: str, caps: Caps | None = None) -> Iterator[tuple[str, Any]]:
     """(where, value) for each non-blank line of a JSONL file; a line that is not JSON raises InputError naming
-    the file, the line and `expected` (what a line should hold). A UTF-8 byte-order mark is allowed."""
+    the file, the line and `expected` (what a line should hold). A UTF-8 byte-order mark is allowed. `caps`
+    (sizecaps.py): a file larger than `caps.file`, or a line longer than `caps.line`, is refused as it is met,
+    with no more than the cap read into memory."""
     with _open_bytes(path, expected) as fh:
-        for lineno, raw in enumerate(fh, 1):
+        if caps is not None and caps.file is not None and (size := os.fstat(fh.fileno()).st_size) > caps.file:
+            raise file_too_large(path, size, caps)
+        lines = iter(fh) if caps is None else _capped_lines(fh, path, caps, expected)
+        for lineno, raw in enumerate(lines, 1):
             if lineno == 1:
                 raw = raw.removeprefix(_BOM)
             line = _utf8(raw, str(path), expected, lineno)
             if line.strip():
                 yield f"{path}, line {lineno}", _loads(line, str(path), expected, lineno)
+
+
+def _capped_lines(fh: BinaryIO, path: Path, caps: Caps, expected: str) -> Iterator[bytes]:
+    lineno = 0
+    while raw := fh.readline(caps.line + 1):
+        lineno += 1
+        if len(raw) > caps.line and not (len(raw) == caps.line + 1 and raw.endswith(b"\n")):
+            raise line_too_long(path, lineno, caps, expected)
+        yield raw
 
 
 def json_document(path: Path, expected: str) -> Any:

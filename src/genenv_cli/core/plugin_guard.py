@@ -67,7 +67,7 @@ def _exit_instead(code: Any = 0) -> None:
 
 def describe(owner: str, function: str, exc: BaseException, limit: float) -> str:
     if isinstance(exc, PluginExit):
-        return (f"{owner}: {function} ended the process (os._exit({exc.code!r})) instead of returning; a domain's "
+        return (f"{owner}: {function} ended the process (os._exit({exc.code!r})) instead of returning; a plugin's "
                 f"code must return or raise an error")
     if isinstance(exc, plugin_values.BadValue):
         return f"{owner}: {function} {exc}"
@@ -75,7 +75,7 @@ def describe(owner: str, function: str, exc: BaseException, limit: float) -> str
         return (f"{owner}: {function} did not return within {limit:g} s (score.item_timeout_s, the limit the "
                 f"stages give one item)")
     if isinstance(exc, SystemExit):
-        return (f"{owner}: {function} raised SystemExit({exc.code!r}); a domain's code must return or raise an "
+        return (f"{owner}: {function} raised SystemExit({exc.code!r}); a plugin's code must return or raise an "
                 f"error, never end the process")
     text = str(exc).strip()
     return f"{owner}: {function} raised {type(exc).__name__}" + (f": {text[:400]}" if text else "")
@@ -157,6 +157,8 @@ _METHODS: dict[str, tuple[tuple[type[BaseException], ...], Callable[..., Any] | 
     "agent_messages": ((), plugin_values.messages),
     "env_messages": ((), plugin_values.messages),
     "check_payload": ((), plugin_values.payload_problem),
+    "seeds": ((), plugin_values.seed_tasks),
+    "read_seeds": ((), plugin_values.seed_tasks),
 }
 _ALWAYS = (Reject, NotImplementedError, GenenvError)
 # what reads a plugin's data rather than handles one item (its import, its seed files, their fingerprint): the

@@ -9,7 +9,9 @@ plugin's error, named with the method, never a number genenv goes on to train on
 - chat messages (`agent_messages`, `first_messages`, `env_messages`) are a list of {"role", "content"} text, of at
   most MESSAGES_CAP characters in all;
 - a parsed task (`parse_env_output`) is (payload, shape): a JSON object and a text;
-- `check_payload` says None or what is wrong, as text.
+- `check_payload` says None or what is wrong, as text;
+- seed tasks (`seeds`, `read_seeds`) are a list of tasks with a text id, split and shape and a JSON object payload,
+  at most SEEDS_CAP of them.
 
 The checks read the values' fields by name (this floor knows no domain classes) and cost a few microseconds.
 """
@@ -21,6 +23,7 @@ from typing import Any
 
 OBSERVATION_CAP = 1_000_000   # characters of one observation an environment may answer with
 MESSAGES_CAP = 4_000_000      # characters of all the chat messages a domain renders for one prompt
+SEEDS_CAP = 10_000_000        # seed tasks one call may return (a seed file's own caps: core/sizecaps.py)
 VERDICT_FIELDS = ("reward", "partial", "valid", "error")
 
 
@@ -116,4 +119,19 @@ def payload_problem(value: Any) -> Any:
     """`check_payload`'s None or text."""
     if value is not None and not isinstance(value, str):
         raise BadValue(f"returned {_short(value)}; expected None or a text saying what is wrong")
+    return value
+
+
+def seed_tasks(value: Any) -> Any:
+    """`seeds`' and `read_seeds`' list of SeedTasks, each checked in constant time (a payload's content is the
+    domain's `check_payload`'s to judge)."""
+    if not isinstance(value, (list, tuple)):
+        raise BadValue(f"returned {_short(value)}; expected a list of SeedTasks")
+    if len(value) > SEEDS_CAP:
+        raise BadValue(f"returned {len(value):,} seed tasks; at most {SEEDS_CAP:,} are taken")
+    for t in value:
+        if not (isinstance(getattr(t, "id", None), str) and isinstance(getattr(t, "split", None), str)
+                and isinstance(getattr(t, "shape", None), str) and isinstance(getattr(t, "payload", None), dict)):
+            raise BadValue(f"returned the seed task {_short(t)}; expected a SeedTask(id: text, split: text, shape: "
+                           f"text, payload: a dict)")
     return value

@@ -260,6 +260,7 @@ class Domain(ABC):
     def _seeds(self) -> list[SeedTask]:
         from genenv_cli.core.errors import InputError
         from genenv_cli.core.jsonio import json_lines
+        from genenv_cli.core.sizecaps import SEEDS
 
         path = self.seed_path()
         expected = '{"id", "split", "shape", ' + ", ".join(f'"{k}"' for k in self.payload_keys) + "}"
@@ -268,7 +269,7 @@ class Domain(ABC):
                              f"there; a domain's seed file goes in the data/ folder of its package, shipped as "
                              f"package data.")
         out = []
-        for where, r in json_lines(path, expected):
+        for where, r in json_lines(path, expected, SEEDS):
             missing = [k for k in ("id", "split", "shape", *self.payload_keys) if not isinstance(r, dict) or k not in r]
             if missing:
                 raise InputError(f"{where}: missing {', '.join(missing)}; expected {expected}.")

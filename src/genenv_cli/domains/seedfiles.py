@@ -28,6 +28,7 @@ from typing import Any
 
 from genenv_cli.core.errors import ConfigError, InputError
 from genenv_cli.core.safefiles import open_regular, read_regular
+from genenv_cli.core.sizecaps import SEEDS, scan_source
 from genenv_cli.domains.base import Domain, SeedTask
 from genenv_cli.domains.seeded import SeededDomain
 
@@ -73,6 +74,7 @@ def read_sources(domain: Domain, paths: list[Path], skipped: list[dict[str, str]
         if not path.is_file() and not domain.seed_folders:
             raise InputError(f"--seeds {path}: is a folder; {domain.name} takes files "
                              f"({domain.seed_format or 'a seed file'}).")
+        scan_source(path, SEEDS)  # sizes first, in one linear pass: no domain's reader meets a file past the caps
         try:
             tasks = domain.read_seeds(path)
         except InputError as exc:
@@ -212,7 +214,7 @@ def load_run_seeds(domain: Domain, path: Path) -> list[SeedTask]:
         raise InputError(f"{path}: the run's seed file is missing (run.seeds in genenv.toml names it); rerun "
                          f"`genenv init --seeds FILE --force` or clear run.seeds to use the built-in seeds.")
     out = []
-    for where, rec in json_lines(path, '{"id", "split", "shape", "payload"}'):
+    for where, rec in json_lines(path, '{"id", "split", "shape", "payload"}', SEEDS):
         if not isinstance(rec, dict) or not isinstance(rec.get("id"), str) or rec.get("split") not in SPLITS \
                 or not isinstance(rec.get("shape"), str):
             raise InputError(f"{where}: expected {{\"id\": str, \"split\": train|validation, \"shape\": str, "
@@ -273,7 +275,7 @@ def read_seed_jsonl(path: Path, fields: tuple[str, ...], shape_of: Any = None, c
     from genenv_cli.core.jsonio import json_lines
 
     out = []
-    for where, rec in json_lines(path, '{"id", "split", "shape", ' + ", ".join(f'"{f}"' for f in fields) + "}"):
+    for where, rec in json_lines(path, '{"id", "split", "shape", ' + ", ".join(f'"{f}"' for f in fields) + "}", SEEDS):
         if not isinstance(rec, dict) or not isinstance(rec.get("id"), str):
             raise InputError(f"{where}: expected a JSON object with a string \"id\".")
         missing = [f for f in fields if f not in rec]

@@ -16,6 +16,7 @@ from typing import Any
 from genenv_cli.core.errors import InputError
 from genenv_cli.core.jsonio import json_lines
 from genenv_cli.core.safefiles import open_new, open_regular
+from genenv_cli.core.sizecaps import RUN_FILES
 from genenv_cli.rundir.episode_rows import check_episode_rows
 from genenv_cli.rundir.schemas import SCHEMAS, FileSchema
 
@@ -71,7 +72,7 @@ def iter_jsonl(path: Path, schema_key: str, validate: bool = True) -> Iterator[d
     if not path.exists():
         raise InputError(f"{path}: file not found (expected {schema.doc.lower()} written by `{schema.writer}`).")
     expected = f"one JSON object per line with keys {', '.join(schema.names())}"
-    for where, rec in json_lines(path, expected):
+    for where, rec in json_lines(path, expected, RUN_FILES):
         yield validate_record(schema, rec, where) if validate else rec
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from genenv_cli.catalogue.config import Config
 from genenv_cli.catalogue.domains import domain_data
-from genenv_cli.catalogue.suites import get_benchmark
+from genenv_cli.catalogue.suites import stage_benchmark
 from genenv_cli.core.errors import InputError
 from genenv_cli.core.ui import UI
 from genenv_cli.domains.fingerprints import rollout_values, score_values
@@ -151,7 +151,7 @@ def _load(run_dir: RunDir, cfg: Config, bench_name: str) -> tuple[Any, Any, list
     it."""
     from genenv_cli.stages.evaluate import load_samples
 
-    bench = get_benchmark(bench_name)
+    bench = stage_benchmark(bench_name, cfg.score.item_timeout_s)  # a plugin's under the guard
     try:
         data, everything = load_samples(run_dir, cfg, bench, bench_name, None, None, None, PROTOCOL, None)
     except InputError as exc:

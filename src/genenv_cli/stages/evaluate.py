@@ -41,11 +41,12 @@ from typing import Any
 
 from genenv_cli.catalogue.config import Config
 from genenv_cli.catalogue.settings import ITEM_TIMEOUT_S
-from genenv_cli.catalogue.suites import BENCHMARKS, get_benchmark
+from genenv_cli.catalogue.suites import BENCHMARKS, stage_benchmark
 from genenv_cli.core.errors import ConfigError, GenenvError, InputError, elide
 from genenv_cli.core.jsonio import json_lines
 from genenv_cli.core.paths import cache_dir
 from genenv_cli.core.safefiles import refuse_links_below, remove_entry
+from genenv_cli.core.sizecaps import DATA, scan_source
 from genenv_cli.core.ui import UI
 from genenv_cli.core.version import __version__
 from genenv_cli.domains.seedfiles import domains_for_run
@@ -74,7 +75,7 @@ HEADLINE_ORDER = ("accuracy", "success_rate", "em")
 def list_benchmarks() -> list[dict[str, Any]]:
     out = []
     for name in BENCHMARKS.names():
-        b = get_benchmark(name)
+        b = stage_benchmark(name)
         out.append({"name": name, "description": b.description, "categories": list(b.categories),
                     "splits": list(b.splits), "versions": list(b.versions), "sources": list(b.sources),
                     "interactive": b.interactive})
@@ -117,7 +118,7 @@ def evaluate(run: RunDir | None, cfg: Config, bench_name: str, *, epoch: int | N
     then commit the result and its samples (`write_result`)."""
     ui = ui or UI(quiet=True)
     _check_options(run, cfg, protocol, label, export, epoch, model, predictions)
-    bench: Benchmark = get_benchmark(bench_name)
+    bench: Benchmark = stage_benchmark(bench_name, cfg.score.item_timeout_s)  # a plugin's under the guard
     if run is not None and out_dir is None and export is None:
         folder, moved = run.output_dir(EVALS, bench_name)
         if moved:  # read-only storage: the results go to the user cache
@@ -211,6 +212,8 @@ def load_samples(run: RunDir | None, cfg: Config, bench: Benchmark, bench_name: 
     """(the suite's loaded data, the samples evaluated: the first `limit` when given)."""
     root = run.root if run is not None else None
     bench.configure(cfg, root, domains=domains_for_run(cfg, root) if bench.uses_run_domains else None)
+    if data is not None and data.exists():
+        scan_source(data, DATA, "--data")  # the size caps, in one linear pass, before the suite reads a byte
     loaded = bench.load(data=data, split=split, version=version, protocol=protocol,
                         cache_dir=cache_dir() / "benchmarks" / bench_name)
     samples = loaded.samples[:limit] if limit else loaded.samples

@@ -228,10 +228,11 @@ class ALFWorldGameDomain(Domain):
         path = Path(path)
         if path.suffix == ".jsonl":
             from genenv_cli.core.jsonio import json_lines
+            from genenv_cli.core.sizecaps import SEEDS
 
             expected = '{"id", "split", "shape", "task_type", "game", "max_steps"}'
             seeds = []
-            for where, r in json_lines(path, expected):
+            for where, r in json_lines(path, expected, SEEDS):
                 missing = [k for k in ("id", "shape", *self.payload_keys) if not isinstance(r, dict) or k not in r]
                 if missing:
                     raise InputError(f"{where}: missing {', '.join(missing)}; expected {expected}.")
