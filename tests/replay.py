@@ -37,7 +37,7 @@ class ReplayEngine(Engine):
 
 def patch_engine(monkeypatch, engine: ReplayEngine) -> None:
     import genenv_cli.machinery.engines as engines
-    import genenv_cli.machinery.training.policy  # noqa: F401 - imported now, it binds the real `resolve`, not the patch
+    import genenv_cli.machinery.training.policy_loading  # noqa: F401 - imported now, it binds the real `resolve`, not the patch
 
     monkeypatch.setattr(engines, "open_engine", lambda *a, **k: engine)
     monkeypatch.setattr("genenv_cli.machinery.models.resolve", lambda name, tag=None: None)
