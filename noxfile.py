@@ -46,8 +46,10 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def heavy(session: nox.Session) -> None:
-    """The tests marked `heavy`, each a minute or more on its own (CI runs them after `tests`): the GPU check packed,
-    installed as the GPU machine installs it and dry-run on CPU, and real SIGKILLs of whole stages."""
+    """The tests marked `heavy`, each a minute or more on its own on 2 cores (CI runs them after `tests`): the GPU
+    check packed, installed as the GPU machine installs it and dry-run on CPU, real SIGKILLs of whole stages, the
+    sharded gloo launches, kills at every file operation of each stage, every command on damaged runs, whole runs
+    killed and resumed, the experiment scripts, the paper pipeline and the plugin example's epochs."""
     install(session, "test")
     session.run("pytest", *(session.posargs or ["-q", "-n", "auto", "-m", "heavy", "-p", "no:cacheprovider",
                                                 "--durations", "5"]))
@@ -132,7 +134,7 @@ def vllm(session: nox.Session) -> None:
     session.run("python", "-c", "import transformers, vllm; print('vllm', vllm.__version__, '| transformers', "
                 "transformers.__version__)")
     session.run("pytest", "-q", "-m", "vllm", *session.posargs)
-    session.run("pytest", "-q", "-m", "not slow", "-p", "no:cacheprovider")
+    session.run("pytest", "-q", "-n", "auto", "-m", "not slow", "-p", "no:cacheprovider")
     run = session.create_tmp() + "/vllm-run"
     sets = [a for s in VLLM_RUN_SETTINGS for a in ("--set", s)]
     session.run("genenv", "init", run, "--force", "--domain", "arith", *sets)

@@ -80,6 +80,7 @@ def test_the_example_installs_as_the_guide_says_and_passes_check_and_preview(tmp
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_the_example_runs_an_epoch_on_the_tiny_model(tmp_path, tiny_model):
     python, _ = install_example(tmp_path)
     run = tmp_path / "run"
@@ -95,6 +96,7 @@ def test_the_example_runs_an_epoch_on_the_tiny_model(tmp_path, tiny_model):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_an_edited_parser_or_prompt_makes_the_stages_that_used_it_stale(tmp_path, tiny_model):
     python, src = install_example(tmp_path)
     run = tmp_path / "run"

@@ -306,6 +306,7 @@ def test_every_command_on_a_hostile_run(hostile_finished_run, tmp_path, case):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # every case redoes stages: about 10 minutes of one core in all
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_commands_that_redo_work_on_a_hostile_run(hostile_finished_run, tmp_path, case):
     _corpus_case(hostile_finished_run, tmp_path, case, SLOW_COMMANDS)

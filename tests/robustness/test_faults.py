@@ -43,7 +43,7 @@ from genenv_cli.rundir.contract import check_state, recover_stage
 from paths import FIXTURES
 
 # every test here reruns whole stages once per file-system operation: the slow tier
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]  # minutes on 2 cores: `nox -s heavy`
 runner = CliRunner()
 FIX = FIXTURES
 STAGES = ["generate-tasks", "rollout", "score", "update-agent", "update-env"]

@@ -36,7 +36,7 @@ from genenv_cli.rundir import RunDir
 from genenv_cli.rundir.contract import check_state
 from genenv_cli.views import runner
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]  # minutes on 2 cores: `nox -s heavy`
 POINTS = 16  # kill points in the slow tier when GENENV_KILL_EVERY is not set
 VOLATILE = {"started", "finished", "seconds", "host", "since", "pruned", "supersedes", "writer"}
 

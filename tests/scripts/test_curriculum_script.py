@@ -25,6 +25,7 @@ def _load():
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 @pytest.mark.e2e
 def test_curriculum_experiment_runs_and_resumes(tmp_path, tiny_model):
     mod = _load()

@@ -19,6 +19,7 @@ def _load():
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 @pytest.mark.e2e
 def test_env_only_experiment_runs_and_resumes(tmp_path, tiny_model):
     mod = _load()

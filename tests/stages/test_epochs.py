@@ -82,6 +82,7 @@ def _json_lines(text: str) -> list[dict]:
 
 
 @pytest.mark.e2e
+@pytest.mark.heavy
 def test_two_epoch_run_resumes_after_a_kill_in_update_agent(tmp_path, arith_model):
     run = arith_run(tmp_path, arith_model)
     env = dict(os.environ, GENENV_PROGRESS_INTERVAL="0")

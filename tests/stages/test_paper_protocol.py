@@ -89,6 +89,7 @@ def test_table_says_which_benchmarks_are_missing(make_run):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 @pytest.mark.e2e
 def test_paper_script_runs_end_to_end(tmp_path, tiny_model):
     """pipelines/paper.sh as users get it: the paper preset with --set overrides for a tiny model, two epochs, then
@@ -97,7 +98,7 @@ def test_paper_script_runs_end_to_end(tmp_path, tiny_model):
     small = ["generate.tasks_per_epoch=5", "generate.variations=2", "generate.max_rounds=1",
              "generate.max_new_tokens=12", "rollout.group_size=2", "rollout.max_new_tokens=6",
              "agent_update.batch_size=4", "env_update.batch_size=4", "env_update.kl_max=100",
-             "evaluate.max_new_tokens=6", "evaluate.max_steps=2", "run.engine=hf", "run.device=cpu",
+             "evaluate.max_new_tokens=6", "evaluate.max_steps=2", "run.engine=hf", "run.device=cpu", "run.eval_limit=4",
              f"agent.model={tiny_model}", f"env.model={tiny_model}"]
     families = [a for d in ("alfworld", "bfcl", "api-bank", "bamboogle", "travelplanner") for a in ("--domain", d)]
     r = runner.invoke(app, ["init", str(run), "--preset", "paper", *families, *[a for s in small for a in ("--set", s)]])
