@@ -257,18 +257,19 @@ def evaluate(
     run: RunOpt = None, sets: SetOpt = None, quiet: QuietOpt = False, as_json: JsonOpt = False,
 ) -> None:
     """Run an agent on a benchmark, or score predictions made elsewhere, with the benchmark's metric."""
+    from genenv_cli.catalogue.suites import BENCHMARKS, list_benchmarks
     from genenv_cli.stages import evaluate as evaluation
     from genenv_cli.views import command_output as views
 
     with reported() as where:
         if list_:
-            views.print_benchmarks(evaluation.list_benchmarks(), as_json=as_json)
+            views.print_benchmarks(list_benchmarks(), as_json=as_json)
             return
         if bench is None:
             raise ConfigError("--bench NAME is required (see `genenv evaluate --list`).")
         # an unknown name fails here, with the nearest known one; a plugin's is imported later, under the guard
-        if bench not in evaluation.BENCHMARKS.rows and bench not in evaluation.BENCHMARKS.names():
-            evaluation.BENCHMARKS.get(bench)
+        if bench not in BENCHMARKS.rows and bench not in BENCHMARKS.names():
+            BENCHMARKS.get(bench)
         run_dir, cfg = _open(run, sets, where, "evaluate",
                              required=predictions is None and export is None and model is None)
         ui = _ui(run_dir, "evaluate", quiet, as_json)

@@ -122,7 +122,7 @@ def test_a_nan_in_the_summary_is_the_plugins_error(suite, tmp_path):
 
 def _replay(monkeypatch) -> None:
     """evaluate's model: a replay engine answering every turn."""
-    import genenv_cli.machinery.training.policy  # noqa: F401 - imported now, it binds the real `resolve`, not the patch
+    import genenv_cli.machinery.training.policy_loading  # noqa: F401 - imported now, it binds the real `resolve`, not the patch
 
     monkeypatch.setattr("genenv_cli.machinery.engines.open_engine",
                         lambda *a, **k: ReplayEngine(lambda conv, k: "<answer>x</answer>"))

@@ -38,3 +38,14 @@ def stage_benchmark(name: str, limit: float = ITEM_TIMEOUT_S):
     owner = suite_owner(name)
     bench = guard(owner, "loading (import and construction)", lambda: get_benchmark(name), max(limit, LOAD_LIMIT_S))
     return StageSuite(bench, owner, float(limit))
+
+
+def list_benchmarks() -> list[dict]:
+    """Every suite's name and facts, as `genenv evaluate --list` prints them (a plugin's read under the guard)."""
+    out = []
+    for name in BENCHMARKS.names():
+        b = stage_benchmark(name)
+        out.append({"name": name, "description": b.description, "categories": list(b.categories),
+                    "splits": list(b.splits), "versions": list(b.versions), "sources": list(b.sources),
+                    "interactive": b.interactive})
+    return out

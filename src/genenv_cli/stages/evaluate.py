@@ -41,7 +41,7 @@ from typing import Any
 
 from genenv_cli.catalogue.config import Config
 from genenv_cli.catalogue.settings import ITEM_TIMEOUT_S
-from genenv_cli.catalogue.suites import BENCHMARKS, stage_benchmark
+from genenv_cli.catalogue.suites import stage_benchmark
 from genenv_cli.core.errors import ConfigError, GenenvError, InputError, elide
 from genenv_cli.core.jsonio import json_lines
 from genenv_cli.core.paths import cache_dir
@@ -70,16 +70,6 @@ from genenv_cli.rundir.stage_state import require_done
 
 STAGE = "evaluate"
 HEADLINE_ORDER = ("accuracy", "success_rate", "em")
-
-
-def list_benchmarks() -> list[dict[str, Any]]:
-    out = []
-    for name in BENCHMARKS.names():
-        b = stage_benchmark(name)
-        out.append({"name": name, "description": b.description, "categories": list(b.categories),
-                    "splits": list(b.splits), "versions": list(b.versions), "sources": list(b.sources),
-                    "interactive": b.interactive})
-    return out
 
 
 def headline(summary: dict[str, Any]) -> dict[str, Any]:
