@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from test_doc_references import MODULES, PAGES, PKG, docstrings
+from test_doc_references import prose_lines as prose
 
 from paths import ROOT
 
@@ -32,17 +33,6 @@ HISTORY = re.compile(
     r"|do|the)\b"
     r"|\bthe old (?:shapes|seeds|code|version|behaviou?r|way|layout)\b|\bfound and changed\b|\bwhy \S+ changed\b",
     re.I)
-
-
-def prose(text: str) -> list[tuple[int, str]]:
-    """(line number, line) of a Markdown page outside its fenced code blocks."""
-    out, fenced = [], False
-    for n, line in enumerate(text.splitlines(), 1):
-        if line.lstrip().startswith("```"):
-            fenced = not fenced
-        elif not fenced:
-            out.append((n, line))
-    return out
 
 
 def findings(text: str) -> list[str]:
