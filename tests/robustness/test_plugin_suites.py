@@ -9,13 +9,12 @@ answered by a replay engine, so every case takes about a second (the hangs wait 
 from __future__ import annotations
 
 import json
-import os
-import select
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
+import hostile_plugins
 import hostile_suites
 from hostile import BAMBOOGLE, cli
 from replay import ReplayEngine
@@ -48,31 +47,6 @@ def _nothing_written(tmp_path: Path) -> None:
     assert not list(tmp_path.glob("evals/**/*.json")), "a result was written"
 
 
-def _in_child(fn):
-    """`fn()` (returning (code, text)) in a forked child: a plugin's os._exit that went through would end pytest
-    with status 0 and pass unseen; here it fails the test."""
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        real_exit = os._exit
-        try:
-            os.close(read_fd)
-            os.write(write_fd, json.dumps(fn()).encode())
-        finally:
-            real_exit(0)
-    os.close(write_fd)
-    data = b""
-    with os.fdopen(read_fd, "rb") as pipe:
-        while select.select([pipe], [], [], 120)[0]:
-            chunk = pipe.read()
-            if not chunk:
-                break
-            data += chunk
-    os.waitpid(pid, 0)
-    assert data, "the command ended its process without an exit status: the plugin's os._exit went through"
-    return json.loads(data)
-
-
 @pytest.mark.parametrize("suite", ["LoadHangs"], indirect=True)
 def test_a_suite_whose_loading_hangs_is_stopped_and_named(suite, tmp_path, monkeypatch):
     monkeypatch.setattr("genenv_cli.core.plugin_suite.LOAD_LIMIT_S", LIMIT_S)
@@ -101,7 +75,7 @@ def test_a_scorer_calling_os_exit_is_the_plugins_failure(suite, tmp_path):
         r = _evaluate_predictions(suite, tmp_path, expect=None)
         return r.exit_code, r.stderr
 
-    code, err = _in_child(run)
+    code, err = hostile_plugins.in_child(run)
     assert code == 2 and f"plugin `{suite}`" in err and "score() ended the process (os._exit(0))" in err
     _nothing_written(tmp_path)
 

@@ -49,32 +49,8 @@ def _cli(*args) -> tuple[int, str]:
 
 
 def _cli_in_child(*args) -> tuple[int, str]:
-    """`_cli` in a forked child, for a plugin that may end the process: had the guard let its os._exit through, it
-    would end pytest itself with status 0 and the test would pass unseen. Here the child's end without an answer
-    fails the test."""
-    import os
-    import select
-
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        real_exit = os._exit
-        try:
-            os.close(read_fd)
-            os.write(write_fd, json.dumps(_cli(*args)).encode())
-        finally:
-            real_exit(0)
-    os.close(write_fd)
-    data = b""
-    with os.fdopen(read_fd, "rb") as pipe:
-        while select.select([pipe], [], [], 120)[0]:
-            chunk = pipe.read()
-            if not chunk:
-                break
-            data += chunk
-    os.waitpid(pid, 0)
-    assert data, "the command ended its process without an exit status: the plugin's os._exit went through"
-    code, out = json.loads(data)
+    """`_cli` in a forked child, for a plugin that may end the process (hostile_plugins.in_child)."""
+    code, out = hostile_plugins.in_child(lambda: _cli(*args))
     return code, out
 
 
