@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import textwrap
 import tomllib
 
@@ -177,25 +178,128 @@ ROW = Stage("count-tasks", "plugin_stage", "Count the epoch's tasks.", short="co
             metrics={"tasks_counted": ("counts", "tasks_counted")}, after="generate-tasks")
 '''
 
+# a plugin of each other kind, one file each with its row in it, as a newcomer would write them
+PLUGIN_TRACKER = '''
+import json
 
-@pytest.mark.slow
-def test_a_plugin_stage_runs_under_genenv_run(tmp_path, make_run):
-    """A stage installed the way pip installs a plugin (a `.dist-info` folder whose entry_points.txt names its row
-    under `genenv.stages`) runs in its own process under `genenv run`, after the stage its row names, and its number
-    reaches metrics.json and `status`."""
-    import os
-    import subprocess
-    import sys
+from genenv_cli.core.registry import Row
+
+ROW = Row("plugin_tracker:send", {"package": "json", "takes": "append"})
+
+
+def send(folder, identity, points, cfg):
+    with open(folder / "lines.jsonl", "a") as f:
+        for p in points:
+            f.write(json.dumps({"tag": p.tag, "step": p.step, "value": p.value}) + "\\n")
+'''
+
+PLUGIN_ENGINE = '''
+import os
+
+from genenv_cli.core.registry import Row
+
+ROW = Row("plugin_engine:open_engine", {"vllm": False, "lora": True})
+
+
+def open_engine(ref, **settings):
+    """The hf engine, opened through this plugin: each opening is written down, so the test sees it was chosen."""
+    from genenv_cli.machinery.engines.hf import open_hf
+
+    with open(os.environ["PLUGIN_ENGINE_LOG"], "a") as f:
+        f.write(str(ref) + "\\n")
+    return open_hf(ref, **settings)
+'''
+
+PLUGIN_SUBSCRIBER = '''
+from genenv_cli.core.registry import Row
+
+ROW = Row("plugin_subscriber:stamp", {"when": "after"})
+
+
+def stamp(run, cfg):
+    with open(run.root / "stamps.txt", "a") as f:
+        f.write("committed\\n")
+'''
+
+ENTRY_POINTS = """[genenv.stages]
+count-tasks = plugin_stage:ROW
+
+[genenv.trackers]
+lines = plugin_tracker:ROW
+
+[genenv.engines]
+logged-hf = plugin_engine:ROW
+
+[genenv.commit_subscribers]
+stamp = plugin_subscriber:ROW
+"""
+
+
+@pytest.fixture
+def plugin_site(tmp_path, monkeypatch):
+    """A folder laid out as pip installs a distribution of plugins: their modules and a `.dist-info` whose
+    entry_points.txt names each one's row. It is on this process's path too (the run's config names the engine and
+    the tracker, which `init` checks), and what the registries read of it is forgotten afterwards."""
+    from genenv_cli.catalogue.commit_subscribers import COMMIT_SUBSCRIBERS
 
     site = tmp_path / "site"
     site.mkdir()
-    (site / "plugin_stage.py").write_text(textwrap.dedent(STAGE_MODULE) + PLUGIN_ROW)
-    dist = site / "plugin_stage-0.1.dist-info"
+    modules = {"plugin_stage": STAGE_MODULE + PLUGIN_ROW, "plugin_tracker": PLUGIN_TRACKER,
+               "plugin_engine": PLUGIN_ENGINE, "plugin_subscriber": PLUGIN_SUBSCRIBER}
+    for name, text in modules.items():
+        (site / f"{name}.py").write_text(textwrap.dedent(text))
+    dist = site / "plugin_kit-0.1.dist-info"
     dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: plugin-stage\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text("[genenv.stages]\ncount-tasks = plugin_stage:ROW\n")
-    root = make_run("env.mode=seeds", "agent_update.lora=false", "env_update.lora=false", domain="arith")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), *sys.path]), "GENENV_PROGRESS_INTERVAL": "0"}
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: plugin-kit\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(ENTRY_POINTS)
+    monkeypatch.syspath_prepend(str(site))
+    yield site
+    STAGES.forget_plugins()
+    for registry, name in [(TRACKERS, "lines"), (ENGINES, "logged-hf"), (COMMIT_SUBSCRIBERS, "stamp")]:
+        registry.forget(name)
+    for name in modules:
+        sys.modules.pop(name, None)
+
+
+def test_a_plugins_row_gives_its_facts(plugin_site):
+    """An entry point that names a Row gives the plugin a row like a built-in's: its facts are read, and checked."""
+    from genenv_cli.catalogue.commit_subscribers import subscribers
+    from genenv_cli.catalogue.engines import engine_facts
+
+    assert TRACKERS.facts("lines") == {"package": "json", "takes": "append"}
+    assert engine_facts("logged-hf") == {"extra": None, "vllm": False, "lora": True}
+    assert TRACKERS.get("lines").__module__ == "plugin_tracker"
+    assert [f.__name__ for f in subscribers("after")][-1] == "stamp"
+
+
+def test_a_plugin_row_with_bad_facts_is_refused_naming_the_plugin(plugin_site):
+    from genenv_cli.core.errors import RegistryError
+
+    (plugin_site / "plugin_tracker.py").write_text('from genenv_cli.core.registry import Row\n'
+                                                   'ROW = Row("plugin_tracker:send", {"folder": "../out"})\n')
+    with pytest.raises(RegistryError, match=r"tracker `lines`: folder \'\.\./out\' is refused"):
+        TRACKERS.facts("lines")
+    (plugin_site / "plugin_subscriber.py").write_text("def stamp(run, cfg):\n    pass\nROW = stamp\n")
+    from genenv_cli.catalogue.commit_subscribers import subscribers
+
+    with pytest.raises(RegistryError, match="commit subscriber plugin `stamp`.*names no row"):
+        subscribers("after")
+
+
+@pytest.mark.slow
+def test_plugins_of_every_kind_run_under_genenv_run(tmp_path, make_run, plugin_site):
+    """A stage, a tracker, an engine and a commit subscriber, installed as pip installs a plugin, each one file with
+    its row: under `genenv run` (a process per stage) the stage runs after the stage its row names and its number
+    reaches metrics.json and `status`, the run's engine is the plugin's, the tracker gets the run's points and the
+    subscriber is called after every stage's commit."""
+    import os
+    import subprocess
+
+    engine_log = tmp_path / "engine.log"
+    root = make_run("env.mode=seeds", "agent_update.lora=false", "env_update.lora=false", "run.engine=logged-hf",
+                    'run.report_to=["lines"]', domain="arith")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plugin_site), *sys.path]), "GENENV_PROGRESS_INTERVAL": "0",
+           "PLUGIN_ENGINE_LOG": str(engine_log)}
     done = subprocess.run([sys.executable, "-m", "genenv_cli", "run", "--epochs", "1", "--run", str(root), "--json"],
                           capture_output=True, text=True, env=env, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -208,3 +312,10 @@ def test_a_plugin_stage_runs_under_genenv_run(tmp_path, make_run):
     status = subprocess.run([sys.executable, "-m", "genenv_cli", "status", "--run", str(root)], capture_output=True,
                             text=True, env=env, timeout=300)
     assert status.returncode == 0 and "counted" in status.stdout, status.stdout + status.stderr
+    # the engine: the rollout's generations went through the plugin (env.mode = seeds: generate-tasks needs none)
+    assert "tiny-model" in engine_log.read_text()
+    # the tracker: the run's points, the plugin stage's among them
+    sent = [json.loads(line) for line in (run.trackers_dir() / "lines.jsonl").read_text().splitlines()]
+    assert {"tag": "epoch/tasks_counted", "step": 1, "value": float(tasks)} in sent
+    # the subscriber: once after each of the seven stages' commits
+    assert len((root / "stamps.txt").read_text().splitlines()) >= 7

@@ -17,7 +17,10 @@ needs it: the modules live on floors above the contract) and says when it is cal
   committed).
 
 Rows of one moment are called in the order listed: the built-in rows, then those `COMMIT_SUBSCRIBERS.register`
-adds in this process (`register(name, "module:function", when="after")`).
+adds in this process (`register(name, "module:function", when="after")`), then a plugin's, by name: an entry point
+of the group `genenv.commit_subscribers` that names a `Row` (`NAME = "module:ROW"`,
+`ROW = Row("module:function", {"when": "after"})`). The entry points are read at every commit, so a plugin
+installed while a run goes on counts from its next stage.
 """
 
 from __future__ import annotations
@@ -42,12 +45,19 @@ COMMIT_SUBSCRIBERS = Registry("commit subscriber", "genenv.commit_subscribers", 
     "metrics": Row("genenv_cli.rundir.metrics:after_stage", {"when": "derived"}),
     "trackers-installed": Row("genenv_cli.catalogue.trackers:check_installed", {"when": "before"}),
     "trackers": Row("genenv_cli.trackers.sync:publish", {"when": "after"}),
-}, check=check_row)
+}, check=check_row, plugin_facts=True)
 
 
 def subscribers(when: str) -> list[Callable[..., Any]]:
     """The functions subscribed to `when` (`derived`, `before` or `after`), in the rows' order, read at each call."""
     if when not in WHEN:
         raise ValueError(f"no commit moment {when!r}; expected one of {', '.join(WHEN)}")
-    return [COMMIT_SUBSCRIBERS.get(name) for name, row in COMMIT_SUBSCRIBERS.rows.items()
-            if row.facts.get("when") == when]
+    rows = COMMIT_SUBSCRIBERS.rows
+    plugins = sorted(set(COMMIT_SUBSCRIBERS.names()) - set(rows))
+    for name in plugins:  # a plugin's entry point must name a Row that says when (its facts were checked on load)
+        if "when" not in COMMIT_SUBSCRIBERS.facts(name):
+            raise RegistryError(f"commit subscriber plugin `{name}` (group {COMMIT_SUBSCRIBERS.group}) names no "
+                                f"row: its entry point must name a genenv_cli.core.registry.Row whose facts say "
+                                f"when it is called ({', '.join(WHEN)}).")
+    return [COMMIT_SUBSCRIBERS.get(name) for name in [*rows, *plugins]
+            if COMMIT_SUBSCRIBERS.facts(name).get("when") == when]

@@ -12,8 +12,9 @@ vllm_settings) -> Engine` ("module:function", imported only when the engine is u
 
 `run.engine` is `auto` or a row's name (`ENGINE_CHOICES`); `auto` is decided by `machinery/engines`'
 `choose_engine` (vLLM's CUDA build where a GPU is, else `hf`). `ENGINES.register` adds an engine for this process
-(a test's throwaway engine, a script's own); the entry-point group `genenv.engines` adds a plugin's, whose row has
-no facts (not vLLM, serving LoRA adapters as the `hf` engine does).
+(a test's throwaway engine, a script's own); the entry-point group `genenv.engines` adds a plugin's: an entry point
+that names a `Row` gives its facts, one that names the opening function has the defaults (not vLLM, serving LoRA
+adapters as the `hf` engine does).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from genenv_cli.core.errors import RegistryError
 from genenv_cli.core.registry import Registry, Row
 
 AUTO = "auto"
-DEFAULT_FACTS = {"extra": None, "vllm": False, "lora": True}  # a plugin's row, from its entry point, has no facts
+DEFAULT_FACTS = {"extra": None, "vllm": False, "lora": True}  # the facts a row does not give
 
 
 def check_row(name: str, facts: dict[str, Any]) -> None:
@@ -43,7 +44,7 @@ def check_row(name: str, facts: dict[str, Any]) -> None:
 ENGINES = Registry("engine", "genenv.engines", {
     "hf": Row("genenv_cli.machinery.engines.hf:open_hf", {"extra": None, "vllm": False, "lora": True}),
     "vllm": Row("genenv_cli.machinery.engines.vllm:open_vllm", {"extra": "vllm", "vllm": True, "lora": True}),
-}, check=check_row)
+}, check=check_row, plugin_facts=True)
 
 
 def engine_facts(name: str) -> dict[str, Any]:

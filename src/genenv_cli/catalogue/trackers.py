@@ -35,7 +35,8 @@ extra that installs it (pyproject's optional-dependencies; the noxfile installs 
 (`files`: it rewrites its own folder of RUN/trackers/ from every point, `send(folder, points)`; `append`: it gets
 only the points it has not had, `send(folder, identity, points, cfg)`, and genenv keeps the ledger) and its folder
 under RUN/trackers/, if any. `TRACKERS.register` adds one for this process; the entry-point group
-`genenv.trackers` adds a plugin's. Publishing after every stage is `trackers/sync.py`'s.
+`genenv.trackers` adds a plugin's, whose entry point names a `Row` with these facts (or the send function, whose
+package is then taken to be its name). Publishing after every stage is `trackers/sync.py`'s.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ TRACKERS = Registry("tracker", "genenv.trackers", {
                  {"package": "wandb", "extra": "wandb", "takes": "append", "folder": "wandb"}),
     "trackio": Row("genenv_cli.trackers.trackio_run:log_points",
                    {"package": "trackio", "extra": "trackio", "takes": "append"}),
-}, check=check_row)
+}, check=check_row, plugin_facts=True)
 
 
 def known(name: str) -> bool:

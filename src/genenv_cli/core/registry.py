@@ -5,7 +5,7 @@ Each built-in is one row: its "module:attribute" string, imported only when aske
 nothing), and the facts the rest of genenv reads without importing it (a domain's output lengths, whether it is a
 benchmark family; where the project's tests find its test answers). A new component is its own files plus one
 row; `register` adds a row at run time (a test's throwaway domain, a script's own suite), kept apart from
-the built-ins. An unknown name gets the
+the built-ins; a plugin's entry point names its object, or its `Row` when it has facts to give. An unknown name gets the
 nearest known one as a suggestion (lm-evaluation-harness does this).
 """
 
@@ -46,14 +46,16 @@ class Registry:
     the name is registered again or unregistered."""
 
     def __init__(self, kind: str, group: str, rows: dict[str, str | Row],
-                 check: Callable[[str, dict[str, Any]], None] | None = None):
+                 check: Callable[[str, dict[str, Any]], None] | None = None, plugin_facts: bool = False):
         self.kind = kind
         self.check = check  # refuses a row's facts at registration (RegistryError with the reason)
         self.group = group
+        self.plugin_facts = plugin_facts  # whether a plugin's row may give facts (its entry point loaded to read them)
         self.builtins: dict[str, Row] = {name: row if isinstance(row, Row) else Row(row) for name, row in rows.items()}
         self.added: dict[str, Row] = {}
         self._loaded: dict[str, Any] = {}
         self._instances: dict[str, Any] = {}
+        self._plugin_rows: dict[str, Row] = {}
 
     @property
     def rows(self) -> dict[str, Row]:
@@ -81,15 +83,48 @@ class Registry:
         """Drop the cached object and instance of `name`: the next lookup reads the rows again."""
         self._loaded.pop(name, None)
         self._instances.pop(name, None)
+        self._plugin_rows.pop(name, None)
 
     def origin(self, name: str) -> str:
         """Where the row of `name` comes from: "added" (at run time), "built in", or "plugin" (an entry point)."""
         return "added" if name in self.added else "built in" if name in self.builtins else "plugin"
 
     def facts(self, name: str) -> dict[str, Any]:
-        """What the row of `name` says besides its target; {} for a plugin from the entry-point group."""
+        """What the row of `name` says besides its target: a plugin's are those of the `Row` its entry point names
+        (read only where `plugin_facts`: elsewhere, as for a plugin whose entry point names its object, {}: a domain's
+        or a suite's facts are its class's, read under the plugin guard, never by loading it here)."""
         row = self.rows.get(name)
+        if row is None and self.plugin_facts:
+            row = self.plugin_row(name)
         return dict(row.facts) if row is not None else {}
+
+    def plugin_row(self, name: str) -> Row | None:
+        """The row of the plugin `name` from the entry-point group, or None when no entry point has that name.
+
+        An entry point names either the plugin's object ("module:function") or a `Row` (target and facts, like a
+        built-in's: the tracker's package, the engine's `lora`, the subscriber's `when`), which is checked as
+        `register` checks a row. The entry point is loaded here, so a plugin whose object is heavy keeps its `Row`
+        in a light module of its own."""
+        if name in self._plugin_rows:
+            return self._plugin_rows[name]
+        ep = self._entry_points().get(name)
+        if ep is None:
+            return None
+        where = f"{self.kind} plugin `{name}` (entry point {ep.value} in {self.group})"
+        check_name(where, name)
+        obj = ep.load()  # a plugin's import error is its own: the plugin guard reports it, naming the plugin
+        if isinstance(obj, Row):
+            if not isinstance(obj.target, str) or obj.target.count(":") != 1:
+                raise RegistryError(f"{where}: its row's target {obj.target!r} is refused; expected "
+                                    f"\"module:attribute\".")
+            if self.check is not None:
+                self.check(name, dict(obj.facts))
+            row = obj
+        else:
+            row = Row(ep.value)
+            self._loaded[name] = obj
+        self._plugin_rows[name] = row
+        return row
 
     def _entry_points(self) -> dict[str, Any]:
         from importlib.metadata import entry_points  # slow to import: only when a name is not built in
@@ -103,22 +138,18 @@ class Registry:
         """The registered object (a class or instance factory) for `name`."""
         if name in self._loaded:
             return self._loaded[name]
-        row = self.rows.get(name)
-        if row is not None:
-            module, attr = row.target.split(":")
-            obj = getattr(importlib.import_module(module), attr)
-        else:
-            eps = self._entry_points()
-            if name in eps:
-                check_name(f"{self.kind} plugin (entry point in {self.group})", name)
-            if name not in eps:
-                import difflib
+        row = self.rows.get(name) or self.plugin_row(name)
+        if row is None:
+            import difflib
 
-                close = difflib.get_close_matches(name, self.names(), n=1, cutoff=0.5)
-                hint = f" Did you mean `{close[0]}`?" if close else ""
-                raise RegistryError(f"unknown {self.kind} `{name}`.{hint} Known: {', '.join(self.names())}. "
-                                    f"Plugins register under the `{self.group}` entry-point group.")
-            obj = eps[name].load()
+            close = difflib.get_close_matches(name, self.names(), n=1, cutoff=0.5)
+            hint = f" Did you mean `{close[0]}`?" if close else ""
+            raise RegistryError(f"unknown {self.kind} `{name}`.{hint} Known: {', '.join(self.names())}. "
+                                f"Plugins register under the `{self.group}` entry-point group.")
+        if name in self._loaded:  # a plugin whose entry point named its object: plugin_row loaded it
+            return self._loaded[name]
+        module, attr = row.target.split(":")
+        obj = getattr(importlib.import_module(module), attr)
         self._loaded[name] = obj
         return obj
 
