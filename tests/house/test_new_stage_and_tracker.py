@@ -170,95 +170,49 @@ def test_a_registered_stage_has_a_command(tmp_path, registered):
     assert "count-tasks" in CliRunner().invoke(app, ["--help"]).output
 
 
-PLUGIN_ROW = '''
-
-from genenv_cli.catalogue.stages import Stage
-
-ROW = Stage("count-tasks", "plugin_stage", "Count the epoch's tasks.", short="counted", count="tasks_counted",
-            metrics={"tasks_counted": ("counts", "tasks_counted")}, after="generate-tasks")
-'''
-
-# a plugin of each other kind, one file each with its row in it, as a newcomer would write them
-PLUGIN_TRACKER = '''
-import json
-
-from genenv_cli.core.registry import Row
-
-ROW = Row("plugin_tracker:send", {"package": "json", "takes": "append"})
+GUIDE = ROOT / "docs" / "extending.md"
 
 
-def send(folder, identity, points, cfg):
-    with open(folder / "lines.jsonl", "a") as f:
-        for p in points:
-            f.write(json.dumps({"tag": p.tag, "step": p.step, "value": p.value}) + "\\n")
-'''
-
-PLUGIN_ENGINE = '''
-import os
-
-from genenv_cli.core.registry import Row
-
-ROW = Row("plugin_engine:open_engine", {"vllm": False, "lora": True})
+def guide_files() -> dict[str, str]:
+    """The files docs/extending.md shows, by path: each fenced block whose first line is `# file: PATH`."""
+    blocks = re.findall(r"^```[a-z]*\n# file: (\S+)\n(.*?)^```", GUIDE.read_text(encoding="utf-8"), re.S | re.M)
+    return {path: text for path, text in blocks}
 
 
-def open_engine(ref, **settings):
-    """The hf engine, opened through this plugin: each opening is written down, so the test sees it was chosen."""
-    from genenv_cli.machinery.engines.hf import open_hf
-
-    with open(os.environ["PLUGIN_ENGINE_LOG"], "a") as f:
-        f.write(str(ref) + "\\n")
-    return open_hf(ref, **settings)
-'''
-
-PLUGIN_SUBSCRIBER = '''
-from genenv_cli.core.registry import Row
-
-ROW = Row("plugin_subscriber:stamp", {"when": "after"})
-
-
-def stamp(run, cfg):
-    with open(run.root / "stamps.txt", "a") as f:
-        f.write("committed\\n")
-'''
-
-ENTRY_POINTS = """[genenv.stages]
-count-tasks = plugin_stage:ROW
-
-[genenv.trackers]
-lines = plugin_tracker:ROW
-
-[genenv.engines]
-logged-hf = plugin_engine:ROW
-
-[genenv.commit_subscribers]
-stamp = plugin_subscriber:ROW
-"""
+def entry_points_txt(pyproject: str) -> str:
+    """The entry_points.txt pip writes into a distribution's .dist-info for the pyproject.toml `pyproject`."""
+    groups = tomllib.loads(pyproject)["project"]["entry-points"]
+    return "".join(f"[{group}]\n" + "".join(f"{name} = {value}\n" for name, value in rows.items()) + "\n"
+                   for group, rows in groups.items())
 
 
 @pytest.fixture
 def plugin_site(tmp_path, monkeypatch):
-    """A folder laid out as pip installs a distribution of plugins: their modules and a `.dist-info` whose
-    entry_points.txt names each one's row. It is on this process's path too (the run's config names the engine and
-    the tracker, which `init` checks), and what the registries read of it is forgotten afterwards."""
+    """docs/extending.md's package of extras laid out as pip installs it: its modules, and a `.dist-info` whose
+    entry_points.txt is what its pyproject.toml declares. It is on this process's path too (the run's config names
+    the engine and the tracker, which `init` checks), and what the registries read of it is forgotten afterwards."""
     from genenv_cli.catalogue.commit_subscribers import COMMIT_SUBSCRIBERS
 
+    files = guide_files()
+    assert set(files) == {"pyproject.toml", "genenv_extras/count_tasks.py", "genenv_extras/csv_tracker.py",
+                          "genenv_extras/recording_engine.py", "genenv_extras/commit_log.py"}
     site = tmp_path / "site"
-    site.mkdir()
-    modules = {"plugin_stage": STAGE_MODULE + PLUGIN_ROW, "plugin_tracker": PLUGIN_TRACKER,
-               "plugin_engine": PLUGIN_ENGINE, "plugin_subscriber": PLUGIN_SUBSCRIBER}
-    for name, text in modules.items():
-        (site / f"{name}.py").write_text(textwrap.dedent(text))
-    dist = site / "plugin_kit-0.1.dist-info"
+    (site / "genenv_extras").mkdir(parents=True)
+    (site / "genenv_extras" / "__init__.py").write_text("")
+    for path, text in files.items():
+        if path.endswith(".py"):
+            (site / path).write_text(text)
+    dist = site / "genenv_extras-0.1.dist-info"
     dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: plugin-kit\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text(ENTRY_POINTS)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: genenv-extras\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(entry_points_txt(files["pyproject.toml"]))
     monkeypatch.syspath_prepend(str(site))
     yield site
     STAGES.forget_plugins()
-    for registry, name in [(TRACKERS, "lines"), (ENGINES, "logged-hf"), (COMMIT_SUBSCRIBERS, "stamp")]:
+    for registry, name in [(TRACKERS, "csv"), (ENGINES, "recording-hf"), (COMMIT_SUBSCRIBERS, "commit-log")]:
         registry.forget(name)
-    for name in modules:
-        sys.modules.pop(name, None)
+    for name in [m for m in sys.modules if m == "genenv_extras" or m.startswith("genenv_extras.")]:
+        del sys.modules[name]
 
 
 def test_a_plugins_row_gives_its_facts(plugin_site):
@@ -266,40 +220,50 @@ def test_a_plugins_row_gives_its_facts(plugin_site):
     from genenv_cli.catalogue.commit_subscribers import subscribers
     from genenv_cli.catalogue.engines import engine_facts
 
-    assert TRACKERS.facts("lines") == {"package": "json", "takes": "append"}
-    assert engine_facts("logged-hf") == {"extra": None, "vllm": False, "lora": True}
-    assert TRACKERS.get("lines").__module__ == "plugin_tracker"
-    assert [f.__name__ for f in subscribers("after")][-1] == "stamp"
+    assert TRACKERS.facts("csv") == {"package": "genenv_extras", "takes": "append", "folder": "csv"}
+    assert engine_facts("recording-hf") == {"extra": None, "vllm": False, "lora": True}
+    assert TRACKERS.get("csv").__module__ == "genenv_extras.csv_tracker"
+    assert [f.__name__ for f in subscribers("after")][-1] == "note"
 
 
 def test_a_plugin_row_with_bad_facts_is_refused_naming_the_plugin(plugin_site):
     from genenv_cli.core.errors import RegistryError
 
-    (plugin_site / "plugin_tracker.py").write_text('from genenv_cli.core.registry import Row\n'
-                                                   'ROW = Row("plugin_tracker:send", {"folder": "../out"})\n')
-    with pytest.raises(RegistryError, match=r"tracker `lines`: folder \'\.\./out\' is refused"):
-        TRACKERS.facts("lines")
-    (plugin_site / "plugin_subscriber.py").write_text("def stamp(run, cfg):\n    pass\nROW = stamp\n")
+    (plugin_site / "genenv_extras" / "csv_tracker.py").write_text(
+        'from genenv_cli.core.registry import Row\nROW = Row("genenv_extras.csv_tracker:send", {"folder": "../out"})\n')
+    with pytest.raises(RegistryError, match=r"tracker `csv`: folder \'\.\./out\' is refused"):
+        TRACKERS.facts("csv")
+    (plugin_site / "genenv_extras" / "commit_log.py").write_text("def note(run, cfg):\n    pass\nROW = note\n")
     from genenv_cli.catalogue.commit_subscribers import subscribers
 
-    with pytest.raises(RegistryError, match="commit subscriber plugin `stamp`.*names no row"):
+    with pytest.raises(RegistryError, match="commit subscriber plugin `commit-log`.*names no row"):
         subscribers("after")
+
+
+@pytest.mark.parametrize("body", ["raise RuntimeError('no')", "import sys\nsys.exit(0)", "import os\nos._exit(0)"])
+def test_a_plugin_row_that_fails_to_import_is_the_plugins_error(plugin_site, body):
+    """Reading a plugin's row imports its module: what the import raises, and an exit, is reported as the plugin's."""
+    from genenv_cli.core.plugin_guard import PluginError
+
+    (plugin_site / "genenv_extras" / "recording_engine.py").write_text(body + "\n")
+    with pytest.raises(PluginError, match=r"engine plugin `recording-hf` .*loading \(import\)"):
+        ENGINES.facts("recording-hf")
 
 
 @pytest.mark.slow
 def test_plugins_of_every_kind_run_under_genenv_run(tmp_path, make_run, plugin_site):
-    """A stage, a tracker, an engine and a commit subscriber, installed as pip installs a plugin, each one file with
-    its row: under `genenv run` (a process per stage) the stage runs after the stage its row names and its number
-    reaches metrics.json and `status`, the run's engine is the plugin's, the tracker gets the run's points and the
-    subscriber is called after every stage's commit."""
+    """docs/extending.md's stage, tracker, engine and commit subscriber, installed as pip installs a package, each
+    one file with its row: under `genenv run` (a process per stage) the stage runs after the stage its row names
+    and its number reaches metrics.json and `status`, the run's engine is the plugin's, the tracker gets the run's
+    points and the subscriber is called after every stage's commit."""
     import os
     import subprocess
 
-    engine_log = tmp_path / "engine.log"
-    root = make_run("env.mode=seeds", "agent_update.lora=false", "env_update.lora=false", "run.engine=logged-hf",
-                    'run.report_to=["lines"]', domain="arith")
+    generations = tmp_path / "generations.jsonl"
+    root = make_run("env.mode=seeds", "agent_update.lora=false", "env_update.lora=false", "run.engine=recording-hf",
+                    'run.report_to=["csv"]', domain="arith")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plugin_site), *sys.path]), "GENENV_PROGRESS_INTERVAL": "0",
-           "PLUGIN_ENGINE_LOG": str(engine_log)}
+           "GENENV_RECORD_GENERATIONS": str(generations)}
     done = subprocess.run([sys.executable, "-m", "genenv_cli", "run", "--epochs", "1", "--run", str(root), "--json"],
                           capture_output=True, text=True, env=env, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -312,10 +276,12 @@ def test_plugins_of_every_kind_run_under_genenv_run(tmp_path, make_run, plugin_s
     status = subprocess.run([sys.executable, "-m", "genenv_cli", "status", "--run", str(root)], capture_output=True,
                             text=True, env=env, timeout=300)
     assert status.returncode == 0 and "counted" in status.stdout, status.stdout + status.stderr
-    # the engine: the rollout's generations went through the plugin (env.mode = seeds: generate-tasks needs none)
-    assert "tiny-model" in engine_log.read_text()
+    # the engine: the rollout's generations went through the plugin (env.mode = seeds: generate-tasks needs none),
+    # one line per task, with the group's samples
+    recorded = [json.loads(line) for line in generations.read_text().splitlines()]
+    assert len(recorded) >= tasks and all(len(r["texts"]) >= 1 and r["messages"] for r in recorded)
     # the tracker: the run's points, the plugin stage's among them
-    sent = [json.loads(line) for line in (run.trackers_dir() / "lines.jsonl").read_text().splitlines()]
-    assert {"tag": "epoch/tasks_counted", "step": 1, "value": float(tasks)} in sent
+    rows = (run.trackers_dir() / "csv" / "points.csv").read_text().splitlines()
+    assert f"epoch/tasks_counted,1,{float(tasks)}" in rows
     # the subscriber: once after each of the seven stages' commits
-    assert len((root / "stamps.txt").read_text().splitlines()) >= 7
+    assert len((root / "commits.log").read_text().splitlines()) >= 7

@@ -19,6 +19,7 @@ from typing import Any
 
 from genenv_cli.core.errors import RegistryError
 
+IMPORT_LIMIT_S = 600.0  # the time a plugin's module gets to import when its row is read (as a plugin suite's)
 NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")  # a component's name: it names files and folders of a run
 
 
@@ -103,8 +104,9 @@ class Registry:
 
         An entry point names either the plugin's object ("module:function") or a `Row` (target and facts, like a
         built-in's: the tracker's package, the engine's `lora`, the subscriber's `when`), which is checked as
-        `register` checks a row. The entry point is loaded here, so a plugin whose object is heavy keeps its `Row`
-        in a light module of its own."""
+        `register` checks a row. The entry point is loaded here, under the plugin guard where `plugin_facts` (an
+        import that raises, exits or hangs past IMPORT_LIMIT_S is a PluginError naming the plugin), so a plugin
+        whose object is heavy keeps its `Row` in a light module of its own."""
         if name in self._plugin_rows:
             return self._plugin_rows[name]
         ep = self._entry_points().get(name)
@@ -112,7 +114,12 @@ class Registry:
             return None
         where = f"{self.kind} plugin `{name}` (entry point {ep.value} in {self.group})"
         check_name(where, name)
-        obj = ep.load()  # a plugin's import error is its own: the plugin guard reports it, naming the plugin
+        if self.plugin_facts:  # its row is read outside any guard of the caller's: the import is guarded here
+            from genenv_cli.core.plugin_guard import guard
+
+            obj = guard(where, "loading (import)", ep.load, IMPORT_LIMIT_S)
+        else:  # a domain or suite plugin is loaded under its caller's guard, which names its import error
+            obj = ep.load()
         if isinstance(obj, Row):
             if not isinstance(obj.target, str) or obj.target.count(":") != 1:
                 raise RegistryError(f"{where}: its row's target {obj.target!r} is refused; expected "
