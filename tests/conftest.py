@@ -30,7 +30,7 @@ pytest_plugins = ["score_epoch", "alfworld_real"]
 # A test that uses the tiny model (directly, or through make_run) or a whole finished run on it is slow, whatever
 # its own body costs: the fast tier (`-m "not slow"`) then never imports transformers' models, builds the model
 # or runs a stage on it, which was most of its time.
-SLOW_FIXTURES = {"tiny_model", "hostile_finished_run", "two_full_epochs"}  # hostile_finished_run: robustness/conftest.py
+SLOW_FIXTURES = {"tiny_model", "arith_model", "hostile_finished_run", "two_full_epochs"}  # hostile_finished_run: robustness/conftest.py
 
 
 def pytest_collection_modifyitems(config, items):
