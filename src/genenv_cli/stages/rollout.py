@@ -132,7 +132,7 @@ def _rollout(cfg: Config, epoch: int, domains: dict[str, Domain], tasks: list[di
     single = [j for j, t in enumerate(tasks) if not domains[t["domain"]].episodic]
     multi = [j for j, t in enumerate(tasks) if domains[t["domain"]].episodic]
     outs: list[list[dict[str, Any]]] = [[] for _ in tasks]
-    episode_stats: dict[str, int] = {}  # the episodes' prompt tokens, and those the engine reused (evals/episodes.py)
+    episode_stats: dict[str, int] = {}  # the episodes' prompt tokens, and those the engine reused (machinery/episodes.py)
     try:
         with ui.progress(f"rollout e{epoch}", len(tasks) * r.group_size, "rollouts") as bar:
             if single:
