@@ -4,7 +4,7 @@ For every game of the splits asked (default: the 274 evaluation games, valid_see
 process:
 
 1. **official protocol, genenv's episode loop**: the game's official sample (`ALFWorld.load`'s), played by
-   `evals.episodes.play_episodes` (what `genenv evaluate` runs) with `ReplayEngine`, a stand-in engine that answers
+   `machinery.episodes.play_episodes` (what `genenv evaluate` runs) with `ReplayEngine`, a stand-in engine that answers
    each turn with the stored walkthrough's next command as `ACTION: <command>`; the episode's verdict must be won;
 2. **official protocol, `score`**: the walkthrough, one command a line, scored as a predictions output
    (`ALFWorld.score`, what `genenv evaluate --predictions` runs), which replays it in a fresh game: won;
@@ -32,11 +32,11 @@ from typing import Any
 
 from lab.record import git_commit, machine, versions
 
-from genenv_cli.evals.episodes import play_episodes
 from genenv_cli.families.alfworld.agreement import NotExpressible, compare
 from genenv_cli.families.alfworld.benchmark import ALFWorld, GameRef, collect_games
 from genenv_cli.families.alfworld.games import alfworld_version
 from genenv_cli.machinery.engines.base import Generation, SamplingParams
+from genenv_cli.machinery.episodes import play_episodes
 
 OUT = Path(__file__).parent / "results" / "alfworld"
 

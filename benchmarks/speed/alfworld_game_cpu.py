@@ -5,7 +5,7 @@ turns and without it (every turn's prompt read in full), on the same games, mode
                                                  [--arms reuse,no_reuse] [--threads 1] [--name NAME]
 
 DIR holds `json_2.1.1/valid_unseen`. The games are the first `--games` of the split's sorted ids shuffled with
-`random.Random(0)` (experiments/alfworld_baseline.py's order), played together through `evals.episodes.play_episodes`
+`random.Random(0)` (experiments/alfworld_baseline.py's order), played together through `machinery.episodes.play_episodes`
 (what `genenv evaluate` runs), greedy. Each arm records the process's CPU seconds (model loading excluded), the
 wall seconds, the turns played, the prompt tokens sent and those the engine computed (sent less reused), and the
 transcripts' digest: with greedy decoding both arms must play the same game. Needs the alfworld extra. Writes
@@ -41,10 +41,10 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    from genenv_cli.evals.episodes import play_episodes
     from genenv_cli.families.alfworld.benchmark import ALFWorld
     from genenv_cli.machinery.engines import SamplingParams
     from genenv_cli.machinery.engines.hf import HFEngine
+    from genenv_cli.machinery.episodes import play_episodes
     from genenv_cli.machinery.models import resolve
 
     bench = ALFWorld(max_steps=args.max_steps)

@@ -60,10 +60,10 @@ def main() -> None:
 
     import torch
 
-    from genenv_cli.evals.episodes import play_episodes
     from genenv_cli.families.alfworld.benchmark import ALFWorld
     from genenv_cli.machinery.engines import SamplingParams
     from genenv_cli.machinery.engines.hf import HFEngine
+    from genenv_cli.machinery.episodes import play_episodes
     from genenv_cli.machinery.models import resolve
 
     bench = ALFWorld()

@@ -15,7 +15,7 @@ from alfworld_real import TRAIN_TYPES, need_alfworld
 from genenv_cli.catalogue.domains import get_domain
 from genenv_cli.core.errors import InputError
 from genenv_cli.domains.base import END_DONE, END_TURN_CAP, EnvContext, Reject
-from genenv_cli.evals.episodes import observation_ids
+from genenv_cli.machinery.episodes import observation_ids
 
 
 @pytest.fixture

@@ -13,10 +13,10 @@ import pytest
 
 from episode_domains import NAME, register
 from genenv_cli.catalogue.domains import DOMAINS, get_domain
-from genenv_cli.evals.episodes import play_episodes
 from genenv_cli.evals.heldout.benchmark import HeldOut
 from genenv_cli.machinery.engines import SamplingParams
 from genenv_cli.machinery.engines.hf import HFEngine
+from genenv_cli.machinery.episodes import play_episodes
 from genenv_cli.machinery.models import resolve
 from genenv_cli.stages.rollout_episodes import play_tasks
 

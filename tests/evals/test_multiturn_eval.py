@@ -17,9 +17,9 @@ from typer.testing import CliRunner
 
 from genenv_cli.cli import app
 from genenv_cli.evals.base import CONTEXT_OVERFLOW
-from genenv_cli.evals.episodes import play_episodes
 from genenv_cli.families.alfworld.benchmark import ALFWorld
 from genenv_cli.machinery.engines.base import Engine, Generation
+from genenv_cli.machinery.episodes import play_episodes
 from paths import FIXTURES
 
 FIX = FIXTURES

@@ -9,7 +9,7 @@ What counts as a reference, outside fenced code blocks (a command's output names
   must be a file or folder under the repository's root, src/genenv_cli/, or the folder of the page, or end a path
   of the package (a docstring's `engines/hf.py` is `machinery/engines/hf.py`);
 - a dotted name starting at the package (`genenv_cli.rundir.metrics.gather`) or at one of its floors
-  (`evals.episodes.play_tasks`), or `module.name` where `module` names one module of the package and no settings
+  (`machinery.episodes.play`), or `module.name` where `module` names one module of the package and no settings
   section (`contract.checkpoint_usable`, `metrics.gather`; `rollout.group_size` is a setting): its longest prefix
   that is a module must be one, and the next part a name that module defines or imports at its top level.
 """

@@ -116,7 +116,7 @@ def test_mixed_run_one_epoch_of_every_stage(tmp_path, tiny_model, monkeypatch):
             assert graded_by.setdefault(tid, domain_name) == domain_name
         return real_grade(domain_name, payloads, task_ids, completions, **kw)
 
-    monkeypatch.setattr("genenv_cli.stages.score.grade_pairs", spying_grade)
+    monkeypatch.setattr("genenv_cli.stages.score_grading.grade_pairs", spying_grade)
     score.run(run, cfg, 1)
     task_domain = {t["task_id"]: t["domain"] for t in tasks}
     assert graded_by == task_domain

@@ -16,7 +16,8 @@ from genenv_cli.machinery.training.logits import pad_pairs, token_logps
 from genenv_cli.rundir import RunDir
 from genenv_cli.rundir.datafiles import read_jsonl, read_parquet
 from genenv_cli.stages import generate_tasks, update_agent, update_env
-from genenv_cli.stages.score import generation_metrics, generation_rewards
+from genenv_cli.stages.score import generation_rewards
+from genenv_cli.stages.score_metrics import generation_metrics
 from stagekit import env_pool, gen_pool, gen_rows
 
 

@@ -15,9 +15,9 @@ import torch
 
 from genenv_cli.catalogue.domains import get_domain
 from genenv_cli.domains.base import END_DONE, DomainEpisode, Environment, Step
-from genenv_cli.evals.episodes import TokenTrace, observation_ids, play
 from genenv_cli.machinery.engines import SamplingParams
 from genenv_cli.machinery.engines.hf import HFEngine
+from genenv_cli.machinery.episodes import TokenTrace, observation_ids, play
 from genenv_cli.machinery.models import resolve
 from genenv_cli.machinery.training.grpo import collate, grpo_loss, old_policy_table
 from genenv_cli.machinery.training.logits import token_logps

@@ -172,17 +172,17 @@ def test_evaluate_scores_a_stuck_sample_as_incorrect_with_its_reason():
 
 @pytest.mark.timeout(60)
 def test_generate_tasks_rejects_an_environment_output_whose_parsing_is_stuck(monkeypatch):
-    from genenv_cli.stages import generate_tasks as gt
+    from genenv_cli.stages import env_batches
 
     dom = ArithDomain()
     monkeypatch.setattr(dom, "parse_env_output", lambda text, ctx: spin())
     counts = {"generations": 0, "accepted": 0, "rejected_parse": 0, "rejected_invalid": 0, "rejected_duplicate": 0}
-    s = gt.Sampling(cfg=config_from_dict({"score": {"item_timeout_s": 0.3}}, "test"), epoch=1, domain=dom,
-                    model_name="m", model_tag="m", novelty=gt.Novelty(dom, 0.9), variations=2, id_prefix="e1",
-                    ui=None, counts=counts, rejects=[])
+    s = env_batches.Sampling(cfg=config_from_dict({"score": {"item_timeout_s": 0.3}}, "test"), epoch=1, domain=dom,
+                             model_name="m", model_tag="m", novelty=env_batches.Novelty(dom, 0.9), variations=2,
+                             id_prefix="e1", ui=None, counts=counts, rejects=[])
     ctx = EnvContext("p", "1op-1d", {"expression": "1 + 2", "answer": 3}, None, None, [])
     batch: list = []
-    gt._accept(s, "e1-b0000", ctx, [], "EXERCISE: 1 + 1", batch)
+    env_batches._accept(s, "e1-b0000", ctx, [], "EXERCISE: 1 + 1", batch)
     assert batch == [] and counts["rejected_parse"] == 1
     assert s.rejects[0]["reason"].startswith("parse: timed out")
 

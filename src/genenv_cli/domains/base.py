@@ -16,7 +16,7 @@ A domain is also an environment: `environment(payload)` gives an `Environment` w
 episode of the task and whose `step(action)` answers each agent turn with the next observation, done and the reward.
 By default it is `OneStep` (the agent's prompt, then `score` on the one answer): a single-turn domain is a one-step
 episode. A multi-turn domain returns its own and raises `max_turns`. `DomainEpisode` steps an environment from
-outside, as the episode engine (evals/episodes.py) steps every episode, in `rollout` and in `evaluate`, and records
+outside, as the episode engine (machinery/episodes.py) steps every episode, in `rollout` and in `evaluate`, and records
 why it ended (`done`, `turn_cap`, or `context_overflow` from the engine), its turns and its verdict.
 """
 

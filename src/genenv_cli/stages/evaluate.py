@@ -28,7 +28,7 @@ the others.
 
 **Context**: a prompt that, with `evaluate.max_new_tokens`, would not fit the model's context is not sent; its
 sample fails with `"end": "context_overflow"` and the numbers in its reason. Interactive episodes are checked
-before every step and played together, one generate call per turn (evals/episodes.py).
+before every step and played together, one generate call per turn (machinery/episodes.py).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from genenv_cli.core.ui import UI
 from genenv_cli.core.version import __version__
 from genenv_cli.domains.seedfiles import domains_for_run
 from genenv_cli.evals.base import CONTEXT_OVERFLOW, PROTOCOLS, Benchmark, EvalSample, Verdict
-from genenv_cli.evals.episodes import overflow_reason
+from genenv_cli.machinery.episodes import overflow_reason
 from genenv_cli.rundir import (
     EVALS,
     RunDir,
@@ -442,7 +442,7 @@ def generate(bench: Benchmark, samples: list[EvalSample], cfg: Config, name: str
                 v.scores = {k: 0.0 for k in v.scores}
         if episodic:
             from genenv_cli.core.progress import EpisodeProgress
-            from genenv_cli.evals.episodes import play_episodes
+            from genenv_cli.machinery.episodes import play_episodes
 
             with ui.progress(f"evaluate {bench.name} episodes", len(episodic), "episodes") as bar:
                 turns = EpisodeProgress(bar, turn_cap(bench, settings.max_steps))

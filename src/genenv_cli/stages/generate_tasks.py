@@ -26,10 +26,9 @@ domain (`e0003-arith-b0012-v2`, `e0003-seed-arith-a17`); one environment model s
 
 from __future__ import annotations
 
-import json
 import math
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,17 +38,15 @@ from genenv_cli.core.curriculum import agent_statistics, env_reward
 from genenv_cli.core.reject_reasons import describe, top_reasons
 from genenv_cli.core.safefiles import refuse_links_below
 from genenv_cli.core.ui import UI, pct
-from genenv_cli.core.watchdog import ItemTimeout, Watchdog
-from genenv_cli.core.watchdog import reason as timeout_reason
-from genenv_cli.domains.base import Domain, EnvContext, Reject, SeedTask, jaccard
+from genenv_cli.domains.base import Domain, EnvContext, SeedTask
 from genenv_cli.domains.fingerprints import generate_values
 from genenv_cli.domains.seedfiles import domains_for_run
 from genenv_cli.machinery.checkpoints import derive_seed, env_model_for
 from genenv_cli.rundir import RunDir, clean_stale_tmp, replace_into_place, tmp_name, write_text_atomic
 from genenv_cli.rundir.contract import StagePlan, StageResult, Staging, execute
 from genenv_cli.rundir.datafiles import frame, iter_jsonl, read_parquet, write_jsonl, write_parquet
+from genenv_cli.stages.env_batches import STAGE, Novelty, Sampling, open_env_engine, sample_batches
 
-STAGE = "generate-tasks"
 CONFIG_SECTIONS = ["run.domain", "run.domains", "run.seed", "env", "generate", "curriculum"]
 
 
@@ -104,30 +101,6 @@ def plan(run_dir: RunDir, cfg: Config, epoch: int) -> StagePlan:
             if path.exists():
                 p.inputs["static_set" + (f"_{name}" if cfg.run.mixed else "")] = path
     return p
-
-
-class Novelty:
-    """Exact and near-duplicate detection against everything seen so far (the domain defines the keys)."""
-
-    def __init__(self, domain: Domain, threshold: float):
-        self.domain = domain
-        self.threshold = threshold
-        self.exact: dict[str, str] = {}
-        self.grams: list[tuple[frozenset, str]] = []
-
-    def add(self, payload: dict[str, Any], task_id: str) -> None:
-        self.exact.setdefault(self.domain.exact_key(payload), task_id)
-        self.grams.append((self.domain.near_key(payload), task_id))
-
-    def problem(self, payload: dict[str, Any]) -> str | None:
-        key = self.domain.exact_key(payload)
-        if key in self.exact:
-            return f"duplicate of {self.exact[key]}"
-        g = self.domain.near_key(payload)
-        for other, tid in self.grams:
-            if jaccard(g, other) >= self.threshold:
-                return f"near duplicate of {tid}"
-        return None
 
 
 def _prev_tasks(run: RunDir, epoch: int) -> list[dict[str, Any]]:
@@ -229,7 +202,7 @@ def _generate(run_dir: RunDir, cfg: Config, epoch: int, domains: dict[str, Domai
         engine = None
         if cfg.env.mode in ("genenv", "frozen") and cfg.generate.seed_share < 1.0:
             name, tag = out.plan.models["env"]
-            engine = _open_env_engine(cfg, epoch, name, tag, ui)  # one load serves every domain
+            engine = open_env_engine(cfg, epoch, name, tag, ui)  # one load serves every domain
         try:
             for name, wanted in budget.items():
                 own = _new_counts()
@@ -318,7 +291,7 @@ def _domain_tasks(ep: _Epoch, domain: Domain, wanted: int, rng: random.Random, p
         name, model_tag = out.plan.models["env"]
         sampling = Sampling(cfg, epoch, domain, name, model_tag, novelty, g.variations, f"e{epoch:04d}{tag}", ui,
                             counts, rejects, ep.generations)
-        env_tasks = _sample_batches(sampling, contexts, n_env, ep.engine)
+        env_tasks = sample_batches(sampling, contexts, n_env, ep.engine)
     else:
         env_tasks = []
 
@@ -333,146 +306,6 @@ def _domain_tasks(ep: _Epoch, domain: Domain, wanted: int, rng: random.Random, p
         for s in rng.choices(seeds, k=shortfall):
             tasks.append(_seed_record(epoch, s, domain.name, used, tag))
     return tasks
-
-
-def _reject_kind(reason: str) -> str:
-    if reason.startswith("parse"):
-        return "rejected_parse"
-    if "duplicate" in reason:
-        return "rejected_duplicate"
-    return "rejected_invalid"
-
-
-@dataclass
-class Sampling:
-    """What one sampling of environment batches works with (an epoch's, or the static set's), and the tallies
-    it adds to: `counts` (generations, accepted, rejected_*, rounds), `rejects` (the rejects file's rows) and
-    `generations` (env_generations' rows; None for the static set, which no update learns from)."""
-
-    cfg: Config
-    epoch: int          # 0 for the static set
-    domain: Domain
-    model_name: str     # what to load
-    model_tag: str      # what the tasks record
-    novelty: Novelty
-    variations: int     # n: tasks per batch
-    id_prefix: str      # batch ids are `<id_prefix>-b0012`
-    ui: UI
-    counts: dict[str, Any]
-    rejects: list[dict[str, Any]]
-    generations: list[dict[str, Any]] | None = None
-    per_batch: dict[str, int] = field(default_factory=dict)  # generations recorded so far, by batch
-
-
-def _open_env_engine(cfg: Config, epoch: int, model_name: str, model_tag: str, ui: UI) -> Any:
-    from genenv_cli.machinery.engines import open_engine
-    from genenv_cli.machinery.models import resolve
-
-    ui.info(f"generate-tasks epoch {epoch}: loading environment model {model_tag}")
-    with ui.working(f"generate-tasks e{epoch}: loading environment model {model_tag}"):
-        return open_engine(resolve(model_name, tag=model_tag), engine=cfg.run.engine, device=cfg.run.device,
-                           dtype=cfg.run.dtype, trust_remote_code=cfg.run.trust_remote_code,
-                           batch_size=cfg.generate.batch_size, seed=cfg.run.seed, vllm_settings=cfg.vllm)
-
-
-def _sample_batches(s: Sampling, contexts: list[EnvContext], wanted: int, shared: Any = None) -> list[dict[str, Any]]:
-    """Sample n outputs per context, round after round, until each batch holds n tasks or rounds run out.
-    `shared`: an engine already open (a mixed run's, closed by its owner); None opens and closes one here."""
-    from genenv_cli.machinery.engines import SamplingParams
-
-    cfg, epoch, variations, counts, ui = s.cfg, s.epoch, s.variations, s.counts, s.ui
-    g = cfg.generate
-    engine = shared or _open_env_engine(cfg, epoch, s.model_name, s.model_tag, ui)
-    accepted: list[list[dict[str, Any]]] = [[] for _ in contexts]
-    messages = [s.domain.env_messages(c) for c in contexts]
-    try:
-        for rnd in range(g.max_rounds):
-            need = {i: variations - len(accepted[i]) for i in range(len(contexts))
-                    if len(accepted[i]) < variations}
-            total_have = sum(len(a) for a in accepted)
-            if not need or total_have >= wanted:
-                break
-            counts["rounds"] = rnd + 1
-            by_n: dict[int, list[int]] = {}
-            for i, n in need.items():
-                by_n.setdefault(n, []).append(i)
-            for n, idxs in sorted(by_n.items()):
-                params = SamplingParams(temperature=g.temperature, top_p=g.top_p, max_new_tokens=g.max_new_tokens,
-                                        n=n, seed=derive_seed(cfg.run.seed, STAGE, epoch, rnd, n))
-                with ui.progress(f"generate-tasks e{epoch} round {rnd + 1}", len(idxs) * n, "gens") as bar:
-                    outs = engine.generate([messages[i] for i in idxs], params,
-                                           on_progress=lambda s, t: bar.advance(s, tokens=t))
-                for i, gens in zip(idxs, outs, strict=True):
-                    for gen in gens:
-                        counts["generations"] += 1
-                        counts["truncated"] += gen.finish_reason == "length"
-                        batch_id = f"{s.id_prefix}-b{i:04d}"
-                        reason = _accept(s, batch_id, contexts[i], messages[i], gen.text, accepted[i])
-                        if s.generations is not None:
-                            s.generations.append(_generation_record(s, batch_id, contexts[i], messages[i], gen,
-                                                                    rnd + 1, accepted[i], reason, params))
-    finally:
-        if shared is None:
-            engine.close()
-    tasks = [t for batch in accepted for t in batch]
-    if len(tasks) > wanted:  # the last batch's tail has no room in the epoch: those generations became no task
-        dropped = {t["task_id"] for t in tasks[wanted:]}
-        for rec in s.generations or []:
-            if rec["task_id"] in dropped:
-                rec["task_id"], rec["reason"] = None, "surplus: the epoch's tasks were already written"
-        tasks = tasks[:wanted]
-    return tasks
-
-
-def _generation_record(s: Sampling, batch_id: str, ctx: EnvContext, messages: list[dict[str, str]], gen: Any,
-                       rnd: int, batch: list[dict[str, Any]], reason: str | None, params: Any) -> dict[str, Any]:
-    """One row of env_generations.parquet: the generation with its tokens, and the task it became (the batch's
-    newest, when `_accept` took it) or why it became none."""
-    index = s.per_batch.get(batch_id, 0)
-    s.per_batch[batch_id] = index + 1
-    return {"generation_id": f"{batch_id}/g{index}", "batch_id": batch_id, "domain": s.domain.name,
-            "parent_id": ctx.parent_id, "round": rnd, "prompt": json.dumps(messages, ensure_ascii=False),
-            "prompt_token_ids": list(gen.prompt_token_ids), "output": gen.text,
-            "completion_token_ids": list(gen.token_ids), "logprobs": [float(x) for x in gen.logprobs],
-            "finish_reason": gen.finish_reason, "temperature": float(params.temperature), "top_p": float(params.top_p),
-            "env_model": s.model_tag, "task_id": batch[-1]["task_id"] if reason is None else None, "reason": reason}
-
-
-def _accept(s: Sampling, batch_id: str, ctx: EnvContext, messages: list[dict[str, str]], text: str,
-            batch: list[dict[str, Any]]) -> str | None:
-    """Parse one generation; a valid, novel task joins `batch` (None), anything else goes to the rejects (its
-    reason)."""
-    domain, novelty, counts = s.domain, s.novelty, s.counts
-    try:
-        if len(batch) >= s.variations:
-            raise Reject("surplus: the batch is already full")
-        try:
-            with Watchdog(s.cfg.score.item_timeout_s) as dog:  # a parser past the limit: a rejected generation
-                dog.arm()
-                payload, shape = domain.parse_env_output(text, ctx)
-                dog.disarm()
-        except ItemTimeout:
-            raise Reject(f"parse: {timeout_reason(s.cfg.score.item_timeout_s)}") from None
-        except (ValueError, RecursionError, OverflowError) as exc:  # a plugin's parser choking on degenerate text
-            raise Reject(f"parse: unreadable output ({type(exc).__name__})") from None
-        dup = novelty.problem(payload)
-        if dup:
-            raise Reject(dup)
-    except Reject as exc:
-        reason = str(exc)
-        if not reason.startswith("surplus"):
-            counts[_reject_kind(reason)] += 1
-        s.rejects.append({"batch_id": batch_id, "domain": domain.name, "parent_id": ctx.parent_id, "reason": reason,
-                          "env_output": text})
-        return reason
-    tid = f"{batch_id}-v{len(batch)}"
-    novelty.add(payload, tid)
-    counts["accepted"] += 1
-    batch.append({"task_id": tid, "epoch": s.epoch, "batch_id": batch_id, "source": "env",
-                  "domain": domain.name, "shape": shape, "payload": payload, "parent_id": ctx.parent_id,
-                  "context": ctx.to_json(), "env_prompt": messages, "env_output": text,
-                  "env_model": s.model_tag})
-    return None
 
 
 def _static_tasks(run_dir: RunDir, cfg: Config, epoch: int, domain: Domain, seeds: list[SeedTask], wanted: int,
@@ -490,7 +323,7 @@ def _static_tasks(run_dir: RunDir, cfg: Config, epoch: int, domain: Domain, seed
         v = cfg.generate.static_variations
         sampling = Sampling(cfg, 0, domain, cfg.env.model, cfg.env.model, static_novelty, v, f"static{tag}", ui,
                             counts, rejects)
-        made = _sample_batches(sampling, contexts, len(seeds) * v)
+        made = sample_batches(sampling, contexts, len(seeds) * v)
         refuse_links_below(run_dir.root, path, "the static task set")  # never written through a linked folder
         path.parent.mkdir(parents=True, exist_ok=True)
         clean_stale_tmp(path.parent)

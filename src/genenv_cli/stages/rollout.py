@@ -113,18 +113,13 @@ def _rollout(cfg: Config, epoch: int, domains: dict[str, Domain], tasks: list[di
     with seed + j*K + k (`engines.base.sample_seeds`), so a shard draws exactly what the whole epoch in one process
     draws for its tasks, whatever the number of shards (with vllm.seeding = "engine" vLLM's own engine seed decides
     instead, and results depend on the batches)."""
-    from genenv_cli.machinery.engines import SamplingParams, open_engine
-    from genenv_cli.machinery.models import resolve
+    from genenv_cli.machinery.engines import SamplingParams
 
     r = cfg.rollout
     teacher_forced = cfg.curriculum.p_estimator.startswith("teacher_forced")
     if teacher_forced:
         refuse_without_reference(domains, tasks)
-    ui.info(f"rollout epoch {epoch}: loading agent model {model_tag}")
-    with ui.working(f"rollout e{epoch}: loading agent model {model_tag}"):
-        engine = open_engine(resolve(model_name, tag=model_tag), engine=cfg.run.engine, device=cfg.run.device,
-                             dtype=cfg.run.dtype, trust_remote_code=cfg.run.trust_remote_code,
-                             batch_size=r.batch_size, seed=cfg.run.seed, vllm_settings=cfg.vllm)
+    engine = _open_agent_engine(cfg, epoch, model_name, model_tag, ui)
     seed = derive_seed(cfg.run.seed, STAGE, epoch)
     params = SamplingParams(temperature=r.temperature, top_p=r.top_p, max_new_tokens=r.max_new_tokens,
                             n=r.group_size, seed=seed)
@@ -132,7 +127,7 @@ def _rollout(cfg: Config, epoch: int, domains: dict[str, Domain], tasks: list[di
     single = [j for j, t in enumerate(tasks) if not domains[t["domain"]].episodic]
     multi = [j for j, t in enumerate(tasks) if domains[t["domain"]].episodic]
     outs: list[list[dict[str, Any]]] = [[] for _ in tasks]
-    episode_stats: dict[str, int] = {}  # the episodes' prompt tokens, and those the engine reused (evals/episodes.py)
+    episode_stats: dict[str, int] = {}  # the episodes' prompt tokens, and those the engine reused (machinery/episodes.py)
     try:
         with ui.progress(f"rollout e{epoch}", len(tasks) * r.group_size, "rollouts") as bar:
             if single:
@@ -140,9 +135,7 @@ def _rollout(cfg: Config, epoch: int, domains: dict[str, Domain], tasks: list[di
                                        params, on_progress=lambda s, t: bar.advance(s, tokens=t),
                                        seeds=[seeds[j] for j in single])
                 for j, task_gens in zip(single, gens, strict=True):
-                    outs[j] = [{"prompt_token_ids": g.prompt_token_ids, "completion": g.text,
-                                "completion_token_ids": g.token_ids, "logprobs": g.logprobs,
-                                "finish_reason": g.finish_reason} for g in task_gens]
+                    outs[j] = [_generation_row(g) for g in task_gens]
             if multi:
                 from genenv_cli.core.progress import EpisodeProgress
                 from genenv_cli.stages.rollout_episodes import play_tasks
@@ -158,14 +151,8 @@ def _rollout(cfg: Config, epoch: int, domains: dict[str, Domain], tasks: list[di
                     row["p_teacher_forced"] = p
     finally:
         engine.close()
-    cols: dict[str, list[Any]] = {c: [] for c in polars_schema("rollouts")}
-    for task, rows in zip(tasks, outs, strict=True):
-        for k, g in enumerate(rows):
-            row = {"rollout_id": f"{task['task_id']}/s{k}", "task_id": task["task_id"], "batch_id": task["batch_id"],
-                   "domain": task["domain"], "sample_index": k, **g,
-                   "model": model_tag, "temperature": r.temperature, "top_p": r.top_p, "seed": seed}
-            for c in cols:
-                cols[c].append(row.get(c))
+    cols = _rollout_columns(tasks, outs, {"model": model_tag, "temperature": r.temperature, "top_p": r.top_p,
+                                          "seed": seed})
     n = write_parquet(frame(cols, "rollouts"), path, "rollouts")
     tokens = sum(len(ids) for ids in cols["completion_token_ids"])
     counts = {"tasks": len(tasks), "rollouts": n, "completion_tokens": tokens,
@@ -175,6 +162,37 @@ def _rollout(cfg: Config, epoch: int, domains: dict[str, Domain], tasks: list[di
 
         counts.update(episode_counts(cols, episode_stats))
     return counts
+
+
+def _open_agent_engine(cfg: Config, epoch: int, model_name: str, model_tag: str, ui: UI) -> Any:
+    from genenv_cli.machinery.engines import open_engine
+    from genenv_cli.machinery.models import resolve
+
+    ui.info(f"rollout epoch {epoch}: loading agent model {model_tag}")
+    with ui.working(f"rollout e{epoch}: loading agent model {model_tag}"):
+        return open_engine(resolve(model_name, tag=model_tag), engine=cfg.run.engine, device=cfg.run.device,
+                           dtype=cfg.run.dtype, trust_remote_code=cfg.run.trust_remote_code,
+                           batch_size=cfg.rollout.batch_size, seed=cfg.run.seed, vllm_settings=cfg.vllm)
+
+
+def _generation_row(g: Any) -> dict[str, Any]:
+    """A single-turn sample's columns of rollouts.parquet: its prompt, its text, its tokens as drawn."""
+    return {"prompt_token_ids": g.prompt_token_ids, "completion": g.text, "completion_token_ids": g.token_ids,
+            "logprobs": g.logprobs, "finish_reason": g.finish_reason}
+
+
+def _rollout_columns(tasks: list[dict[str, Any]], outs: list[list[dict[str, Any]]],
+                     sampling: dict[str, Any]) -> dict[str, list[Any]]:
+    """rollouts.parquet's columns: each task's samples (`outs`, in the task's order) under their ids, with the
+    sampling every row records (model, temperature, top_p, seed); a column a row lacks is null."""
+    cols: dict[str, list[Any]] = {c: [] for c in polars_schema("rollouts")}
+    for task, rows in zip(tasks, outs, strict=True):
+        for k, g in enumerate(rows):
+            row = {"rollout_id": f"{task['task_id']}/s{k}", "task_id": task["task_id"], "batch_id": task["batch_id"],
+                   "domain": task["domain"], "sample_index": k, **g, **sampling}
+            for c in cols:
+                cols[c].append(row.get(c))
+    return cols
 
 
 def refuse_without_reference(domains: dict[str, Domain], tasks: list[dict[str, Any]]) -> None:

@@ -1,8 +1,8 @@
 """The rollout stage's episodes: every sample of a multi-turn domain's task played as its own episode with the
-episode engine (evals/episodes.py, token-level traces), and the row each one becomes in rollouts.parquet.
+episode engine (machinery/episodes.py, token-level traces), and the row each one becomes in rollouts.parquet.
 
 Episode k of the task at place j in the epoch samples its first turn with seed + j*K + k, as a single-turn sample
-does, and each later turn with a seed derived from that one and the turn (`evals.episodes.turn_seed`): what an
+does, and each later turn with a seed derived from that one and the turn (`machinery.episodes.turn_seed`): what an
 episode draws depends on its place and index only, never on the shards or on the other episodes of its turn."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from genenv_cli.domains.base import DomainEpisode
-from genenv_cli.evals.episodes import TokenTrace, play
+from genenv_cli.machinery.episodes import TokenTrace, play
 
 
 def play_tasks(engine: Any, domains: dict[str, Any], tasks: list[dict[str, Any]], params: Any, seeds: list[int],
@@ -21,7 +21,7 @@ def play_tasks(engine: Any, domains: dict[str, Any], tasks: list[dict[str, Any]]
                on_turn: Callable[[int, int], None] | None = None,
                stats: dict[str, int] | None = None) -> list[list[dict[str, Any]]]:
     """`params.n` episodes per task (task i's k-th seeded seeds[i] + k), all played together; the rollout row of
-    each (the columns after the ids), per task. `on_done`, `on_turn` and `stats` are `evals.episodes.play`'s."""
+    each (the columns after the ids), per task. `on_done`, `on_turn` and `stats` are `machinery.episodes.play`'s."""
     k = params.n
     episodes: list[DomainEpisode] = []
     try:

@@ -25,32 +25,29 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
-import math
 from collections.abc import Iterator
 from typing import Any
 
 from genenv_cli.catalogue.config import Config
 from genenv_cli.catalogue.domains import domain_data, run_domains
-from genenv_cli.catalogue.settings import ITEM_TIMEOUT_S
 from genenv_cli.core.curriculum import (
     env_reward,
-    epoch_statistics,
     filtered,
     informative_expr,
     invalid_generation_reward,
     rwr_weight,
-    success,
 )
 from genenv_cli.core.errors import InputError
 from genenv_cli.core.ui import UI, num, pct
 from genenv_cli.domains.fingerprints import score_values
 from genenv_cli.machinery.checkpoints import derive_seed
-from genenv_cli.machinery.grading import Graded, grade_pairs
 from genenv_cli.machinery.taskfile import load_tasks
 from genenv_cli.rundir import RunDir, shard_of, shard_stage
 from genenv_cli.rundir.contract import StagePlan, StageResult, Staging, execute, manifests_problem
 from genenv_cli.rundir.datafiles import polars_schema, read_parquet, write_parquet
 from genenv_cli.rundir.schemas import SCHEMAS
+from genenv_cli.stages.score_grading import grade, task_info
+from genenv_cli.stages.score_metrics import episode_metrics, epoch_metrics, generation_metrics
 
 STAGE = "score"
 # the watchdog's limit decides which pairs time out (scored wrong): a changed limit makes score stale, and the
@@ -216,55 +213,6 @@ def check_rollouts(run_dir: RunDir, epoch: int, tasks: list[dict[str, Any]], rol
                          f"the rollouts are older than tasks.jsonl. Rerun `genenv rollout --epoch {epoch}`.")
 
 
-def grade(roll: Any, tasks: list[dict[str, Any]], domains: dict[str, Any], threshold: float, limit: float, ui: UI,
-          epoch: int) -> tuple[Any, int]:
-    """(one row per rollout with its grade, task and success, the number of distinct pairs graded).
-
-    Each distinct (task, completion) is graded once by its task's domain: K samples of a task often coincide. A
-    pair is keyed by the 64-bit hash of (task_id, completion), so grades join back on one integer column; the
-    joins run on a narrow frame (the token lists stay in `roll`, in the same row order)."""
-    import polars as pl
-
-    meta = roll.select("rollout_id", "task_id", "batch_id", "sample_index", "completion", "finish_reason",
-                       "temperature", "model",
-                       pl.col("prompt_token_ids").list.len().cast(pl.Int64).alias("prompt_tokens"),
-                       pl.col("completion_token_ids").list.len().cast(pl.Int64).alias("completion_tokens"),
-                       pl.struct("task_id", "completion").hash(seed=0).alias("_pair"), "turns", "end",
-                       "p_teacher_forced")
-    # an episode's verdict is its environment's, given as it was played (rollouts' reward, partial, valid, error)
-    episodes = roll.select(pl.col("reward").is_not_null().alias("_episode"), pl.col("reward").alias("_reward"),
-                           pl.col("partial").alias("_partial"), pl.col("valid").alias("_valid"),
-                           pl.col("error").alias("_error"))
-    played = bool(episodes["_episode"].any())
-    graded_rows = meta.filter(~episodes["_episode"]) if played else meta
-    pairs = graded_rows.select("_pair", "task_id", "completion").unique("_pair", maintain_order=True)
-    # K samples of a task often coincide: the bar counts the distinct ones graded, and says of how many rollouts
-    with ui.progress(f"score e{epoch} ({meta.height} rollouts)", pairs.height, "distinct completions") as bar:
-        graded = _grade_by_domain(domains, tasks, pairs["task_id"].to_list(), pairs["completion"].to_list(),
-                                  bar.advance, limit)
-    _refuse_non_finite_grades(graded, pairs["task_id"].to_list(), {t["task_id"]: t["domain"] for t in tasks})
-    grades = pl.DataFrame({"_pair": pairs["_pair"], "reward": graded.reward, "partial": graded.partial,
-                           "valid": graded.valid, "error": graded.error},
-                          schema={"_pair": pl.UInt64, "reward": pl.Float64, "partial": pl.Float64,
-                                  "valid": pl.Boolean, "error": pl.String})
-    scored = meta.drop("completion").join(grades, on="_pair", how="left", maintain_order="left")
-    if played:
-        scored = pl.concat([scored, episodes], how="horizontal").with_columns(
-            *[pl.when(pl.col("_episode")).then(pl.col(f"_{c}")).otherwise(pl.col(c)).alias(c)
-              for c in ("reward", "partial", "valid", "error")]).drop(episodes.columns)
-    scored = (scored.join(_task_info(tasks), on="task_id", how="left", maintain_order="left")
-              .with_columns(success(threshold)))
-    return scored, pairs.height
-
-
-def _task_info(tasks: list[dict[str, Any]]) -> Any:
-    import polars as pl
-
-    return pl.DataFrame({"task_id": [t["task_id"] for t in tasks], "source": [t["source"] for t in tasks],
-                         "domain": [t["domain"] for t in tasks], "shape": [t["shape"] for t in tasks]},
-                        schema={k: pl.String for k in ("task_id", "source", "domain", "shape")})
-
-
 def task_statistics(scored: Any, tasks: list[dict[str, Any]], c: Any, seed: int = 0) -> Any:
     """task_stats: per task p_task over its K rollouts; per batch p_batch over its n x K, R_env and the filter flag,
     carried to every task of the batch; the band and informative flags (curriculum.py's expressions). Under
@@ -286,7 +234,7 @@ def task_statistics(scored: Any, tasks: list[dict[str, Any]], c: Any, seed: int 
                          f"p_teacher_forced: they were made under another setting. Rerun `genenv rollout --force` for "
                          f"the epoch.")
     batch_of = pl.DataFrame({"task_id": [t["task_id"] for t in tasks], "batch_id": [t["batch_id"] for t in tasks]})
-    per_task = (per_task.join(batch_of, on="task_id").join(_task_info(tasks), on="task_id")
+    per_task = (per_task.join(batch_of, on="task_id").join(task_info(tasks), on="task_id")
                 .with_columns((pl.col("successes") / pl.col("attempts")).alias("p_task_rollouts")))
     if c.p_estimator == "teacher_forced_binomial":
         drawn = [binomial_share(p, k, f"{seed}/{t}") for t, p, k in
@@ -382,98 +330,8 @@ def generation_rewards(gens: Any, stats: Any, epoch: int, c: Any) -> Any:
             .select(list(polars_schema("env_gen"))))
 
 
-def generation_metrics(gens: Any) -> dict[str, Any]:
-    """What the environment's GRPO update will see in this epoch's generations: its groups (batches with two
-    generations or more of known reward), the share whose rewards are not all equal, and the mean reward of the
-    valid and of the invalid generations."""
-    import polars as pl
-
-    known = gens.filter(pl.col("reward").is_not_null())
-    groups = known.group_by("batch_id").agg(pl.len().alias("n"), (pl.col("reward").max() > pl.col("reward").min())
-                                           .alias("informative")).filter(pl.col("n") >= 2)
-
-    def mean(df: Any) -> float | None:
-        return round(float(df["reward"].mean()), 4) if df.height else None
-
-    return {"env_groups": groups.height,
-            "env_groups_informative_share": round(float(groups["informative"].mean()), 4) if groups.height else None,
-            "env_reward_valid": mean(known.filter(pl.col("valid"))),
-            "env_reward_invalid": mean(known.filter(~pl.col("valid")))}
-
-
-def task_counts(stats: Any) -> dict[str, Any]:
-    """What a set of tasks (the epoch's, or one domain's) adds up to, from task_stats: counts that add up over
-    domains to the epoch's (tasks, rollouts, successes, tasks in band, GRPO groups and the informative ones,
-    environment batches and the kept ones) and the rates made of them."""
-    import polars as pl
-
-    def share(num: int, den: int) -> float | None:
-        return round(num / den, 4) if den else None
-
-    groups = stats.filter(pl.col("attempts") >= 2)
-    env_batches = stats.filter(pl.col("source") == "env").unique("batch_id")
-    attempts, successes = int(stats["attempts"].sum()), int(stats["successes"].sum())
-    in_band, informative = int(stats["in_band"].sum()), int(groups["informative"].sum())
-    return {
-        "tasks": stats.height, "env_tasks": int((stats["source"] == "env").sum()), "rollouts": attempts,
-        "successes": successes, "success_rate": share(successes, attempts),
-        "in_band": in_band, "band_share": share(in_band, stats.height),
-        "groups": groups.height, "informative": informative, "informative_share": share(informative, groups.height),
-        "env_batches": env_batches.height,
-        "env_r_mean": round(float(env_batches["r_env"].mean()), 4) if env_batches.height else None,
-        "env_batches_kept": int((~env_batches["filtered"]).sum()) if env_batches.height else 0,
-    }
-
-
-# the keys of metrics.json's by_domain that score gives (docs/pools.md)
-BY_DOMAIN_KEYS = ("tasks", "env_tasks", "rollouts", "successes", "success_rate", "in_band", "band_share", "groups",
-                  "informative", "informative_share", "env_batches", "env_r_mean")
-
-
-def epoch_metrics(stats: Any, scores: Any, c: Any, domains: list[str] | None = None) -> dict[str, Any]:
-    """The manifest's metrics: the epoch's `task_counts` rates, the rollout-level means, the curriculum's epoch
-    statistics (curriculum.epoch_statistics), and for a mixed run (`domains`) `by_domain`."""
-    n = task_counts(stats)
-    metrics = {
-        **{k: n[k] for k in ("success_rate", "band_share", "env_batches", "env_r_mean", "env_batches_kept")},
-        "mean_reward": round(float(scores["reward"].mean()), 4) if scores.height else None,
-        "batch_p_mean": round(float(stats.unique("batch_id")["p_batch"].mean()), 4) if stats.height else None,
-        "mean_prompt_tokens": round(float(stats["prompt_tokens"].mean()), 2) if stats.height else None,
-        "mean_completion_tokens": round(float(scores["completion_tokens"].mean()), 2) if scores.height else None,
-        **epoch_statistics(stats, band=(c.band_low, c.band_high)),
-    }
-    if domains is not None:
-        metrics["by_domain"] = domain_breakdown(stats, domains)
-    return metrics
-
-
-def episode_metrics(scores: Any) -> dict[str, Any]:
-    """The epoch's episodes (rollouts of multi-turn domains): mean agent turns and why they ended. Nothing for an
-    epoch of single-turn rollouts, whose metrics stay as they were."""
-    import polars as pl
-
-    played = scores.filter(pl.col("turns").is_not_null())
-    if played.height == 0:
-        return {}
-    ends = {r["end"]: r["len"] for r in played.group_by("end").len().sort("end").iter_rows(named=True)}
-    return {"episode_turns_mean": round(float(played["turns"].mean()), 4), "episode_ends": ends}
-
-
 # the setting most likely at fault when a derived column is not a finite number
 _SUSPECTS = {"r_env": "curriculum.beta", "weight": "curriculum.lam", "p_batch": "curriculum.alpha"}
-
-
-def _refuse_non_finite_grades(graded: Graded, task_ids: list[str],
-                              domain_of: dict[str, str]) -> None:
-    """A reward or partial credit that is NaN, infinite or outside [0, 1] is the domain scorer's fault (a
-    plugin's, since the built-in ones return 0 or 1): refused with the domain and the task, before anything is
-    written."""
-    for reward, partial, tid in zip(graded.reward, graded.partial, task_ids, strict=True):
-        for what, value in (("reward", reward), ("partial credit", partial)):
-            if not (math.isfinite(value) and 0.0 <= value <= 1.0):
-                raise InputError(f"the scorer of domain {domain_of.get(tid)!r} gave task {tid} the {what} {value!r}, "
-                                 f"which is not a finite number in [0, 1]; nothing was written. Fix the domain's "
-                                 f"`score` (a plugin's) and rerun `genenv score`.")
 
 
 def _refuse_non_finite(df: Any, name: str, epoch: int) -> None:
@@ -491,34 +349,6 @@ def _refuse_non_finite(df: Any, name: str, epoch: int) -> None:
             raise InputError(f"score epoch {epoch}: the {column} column of {name} would hold NaN or infinity; nothing "
                              f"was written." + (f" The setting most likely at fault is `{suspect}`." if suspect else "")
                              + " Check the curriculum settings and rerun `genenv score`.")
-
-
-def _grade_by_domain(domains: dict[str, Any], tasks: list[dict[str, Any]], task_ids: list[str],
-                     completions: list[str], advance: Any, limit: float = ITEM_TIMEOUT_S) -> Graded:
-    """grade_pairs with each task's own domain's scorer, in the pairs' order (`limit`: score.item_timeout_s)."""
-    payloads = {t["task_id"]: t["payload"] for t in tasks}
-    if len(domains) == 1:
-        return grade_pairs(next(iter(domains)), payloads, task_ids, completions, advance=advance, limit=limit)
-    domain_of = {t["task_id"]: t["domain"] for t in tasks}
-    n = len(task_ids)
-    graded = Graded([0.0] * n, [0.0] * n, [False] * n, [None] * n)
-    for name in domains:
-        idx = [i for i, tid in enumerate(task_ids) if domain_of[tid] == name]
-        if idx:
-            got = grade_pairs(name, payloads, [task_ids[i] for i in idx], [completions[i] for i in idx],
-                              advance=advance, limit=limit)
-            for column, values in zip(graded, got, strict=True):
-                for i, v in zip(idx, values, strict=True):
-                    column[i] = v
-    return graded
-
-
-def domain_breakdown(stats: Any, names: list[str]) -> dict[str, dict[str, Any]]:
-    """Per domain of a mixed run: its `task_counts`, which add up over the domains to the epoch's."""
-    import polars as pl
-
-    return {name: {k: v for k, v in task_counts(stats.filter(pl.col("domain") == name)).items() if k in BY_DOMAIN_KEYS}
-            for name in names}
 
 
 def _env_sft(tasks: list[dict[str, Any]], stats: Any, epoch: int, lam: float) -> Any:

@@ -6,7 +6,7 @@ Samples are the domain's `validation` seeds (never used for training: generate-t
 `train`), prompted exactly as `rollout` prompts the agent and scored by the domain's own `score`
 (R_agent >= curriculum.success_threshold is a success). Ids are the seed ids; categories are the shapes. A
 multi-turn domain's items are episodes, played as rollout plays them: the same environment, turn cap and episode
-engine (evals/episodes.py), so a task's evaluation episode and its training episode take the same turns.
+engine (machinery/episodes.py), so a task's evaluation episode and its training episode take the same turns.
 
 A mixed run is evaluated on every domain's validation seeds, each prompted and scored by its own domain: ids
 and categories are prefixed with the domain (`arith/a12`, `arith/2op-1d`), the overall rate pools every item,

@@ -30,7 +30,7 @@ An episode ends when the game reports `won` (success, `"end": "done"` in the sam
 agent turns (`evaluate.max_steps`, 50; ReAct's loop, `for i in range(1, 50)`, allows 49; `"end": "turn_cap"`), the
 words a training episode's end has in rollouts.parquet;
 `genenv evaluate` also ends it, as a failure, when its next prompt would not fit the model's context
-(evals/episodes.py, `"end": "context_overflow"`). Scored predictions whose actions run out before either end as
+(machinery/episodes.py, `"end": "context_overflow"`). Scored predictions whose actions run out before either end as
 `"actions_ended"`.
 
 Answer parser (one command per turn; commands.py): the text inside the first `<action>...</action>` if any; else

@@ -13,7 +13,7 @@ user message with the commands admissible now. The episode ends when the game is
 
 **Why the prompts are not the evaluation protocol's, turn for turn.** `genenv evaluate --bench alfworld` rebuilds
 every turn's prompt: the current observation carries the AVAILABLE ACTIONS and the earlier ones are shown without
-theirs. A training episode is one token sequence the trainer scores as the sampler drew it (evals/episodes.py),
+theirs. A training episode is one token sequence the trainer scores as the sampler drew it (machinery/episodes.py),
 so its conversation may only grow: a prompt that rewrites an earlier turn would have the trainer score tokens the
 sampler never conditioned on, and the episode engine refuses it (`observation_ids`). Here every observation keeps
 its command list, so the conversation only appends. The agent so trains on the evaluation's system prompt, the

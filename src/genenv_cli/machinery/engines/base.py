@@ -75,7 +75,7 @@ class Engine(ABC):
                      seeds: list[int] | None = None,
                      sessions: list[Hashable] | None = None) -> list[list[Generation]]:
         """`generate` for prompts given as token ids: an episode's growing sequence, whose earlier turns are the
-        tokens sampled then, not a re-tokenization of their text (evals/episodes.py). The same sampling rules.
+        tokens sampled then, not a re-tokenization of their text (machinery/episodes.py). The same sampling rules.
         `sessions` (engines with `takes_sessions`; n = 1): each prompt's episode, whose earlier turn the engine
         may have kept; what is sampled does not depend on it."""
         raise TypeError(f"the {self.name or type(self).__name__} engine takes chat messages only; episodes recorded "

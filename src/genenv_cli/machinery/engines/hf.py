@@ -98,29 +98,19 @@ class HFEngine(Engine):
 
         keep = sessions is not None and self.reuse_cache and shared_prefix.supports(self.model)
         kept = [self._kept.pop(s, None) for s in sessions] if keep and sessions is not None else []
-        reused = [0] * len(prompts)
         warpers, uniforms = self._sampling(params, seeds)
         eos = torch.tensor(self.eos_ids, device=self.device)
         tokens: list[list[int]] = [[] for _ in prompts]
         logps: list[list[float]] = [[] for _ in prompts]
         reasons = ["length"] * len(prompts)
         with torch.inference_mode():
-            if kept and any(episode_cache.reuse_lengths(kept, prompts)):
-                logits, cache, mask, position, reused = episode_cache.prefill(
-                    self.model, kept, prompts, pad_id=self.pad_id, device=self.device)
-                scores = logits[:, -1, :].float()
-            else:
-                scores, cache, mask, position = self._prefill(prompts)
+            scores, cache, mask, position, reused = self._start(prompts, kept)
             del kept
             keep = keep and episode_cache.reusable(cache)
             episode_cache.make_room(cache, params.max_new_tokens)
             active = list(range(len(prompts)))
             for step in range(params.max_new_tokens):
-                for warp in warpers:
-                    scores = warp(None, scores)
-                logp = torch.log_softmax(scores, dim=-1)
-                drawn = scores.argmax(-1) if params.greedy else _inverse_cdf(logp, uniforms[:, step])
-                chosen = logp.gather(1, drawn.unsqueeze(1)).squeeze(1)
+                drawn, chosen = _draw(scores, warpers, None if params.greedy else uniforms[:, step])
                 done = torch.isin(drawn, eos)
                 for row, t, lp, d in zip(active, drawn.tolist(), chosen.tolist(), done.tolist(), strict=True):
                     tokens[row].append(t)
@@ -174,6 +164,17 @@ class HFEngine(Engine):
                        device=self.device, dtype=torch.float64) for s in seeds])
         return warpers, uniforms
 
+    def _start(self, prompts: list[list[int]], kept: list[Any]) -> tuple[Any, Any, Any, Any, list[int]]:
+        """The batch's prefill: from the sessions' kept keys and values where any can be reused
+        (engines/episode_cache.py), else every prompt afresh; `_prefill`'s four, and each row's tokens reused."""
+        from genenv_cli.machinery.engines import episode_cache
+
+        if kept and any(episode_cache.reuse_lengths(kept, prompts)):
+            logits, cache, mask, position, reused = episode_cache.prefill(
+                self.model, kept, prompts, pad_id=self.pad_id, device=self.device)
+            return logits[:, -1, :].float(), cache, mask, position, reused
+        return (*self._prefill(prompts), [0] * len(prompts))
+
     def _prefill(self, prompts: list[list[int]]) -> tuple[Any, Any, Any, Any]:
         """Every prompt read in full, what the rows share computed once (engines/shared_prefix.py): (the logits of
         each row's last position, the cache, the attention mask over it, each row's next position id)."""
@@ -214,6 +215,18 @@ def _check_sessions(sessions: list[Hashable] | None, prompts: int, n: int) -> No
         raise ValueError(f"{len(sessions)} session keys for {prompts} prompts: one distinct key per prompt")
     if n != 1:
         raise ValueError(f"sessions are episodes, one answer per turn: n = {n}")
+
+
+def _draw(scores: Any, warpers: list[Any], u: Any) -> tuple[Any, Any]:
+    """One step's tokens from the last logits `scores` (B, V) under the warpers: the most probable when `u` is None
+    (greedy), else drawn by `_inverse_cdf` with each row's uniform; (the tokens, their log-probabilities)."""
+    import torch
+
+    for warp in warpers:
+        scores = warp(None, scores)
+    logp = torch.log_softmax(scores, dim=-1)
+    drawn = scores.argmax(-1) if u is None else _inverse_cdf(logp, u)
+    return drawn, logp.gather(1, drawn.unsqueeze(1)).squeeze(1)
 
 
 def _inverse_cdf(logp: Any, u: Any) -> Any:

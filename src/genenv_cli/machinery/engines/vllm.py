@@ -21,7 +21,7 @@ seed, set once when it starts.
 Episodes: prefix caching is on (on a GPU; `prefix_caching=False` turns it off), so an episode's next turn, sent as its token
 ids so far, finds the blocks of its earlier turns while they stay in the cache; each generation records how many of
 its prompt tokens vLLM found there (`RequestOutput.num_cached_tokens`), which is the hit rate the episode loop
-counts (evals/episodes.py). Sessions need nothing more here: the cache is found by the tokens themselves.
+counts (machinery/episodes.py). Sessions need nothing more here: the cache is found by the tokens themselves.
 vLLM's CPU build (0.32) reports 0 cached tokens even for a repeated prompt, so there the hit rate reads 0.
 
 The engine spawns processes: a script that creates one must do so under `if __name__ == "__main__"`.

@@ -133,12 +133,26 @@ def grpo_loss(logps: Any, old_logps: Any, advantages: Any, mask: Any, *, clip_ep
         kl = (torch.exp(diff) - diff - 1) * ratio
         if kl_coef != 0.0:
             per_token = per_token + kl_coef * kl
+    loss = _aggregate(per_token, mask, loss_type)
+    return loss, _loss_statistics(ratio, clipped, adv, mask, clip_eps, kl, weight, capped, sync)
+
+
+def _aggregate(per_token: Any, mask: Any, loss_type: str) -> Any:
+    """The per-token loss (B, T) over the completions' tokens (`mask`), as TRL's loss types: `grpo` averages each
+    sequence's tokens, then the sequences; `bnpo` averages every token of the batch."""
     if loss_type == "grpo":
-        loss = ((per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()
-    elif loss_type == "bnpo":
-        loss = (per_token * mask).sum() / mask.sum().clamp(min=1.0)
-    else:
-        raise ValueError(f"unknown loss_type {loss_type!r}")
+        return ((per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()
+    if loss_type == "bnpo":
+        return (per_token * mask).sum() / mask.sum().clamp(min=1.0)
+    raise ValueError(f"unknown loss_type {loss_type!r}")
+
+
+def _loss_statistics(ratio: Any, clipped: Any, adv: Any, mask: Any, clip_eps: float, kl: Any, weight: Any,
+                     capped: Any, sync: bool) -> dict[str, Any]:
+    """`grpo_loss`'s statistics, token means over `mask`: the clipped surrogate, the KL, the clipped share, the
+    ratio's mean and largest deviation, the importance weights' mean and truncated share, the tokens."""
+    import torch
+
     with torch.no_grad():
         n = mask.sum().clamp(min=1.0)
         low = (ratio < 1 - clip_eps) & (adv < 0)
@@ -157,8 +171,8 @@ def grpo_loss(logps: Any, old_logps: Any, advantages: Any, mask: Any, *, clip_ep
     names = ("policy_loss", "kl", "clip_frac", "ratio_mean", "ratio_dev_max", "is_weight_mean", "is_truncated",
              "tokens")
     if sync:
-        return loss, dict(zip(names, values.tolist(), strict=True))
-    return loss, dict(zip(names, values.unbind(), strict=True))
+        return dict(zip(names, values.tolist(), strict=True))
+    return dict(zip(names, values.unbind(), strict=True))
 
 
 def collate(rows: list[dict[str, Any]], pad_id: int) -> dict[str, Any]:

@@ -163,24 +163,8 @@ def _play(episodes: list[Any], engine: Any, params: Any, context_limit: int, tra
         if asks:
             if on_turn is not None:
                 on_turn(turn, len(asks))
-            keys = {"sessions": [(token, i) for i, _ in asks]} if token is not None else {}
-            if traces is not None:
-                turn_params = dataclasses.replace(params, n=1)
-                own = [turn_seed(seeds[i] if seeds is not None else params.seed + i, steps[i]) for i, _ in asks]
-                gens = engine.generate_ids([p for _, p in asks], turn_params, seeds=own, **keys)
-            else:
-                # a fresh seed per turn, so sampled turns do not repeat one turn's noise (greedy ignores it)
-                turn_params = dataclasses.replace(params, seed=params.seed + turn * len(episodes))
-                if token is not None:  # one answer per episode, seeded as the first of `generate`'s n would be
-                    gens = engine.generate_ids([p for _, p in asks], dataclasses.replace(turn_params, n=1),
-                                               seeds=[turn_params.seed + j * params.n for j in range(len(asks))], **keys)
-                else:
-                    gens = engine.generate([m for _, m in asks], turn_params)
-            stats["calls"] += 1
-            stats["prompts"] += len(asks)
-            stats["prompt_tokens"] += sum(len(g[0].prompt_token_ids) for g in gens)
-            stats["cached_tokens"] += sum(getattr(g[0], "cached_tokens", 0) for g in gens)
-            stats["longest_prompt"] = max(stats["longest_prompt"], *(len(g[0].prompt_token_ids) for g in gens))
+            gens = _generate_turn(engine, params, asks, traces, seeds, steps, turn * len(episodes), token)
+            _count_call(stats, gens)
             for (i, _), g in zip(asks, gens, strict=True):
                 if traces is not None:
                     traces[i].add_agent(g[0])
@@ -196,6 +180,32 @@ def _play(episodes: list[Any], engine: Any, params: Any, context_limit: int, tra
             on_done(len(pending) - len(following))
         pending = following
         turn += 1
+
+
+def _generate_turn(engine: Any, params: Any, asks: list[tuple[int, Any]], traces: list[TokenTrace] | None,
+                   seeds: list[int] | None, steps: list[int], offset: int, token: object | None) -> list[Any]:
+    """One turn's generate call for `asks` ((episode, prompt) pairs), as `play` describes: with `traces`, token ids
+    seeded per episode and turn; else the turn's call seeded `params.seed + offset`."""
+    keys = {"sessions": [(token, i) for i, _ in asks]} if token is not None else {}
+    if traces is not None:
+        turn_params = dataclasses.replace(params, n=1)
+        own = [turn_seed(seeds[i] if seeds is not None else params.seed + i, steps[i]) for i, _ in asks]
+        return engine.generate_ids([p for _, p in asks], turn_params, seeds=own, **keys)
+    # a fresh seed per turn, so sampled turns do not repeat one turn's noise (greedy ignores it)
+    turn_params = dataclasses.replace(params, seed=params.seed + offset)
+    if token is not None:  # one answer per episode, seeded as the first of `generate`'s n would be
+        return engine.generate_ids([p for _, p in asks], dataclasses.replace(turn_params, n=1),
+                                   seeds=[turn_params.seed + j * params.n for j in range(len(asks))], **keys)
+    return engine.generate([m for _, m in asks], turn_params)
+
+
+def _count_call(stats: dict[str, int], gens: list[Any]) -> None:
+    """`stats` (`play`'s) gains one generate call: its prompts, their tokens, those the engine had kept."""
+    stats["calls"] += 1
+    stats["prompts"] += len(gens)
+    stats["prompt_tokens"] += sum(len(g[0].prompt_token_ids) for g in gens)
+    stats["cached_tokens"] += sum(getattr(g[0], "cached_tokens", 0) for g in gens)
+    stats["longest_prompt"] = max(stats["longest_prompt"], *(len(g[0].prompt_token_ids) for g in gens))
 
 
 def play_episodes(bench: Benchmark, samples: list[EvalSample], engine: Any, params: Any, max_steps: int, *,
