@@ -65,10 +65,11 @@ from lab import arms, runs
 from lab.record import git_commit, machine, versions
 
 from experiments import curriculum as cur
+from genenv_cli.actions.compare import render_compare
 from genenv_cli.core.ui import UI
 from genenv_cli.rundir import RunDir
 from genenv_cli.rundir.datafiles import read_parquet
-from genenv_cli.views.report.compare import RunData, arm_mode, flat_settings, read_run, render_compare
+from genenv_cli.views.report.compare import RunData, arm_mode, flat_settings, read_run
 
 RESULTS = Path(__file__).parent / "results" / "env_only"
 TABLE = Path(__file__).parent / "results" / "env_control" / "shape_table-arith.json"  # shape_table.py's

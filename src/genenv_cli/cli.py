@@ -295,7 +295,7 @@ def report(run: RunOpt = None, sets: SetOpt = None,
                                                    "the PNG charts go beside it.")] = None,
            as_json: Annotated[bool, typer.Option("--json", help="Print the paths and the numbers as JSON.")] = False) -> None:
     """One self-contained HTML report of the curriculum (opens offline), plus each chart as a PNG."""
-    from genenv_cli.views.report import build_report, report_output
+    from genenv_cli.actions.report import build_report, report_output
 
     with reported() as where:
         run_dir, cfg = _open(run, sets, where)
@@ -320,7 +320,7 @@ def compare(runs: Annotated[list[Path], typer.Argument(help="Run directories; ru
             as_json: Annotated[bool, typer.Option("--json", help="Print the paths, arms, flags and numbers as JSON.")] = False) -> None:
     """Several runs on one offline HTML page: per claim (in-band share, informative groups, held-out success) each
     arm minus its baseline with a 95% interval across seeds, then each arm's own curves, the shape mix, and tables."""
-    from genenv_cli.views.report.compare import build_compare
+    from genenv_cli.actions.compare import build_compare
 
     with reported():
         result = build_compare(runs, out, labels=label, baselines=baseline)
