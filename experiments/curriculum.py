@@ -64,9 +64,10 @@ from typing import Any
 from lab import arms, runs
 from lab.record import git_commit, machine, versions
 
+from genenv_cli.actions.compare import render_compare
 from genenv_cli.core.ui import UI
 from genenv_cli.rundir import RunDir
-from genenv_cli.views.report.compare import RunData, flat_settings, mean_interval, read_run, render_compare
+from genenv_cli.views.report.compare import RunData, flat_settings, mean_interval, read_run
 
 RESULTS = Path(__file__).parent / "results" / "curriculum"
 TIMINGS = "curriculum-timings.json"  # in each run's folder: the seconds of each epoch, evaluation included

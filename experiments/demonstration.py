@@ -22,11 +22,11 @@ import time
 from importlib.metadata import version
 from pathlib import Path
 
+from genenv_cli.actions.evaluate import evaluate
+from genenv_cli.actions.runner import run_epochs
 from genenv_cli.catalogue.config import apply_overrides, config_from_dict, render_config
 from genenv_cli.core.ui import UI
 from genenv_cli.rundir import RunDir
-from genenv_cli.stages.evaluate import evaluate
-from genenv_cli.views.runner import run_epochs
 
 # Settings sized for a 2-core CPU. Learning rates are far above the paper's (1e-6 / 5e-7 for full 7B fine-tuning):
 # a LoRA adapter on a 135M model over a handful of steps moves nothing at those.

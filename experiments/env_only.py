@@ -68,7 +68,7 @@ from experiments import curriculum as cur
 from genenv_cli.core.ui import UI
 from genenv_cli.rundir import RunDir
 from genenv_cli.rundir.datafiles import read_parquet
-from genenv_cli.views.report.compare import RunData, arm_mode, flat_settings, read_run, render_compare
+from genenv_cli.views.report.compare import RunData, arm_mode, flat_settings, read_run
 
 RESULTS = Path(__file__).parent / "results" / "env_only"
 TABLE = Path(__file__).parent / "results" / "env_control" / "shape_table-arith.json"  # shape_table.py's
@@ -590,8 +590,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         compared = [compare_run(args, arm, seed, r) for arm, b in per_run.items() for seed, r in sorted(b.items())]
         bases = [f"{a}={b}" for a, b in BASELINE.items() if a in per_run and b in per_run]
         bases += ["env-only-frozen"] if "env-only-frozen" in per_run else []
-        record["compare"] = render_compare(compared, args.out / f"env_only-{args.domain}" / "compare.html",
-                                           baselines=bases)["html"]
+        record["compare"] = cur.render_compare(compared, args.out / f"env_only-{args.domain}" / "compare.html",
+                                               baselines=bases)["html"]
     print(markdown(record))
     return record
 

@@ -25,7 +25,7 @@ def arm_config(domain: str, arm: list[str], seed: int, model: str, extra: list[s
 
 def make_run(root: Path, domain: str, arm: list[str], seed: int, model: str, extra: list[str]) -> RunDir:
     """The run of an arm at `root`, created as `genenv init` creates one unless it exists (runs resume)."""
-    from genenv_cli.views.create_run import create_run
+    from genenv_cli.actions.create_run import create_run
 
     run = RunDir(root)
     if not run.config_path.exists():
@@ -49,7 +49,7 @@ def base_tag(run: RunDir) -> str:
 
 def heldout(run: RunDir, epoch: int | None, ui: UI, limit: int | None = None) -> float:
     """The held-out success (%) of the epoch's agent (None: the base model), evaluated unless already done."""
-    from genenv_cli.stages.evaluate import evaluate
+    from genenv_cli.actions.evaluate import evaluate
 
     done = heldout_done(run, epoch, limit)
     if done is not None:
@@ -77,7 +77,7 @@ def run_epochs(run: RunDir, epochs: int, ui: UI, timings_name: str,
     """Epochs 1..`epochs` of the run (a finished one is skipped), each followed by its held-out evaluation when
     `evaluate_after`: yields (epoch, held-out success or None, {epoch: seconds}). The seconds an epoch took are kept
     in the run's folder under `timings_name`, so a resumed run still reports them."""
-    from genenv_cli.views.runner import run_epochs as run_stages
+    from genenv_cli.actions.runner import run_epochs as run_stages
 
     timings_path = run.root / timings_name
     timings = json.loads(timings_path.read_text()) if timings_path.exists() else {}

@@ -102,10 +102,10 @@ def two_full_epochs(tmp_path_factory, arith_model) -> Path:
     (run.keep_checkpoints = 0): tests copy it and set their own keep_checkpoints. About 3 s."""
     from typer.testing import CliRunner
 
+    from genenv_cli.actions.runner import run_epochs
     from genenv_cli.cli import app
     from genenv_cli.core.ui import UI
     from genenv_cli.rundir import RunDir
-    from genenv_cli.views.runner import run_epochs
 
     root = tmp_path_factory.mktemp("two-epochs") / "run"
     r = CliRunner().invoke(app, ["init", str(root), "--domain", "arith", "--agent-model", str(arith_model),

@@ -176,7 +176,7 @@ def init(
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing genenv.toml (and RUN/seeds).")] = False,
 ) -> None:
     """Create a run directory with a genenv.toml listing every setting (defaults visible)."""
-    from genenv_cli.views.create_run import create_run
+    from genenv_cli.actions.create_run import create_run
 
     with reported():
         created = create_run(directory, domain, agent_model=agent_model, env_model=env_model, preset=preset,
@@ -219,7 +219,7 @@ def run_cmd(epochs: Annotated[int, typer.Option("--epochs", min=1, max=EPOCH_MAX
             quiet: QuietOpt = False, as_json: JsonOpt = False) -> None:
     """Run whole epochs (every stage in order: generate-tasks -> rollout -> score -> update-agent -> update-env ->
     eval-agent), each stage in its own process, resuming where it stopped."""
-    from genenv_cli.views.runner import spawn_epochs
+    from genenv_cli.actions.runner import spawn_epochs
 
     with reported() as where:
         recorded = [s for name in STAGES for s in getattr(STAGES[name].load(), "CONFIG_SECTIONS", [])]
@@ -257,8 +257,8 @@ def evaluate(
     run: RunOpt = None, sets: SetOpt = None, quiet: QuietOpt = False, as_json: JsonOpt = False,
 ) -> None:
     """Run an agent on a benchmark, or score predictions made elsewhere, with the benchmark's metric."""
+    from genenv_cli.actions import evaluate as evaluation
     from genenv_cli.catalogue.suites import BENCHMARKS, list_benchmarks
-    from genenv_cli.stages import evaluate as evaluation
     from genenv_cli.views import command_output as views
 
     with reported() as where:
@@ -295,7 +295,7 @@ def report(run: RunOpt = None, sets: SetOpt = None,
                                                    "the PNG charts go beside it.")] = None,
            as_json: Annotated[bool, typer.Option("--json", help="Print the paths and the numbers as JSON.")] = False) -> None:
     """One self-contained HTML report of the curriculum (opens offline), plus each chart as a PNG."""
-    from genenv_cli.views.report import build_report, report_output
+    from genenv_cli.actions.report import build_report, report_output
 
     with reported() as where:
         run_dir, cfg = _open(run, sets, where)
@@ -320,7 +320,7 @@ def compare(runs: Annotated[list[Path], typer.Argument(help="Run directories; ru
             as_json: Annotated[bool, typer.Option("--json", help="Print the paths, arms, flags and numbers as JSON.")] = False) -> None:
     """Several runs on one offline HTML page: per claim (in-band share, informative groups, held-out success) each
     arm minus its baseline with a 95% interval across seeds, then each arm's own curves, the shape mix, and tables."""
-    from genenv_cli.views.report.compare import build_compare
+    from genenv_cli.actions.compare import build_compare
 
     with reported():
         result = build_compare(runs, out, labels=label, baselines=baseline)
@@ -348,7 +348,7 @@ def export(epoch: Annotated[int, typer.Option("--epoch", min=1, max=EPOCH_MAX, h
     """A trained checkpoint as a standard transformers model folder: the weights (LoRA merged, or the adapter with
     its base named portably), the tokenizer and chat template, the base model's generation_config.json (the run's
     sampling with --run-sampling), and a model card. Loads with AutoModelForCausalLM and `vllm serve`."""
-    from genenv_cli.views.export import export_checkpoint
+    from genenv_cli.actions.export import export_checkpoint
 
     with reported() as where:
         run_dir, cfg = _open(run, sets, where)

@@ -138,7 +138,7 @@ def test_temperatures_vllm_would_raise_are_refused(key):
 
 
 def test_genenv_run_trains_on_one_gpu_when_several_are_visible(monkeypatch):
-    from genenv_cli.views.runner import child_env
+    from genenv_cli.actions.runner import child_env
 
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert child_env("update-agent", 8)["CUDA_VISIBLE_DEVICES"] == "0"

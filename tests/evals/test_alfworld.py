@@ -489,7 +489,7 @@ def test_scoring_a_replay_is_not_cut_by_the_parse_limit(bench, monkeypatch):
     game under load, past the 10 s default)."""
     import time
 
-    from genenv_cli.stages.evaluate import score_safely
+    from genenv_cli.stages.eval_samples import score_safely
 
     sample = next(s for s in _load(bench).samples if s.id == MUG)
     reset = ScriptedGame.reset

@@ -14,11 +14,11 @@ import textwrap
 import pytest
 
 from domain_cases import answers_for
+from genenv_cli.actions.evaluate import evaluate
 from genenv_cli.catalogue.config import Config, config_from_dict
 from genenv_cli.catalogue.domains import DOMAINS, get_domain
 from genenv_cli.catalogue.suites import BENCHMARKS, list_benchmarks
 from genenv_cli.domains.checks import run_contract
-from genenv_cli.stages.evaluate import evaluate
 from paths import ROOT
 
 # the throwaway domain's test answers, in a module of its own as a built-in domain's are (genenv_cli/domains/answers/)

@@ -21,6 +21,7 @@ import tomllib
 import pytest
 from typer.testing import CliRunner
 
+from genenv_cli.actions import runner
 from genenv_cli.catalogue.engines import ENGINES
 from genenv_cli.catalogue.stages import EPOCH_STAGES, STAGES, Stage, epoch_stages
 from genenv_cli.catalogue.trackers import TRACKERS
@@ -28,7 +29,6 @@ from genenv_cli.cli import app
 from genenv_cli.core.ui import UI
 from genenv_cli.rundir import RunDir
 from genenv_cli.rundir.contract import StageResult
-from genenv_cli.views import runner
 from paths import ROOT
 
 STAGE_MODULE = '''

@@ -201,8 +201,8 @@ def test_labels_name_arms_and_differences_pair_by_seed(tmp_path):
 def test_more_than_three_arms_get_one_panel_each(tmp_path, monkeypatch):
     """Six arms: every figure is small multiples with at most three bands a panel (each arm beside its baseline),
     the differences one panel per compared arm, and the tables have epochs down and arms across."""
+    from genenv_cli.actions.compare import build_compare
     from genenv_cli.views.report import charts
-    from genenv_cli.views.report.compare import build_compare
 
     drawn = []
     real = charts.arm_grid
@@ -254,8 +254,8 @@ def test_the_page_renders_in_a_real_browser(tmp_path):
     import numpy as np
     from matplotlib.image import imread
 
+    from genenv_cli.actions.compare import build_compare
     from genenv_cli.views.report.charts import PALETTE
-    from genenv_cli.views.report.compare import build_compare
 
     paths, labels = _labelled(tmp_path, ["frozen", "genenv", "genenv-var2", "frozen-var2", "kmin0.2", "lr1e-3"])
     result = build_compare(paths, tmp_path / "cmp" / "compare.html", labels=labels)

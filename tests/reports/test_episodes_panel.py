@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from episode_domains import NAME, register
+from genenv_cli.actions.report import build_report
 from genenv_cli.rundir import RunDir
 from genenv_cli.stages import generate_tasks, rollout
-from genenv_cli.views.report import build_report
 from genenv_cli.views.report.episodes import episode_numbers
 from stagekit import complete_as, jsonl
 

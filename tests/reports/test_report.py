@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from genenv_cli.actions.report import build_report
 from genenv_cli.catalogue.config import Config, render_config
 from genenv_cli.core.errors import InputError
 from genenv_cli.rundir import RunDir
 from genenv_cli.rundir.datafiles import frame, write_parquet
 from genenv_cli.rundir.metrics import sources
-from genenv_cli.views.report import build_report
 
 CHART_IDS = ["success-rate", "p-task", "band-share", "env-reward", "valid-generation", "env-signal", "lengths",
              "agent-reward", "informative", "env-kl", "evals"]

@@ -88,7 +88,7 @@ def test_update_agent_refuses_a_vouched_pool_with_a_damaged_mask(played, edit, s
 
 
 def _report(run: RunDir):
-    from genenv_cli.views.report import build_report
+    from genenv_cli.actions.report import build_report
 
     return build_report(run, run.load_config(), None)
 

@@ -250,7 +250,7 @@ def test_a_kill_at_every_operation_loses_nothing_and_a_rerun_completes(finished,
 
 
 def test_evaluate_result_and_samples_agree_at_every_kill(finished, tmp_path, monkeypatch):
-    from genenv_cli.stages import evaluate as ev
+    from genenv_cli.actions import evaluate as ev
 
     preds = tmp_path / "preds.jsonl"
     preds.write_text("".join(json.dumps({"id": str(i), "output": f"<answer>{i}</answer>"}) + "\n" for i in range(6)))
@@ -357,9 +357,9 @@ def test_a_kill_between_prunings_deletes_loses_nothing_and_the_next_run_finishes
     """Pruning killed at every one of its operations, the unlinks and rmdirs inside its recursive delete included:
     afterwards every stage still counts as done (a half-deleted checkpoint that pruned.json records is pruned, never
     incomplete), and resuming the run retrains nothing and leaves what an uninterrupted pruning leaves."""
+    from genenv_cli.actions.runner import run_epochs
     from genenv_cli.core.ui import UI
     from genenv_cli.machinery.pruning import prune
-    from genenv_cli.views.runner import run_epochs
     from stagekit import set_keep_checkpoints
 
     base = tmp_path / "base"

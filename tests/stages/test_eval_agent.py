@@ -144,9 +144,9 @@ def test_settings_that_evaluate_epochs_again_go_on_past_a_pruned_checkpoint_sayi
     run.keep_checkpoints deleted, completes as not evaluated with the reason instead of stopping `genenv run`."""
     import shutil
 
+    from genenv_cli.actions.runner import run_epochs
     from genenv_cli.core.ui import UI
     from genenv_cli.machinery.pruning import prune
-    from genenv_cli.views.runner import run_epochs
     from stagekit import set_keep_checkpoints
 
     root = tmp_path / "run"

@@ -117,7 +117,7 @@ def test_the_adapter_export_names_its_base_portably(trained, tmp_path):
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from genenv_cli.views.export import weights_digest
+    from genenv_cli.actions.export import weights_digest
 
     out = tmp_path / "adapter"
     result = runner.invoke(app, ["export", "--run", str(trained.root), "--epoch", "1", "--out", str(out), "--no-merge"])
@@ -194,9 +194,9 @@ def test_refusals_leave_nothing_behind(trained, tmp_path):
 
 
 def test_an_untrained_role_has_nothing_to_export():
+    from genenv_cli.actions.export import checkpoint_folder
     from genenv_cli.catalogue.config import Config
     from genenv_cli.core.errors import ConfigError
-    from genenv_cli.views.export import checkpoint_folder
 
     cfg = Config()
     cfg.agent.mode = "frozen"

@@ -167,7 +167,7 @@ def test_mixed_run_one_epoch_of_every_stage(tmp_path, tiny_model, monkeypatch):
     assert "domains arith 50%, tool_call 50%" in out.output
     for n in NAMES:
         assert f"epoch 1 {n}: {by[n]['tasks']} tasks" in out.output
-    from genenv_cli.views.report import build_report
+    from genenv_cli.actions.report import build_report
 
     res = build_report(run, cfg)
     nums = res["numbers"]["domains"]["domains"]

@@ -48,7 +48,7 @@ def test_rollout_and_score_carry_both_estimates_under_the_setting(tmp_path, tiny
     assert stats["r_env"].to_list() == pytest.approx(r)
 
     # the report names the estimator and sets the environment's tasks' |p - α| under both side by side
-    from genenv_cli.views.report import build_report
+    from genenv_cli.actions.report import build_report
 
     rep = build_report(run, cfg, tmp_path / "report")
     row = rep["numbers"]["p-task"]["epochs"][0]

@@ -96,8 +96,8 @@ def states(root) -> dict[tuple[int, str], str]:
 
 def resume(run: RunDir, epochs: int = 2) -> None:
     """What `genenv run --epochs N` does, in this process (each stage the same command, skipping what is done)."""
+    from genenv_cli.actions.runner import run_epochs
     from genenv_cli.core.ui import UI
-    from genenv_cli.views.runner import run_epochs
 
     run_epochs(run, run.load_config(), epochs, ui=UI(quiet=True))
 

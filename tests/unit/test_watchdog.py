@@ -19,7 +19,7 @@ from genenv_cli.machinery import grading
 from genenv_cli.rundir.contract import check_state
 from genenv_cli.rundir.datafiles import read_parquet
 from genenv_cli.stages import score
-from genenv_cli.stages.evaluate import score_safely
+from genenv_cli.stages.eval_samples import score_safely
 from paths import FIXTURES
 from score_epoch import BAD, GOOD
 
@@ -204,8 +204,8 @@ def test_scoring_predictions_keeps_the_sample_limit_apart_from_the_watchdog_boun
     """`--limit N` names the result file (`.limitN`) and the recorded config; the watchdog's bound is another
     number and must not take its place."""
 
+    from genenv_cli.actions.evaluate import evaluate
     from genenv_cli.catalogue.config import config_from_dict
-    from genenv_cli.stages.evaluate import evaluate
 
     data = FIXTURES / "bamboogle" / "bamboogle.csv"
     preds = tmp_path / "preds.jsonl"

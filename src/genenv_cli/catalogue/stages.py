@@ -16,7 +16,7 @@ The built-in rows are the six epoch stages: the five of the method, then `eval-a
 held-out set and named benchmarks, every run.eval_every-th epoch). `genenv evaluate` is no stage (it evaluates any
 checkpoint or model, or predictions made elsewhere, on a benchmark, outside the epochs, under no lock and with no
 manifest: its result file, which records the samples' sha256, is its own record), so it has no row here
-(`stages/evaluate.py`; eval-agent calls its functions).
+(`actions/evaluate.py`; eval-agent shares its generation and scoring, `stages/eval_samples.py`).
 """
 
 from __future__ import annotations

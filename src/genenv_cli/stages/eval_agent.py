@@ -149,7 +149,7 @@ def run(run_dir: RunDir, cfg: Config, epoch: int, *, force: bool = False, ui: UI
 def _load(run_dir: RunDir, cfg: Config, bench_name: str) -> tuple[Any, Any, list[Any]]:
     """(the suite, its loaded data, every item): a suite whose data cannot be had says which settings go on without
     it."""
-    from genenv_cli.stages.evaluate import load_samples
+    from genenv_cli.stages.eval_samples import load_samples
 
     bench = stage_benchmark(bench_name, cfg.score.item_timeout_s)  # a plugin's under the guard
     try:
@@ -164,7 +164,7 @@ def _load(run_dir: RunDir, cfg: Config, bench_name: str) -> tuple[Any, Any, list
 def _evaluate(run_dir: RunDir, cfg: Config, epoch: int, bench_name: str, bench: Any, data: Any, everything: list[Any],
               name: str, tag: str, out: Staging, ui: UI) -> dict[str, Any]:
     """One benchmark: its items picked, generated and scored as `genenv evaluate` does, written to the staging."""
-    from genenv_cli.stages.evaluate import generate, result_record, sample_rows
+    from genenv_cli.stages.eval_samples import generate, result_record, sample_rows
 
     samples = spread(everything, cfg.run.eval_limit)
     outputs, verdicts, notes, sampling, model_info = generate(bench, samples, cfg, name, tag, PROTOCOL, ui)

@@ -1,66 +1,43 @@
-"""`build_report`: every section built from the run's numbers, the page around them, and the files written (the
-HTML page and each chart's PNG beside it)."""
+"""`report_page`: every section built from the run's numbers and the page around them, in memory (`genenv report`,
+`actions/report.py`, writes it: the HTML page and each chart's PNG beside it)."""
 
 from __future__ import annotations
 
 import datetime as _dt
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 from genenv_cli.catalogue.config import Config
-from genenv_cli.core.safefiles import refuse_links_below, refuse_overlap
-from genenv_cli.rundir import REPORT, RunDir, write_bytes_atomic, write_text_atomic
+from genenv_cli.rundir import RunDir
 from genenv_cli.rundir.metrics import DOCS, MAPPINGS, sources
 from genenv_cli.views.report.html import CSS, cell, esc
 from genenv_cli.views.report.read import _BOOL_KEYS, number_keys, read_evals, read_metrics, read_task_stats
 from genenv_cli.views.report.sections import BUILDERS, CHARTS, HEADINGS, _Run
 
 
-def report_output(run: RunDir, out: Path | None) -> tuple[Path | None, bool]:
-    """(where the report goes, moved): `out` when given; else None (RUN/report/report.html, `build_report`'s
-    default), or report.html in the user cache when the run is read-only (moved True)."""
-    if out is not None:
-        return out, False
-    folder, moved = run.output_dir(REPORT)
-    return (folder / "report.html" if moved else None), moved
+@dataclass
+class ReportPage:
+    """The report built in memory: the page, each chart's PNG by chart id, and the numbers behind them."""
+    html: str
+    pngs: dict[str, bytes]
+    epochs: list[int]
+    epochs_text: str
+    numbers: dict[str, Any]
 
 
-def build_report(run: RunDir, cfg: Config, out: Path | None = None) -> dict[str, Any]:
-    """Write the HTML report (default RUN/report/report.html) and the chart PNGs beside it.
-
-    Returns {"html": path, "pngs": [paths], "epochs": number of epochs (begun), "epochs_text": which, and how many
-    of them are complete, "numbers": the data behind every
-    chart, keyed by chart id, plus "metrics" (every epoch's metrics.json) and "notes"}."""
+def report_page(run: RunDir, cfg: Config) -> ReportPage:
+    """Every section built from the run's numbers and the page around them. `numbers` holds the data behind every
+    chart, keyed by chart id, plus "epochs", "metrics" (every epoch's metrics.json, a row of nulls where an epoch
+    has none yet), "notes" and "config"."""
     from genenv_cli.core.version import __version__
-
-    default_dir = run.report_dir
-    if out is None:
-        refuse_links_below(run.root, default_dir / "report.html", "the report")
-        out = default_dir / "report.html"
-    elif out.is_dir():
-        out = out / "report.html"
-    if out != default_dir / "report.html":  # its PNGs go beside it: inside the run, only in the report's folder
-        refuse_overlap(out, run.root, "--out", "the report", allowed=default_dir)
-    out = out.expanduser().resolve()
-    out_dir = out.parent
-    out_dir.mkdir(parents=True, exist_ok=True)
+    from genenv_cli.views.report.episodes import read_episodes
 
     c = cfg.curriculum
     epochs = run.epochs()
     metrics = {e: read_metrics(run, e, cfg) for e in epochs}
     stats = {e: read_task_stats(run, e) for e in epochs}
     evals = read_evals(run)
-    notes: list[str] = []
-    for e in epochs:
-        if metrics[e] is None:
-            notes.append(f"Epoch {e}: no metrics.json yet (each stage of the epoch rewrites it when it finishes); "
-                         f"its numbers are shown as gaps.")
-    mrows = [metrics[e] or {"epoch": e, **{k: None for k in [*number_keys(), *_BOOL_KEYS, *MAPPINGS]}} for e in epochs]
-    alphas = {m["alpha"] for m in mrows if m.get("alpha") is not None}
-    if alphas - {c.alpha}:
-        notes.append(f"Some epochs ran with alpha = {', '.join(f'{a:g}' for a in sorted(alphas))}; the lines show "
-                     f"the config's alpha = {c.alpha:g}, the p̂ histograms each epoch's own.")
-
+    mrows, notes = _metric_rows(epochs, metrics, c.alpha)
     numbers: dict[str, Any] = {"epochs": epochs, "metrics": mrows, "notes": notes,
                                "config": {"alpha": c.alpha, "beta": c.beta, "k_min": c.k_min,
                                           "band_low": c.band_low, "band_high": c.band_high,
@@ -69,8 +46,6 @@ def build_report(run: RunDir, cfg: Config, out: Path | None = None) -> dict[str,
     if cfg.env.mode == "seeds":
         mode_note = ('<p class="note">env.mode = seeds: no environment model writes tasks, so there are no '
                      "environment generations, rewards or updates to show.</p>")
-    from genenv_cli.views.report.episodes import read_episodes
-
     inputs = _Run(cfg, epochs, mrows, metrics, stats, evals, mode_note, {e: read_episodes(run, e) for e in epochs})
     pngs: dict[str, bytes] = {}
     sections: list[str] = []
@@ -82,23 +57,27 @@ def build_report(run: RunDir, cfg: Config, out: Path | None = None) -> dict[str,
             pngs[cid] = png
         if section:
             sections.append(section)
-
-    # write
-    paths = []
-    for cid, _ in CHARTS:
-        path = out_dir / f"{cid}.png"
-        if cid in pngs:
-            write_bytes_atomic(path, pngs[cid])
-            paths.append(path)
-        elif out_dir == default_dir.resolve() and path.exists():
-            path.unlink()  # a chart of an earlier report that has no data now
     created = _dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
     complete = complete_epochs(run, epochs)
-    page = _page(run, cfg, epochs, mrows, sections, notes, created, __version__, complete)
-    write_text_atomic(out, page)
-    return {"html": out, "pngs": paths, "epochs": len(epochs), "epochs_text": _epochs_text(epochs, complete),
-            "numbers": numbers}
+    html = _page(run, cfg, epochs, mrows, sections, notes, created, __version__, complete)
+    return ReportPage(html, pngs, epochs, _epochs_text(epochs, complete), numbers)
 
+
+def _metric_rows(epochs: list[int], metrics: dict[int, dict[str, Any] | None],
+                 alpha: float) -> tuple[list[dict[str, Any]], list[str]]:
+    """(each epoch's metrics.json, a row of nulls where there is none yet; the notes on what is missing or drawn
+    with another alpha)."""
+    notes: list[str] = []
+    for e in epochs:
+        if metrics[e] is None:
+            notes.append(f"Epoch {e}: no metrics.json yet (each stage of the epoch rewrites it when it finishes); "
+                         f"its numbers are shown as gaps.")
+    mrows = [metrics[e] or {"epoch": e, **{k: None for k in [*number_keys(), *_BOOL_KEYS, *MAPPINGS]}} for e in epochs]
+    alphas = {m["alpha"] for m in mrows if m.get("alpha") is not None}
+    if alphas - {alpha}:
+        notes.append(f"Some epochs ran with alpha = {', '.join(f'{a:g}' for a in sorted(alphas))}; the lines show "
+                     f"the config's alpha = {alpha:g}, the p̂ histograms each epoch's own.")
+    return mrows, notes
 
 
 def complete_epochs(run: RunDir, epochs: list[int]) -> list[int]:

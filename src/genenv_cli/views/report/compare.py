@@ -1,28 +1,7 @@
-"""`genenv compare RUN [RUN ...]`: several runs on one offline HTML page that answers "does each arm beat its
-baseline?".
-
-    genenv compare runs/genenv-s0 runs/genenv-s1 runs/frozen-s0 runs/frozen-s1 --out compare/compare.html
-    genenv compare runs/* --label runs/genenv-s0=genenv --label runs/frozen-s0=frozen --baseline frozen
-
-Runs whose settings are equal but for `run.seed` form one **arm**. An arm is named by `--label RUN=NAME` given for
-any of its runs (runs with different labels are different arms, whatever their settings), else by its `env.mode`
-(with "agent frozen" under `agent.mode = "frozen"`, and a second arm of the same mode also by the settings that set
-it apart). Every arm but the baselines is compared with its **baseline**: `--baseline NAME` for all of them,
-`--baseline ARM=NAME` for one; by default the first arm given.
-
-For each claim (environment batches in the band, tasks in the band, informative groups, held-out success) the page
-shows first the **difference**: the arm minus its baseline, per epoch, with the 95% interval of that difference
-(Student's t over seeds; paired by `run.seed` where both arms have the seed, unpaired otherwise) and a zero line,
-one panel per arm when there are more than three; then each arm's own numbers, a mean line with its 95% band, in
-one panel for up to three arms and otherwise one panel per arm beside its baseline, so no panel holds more than
-three bands. Every figure has a table beside it: epochs down, arms across, the mean and its interval in each cell.
-The environment's shape mix is drawn per arm.
-
-Arms are meant to differ in `env.mode` alone: when two arms also differ in another setting (a different rollout
-budget, another domain), the page and the returned `flags` say so and name the settings, so a run with other
-settings is never silently overlaid as if it were comparable. Reads each run's `epochs/NNNN/metrics.json`,
-`genenv.toml` and `evals/heldout/*.json`; writes only the page and its PNGs.
-"""
+"""The arms `genenv compare` draws (`actions/compare.py` says what its page shows): each run read, runs equal but
+for `run.seed` grouped into an arm (named by `--label` or by its settings), each arm's baseline, the flags on arms
+that are not like-for-like, and the numbers: per epoch an arm's mean with its 95% t-interval over seeds, and the
+arm minus its baseline (paired by seed where it can be) with the interval of that difference."""
 
 from __future__ import annotations
 
@@ -34,8 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from genenv_cli.core.errors import InputError
-from genenv_cli.core.safefiles import refuse_overlap
-from genenv_cli.rundir import RunDir, write_text_atomic
+from genenv_cli.rundir import RunDir
 
 # Student's t 0.975 quantiles by degrees of freedom: a 95% interval over a handful of seeds needs t, not 1.96,
 # and these 30 numbers are all we need of scipy (which the project does not depend on)
@@ -366,110 +344,3 @@ def arm_shape_mix(arm: ArmData) -> dict[str, Any]:
         for s in shapes:
             mix[s].append(sum(m.get(s, 0.0) for m in present) / len(present) if present else None)
     return {"epoch": epochs, "mix": mix}
-
-
-def build_compare(paths: list[Path], out: Path, labels: list[str] | None = None,
-                  baselines: list[str] | None = None) -> dict[str, Any]:
-    """Write the comparison page and its PNGs; returns {"html", "pngs", "arms", "baselines", "flags", "numbers"}.
-    `labels`: `RUN=NAME` strings naming the arm of a run; `baselines`: see `baselines_of`."""
-    if not paths:
-        raise InputError("compare needs at least one run directory.")
-    runs = [read_run(Path(p)) for p in paths]
-    page = Path(out).expanduser()
-    page = page / "compare.html" if page.is_dir() else page
-    for p in paths:  # the page and its PNGs never land among a run's own files
-        refuse_overlap(page, Path(p), "--out", "the comparison page")
-    named = run_labels(runs, labels or [])
-    for r in runs:
-        r.label = named.get(r.root.resolve())
-    return render_compare(runs, out, baselines)
-
-
-def run_labels(runs: list[RunData], labels: list[str]) -> dict[Path, str]:
-    """`RUN=NAME` strings -> {the run's resolved folder: NAME}; a RUN that is not one of the runs is an error."""
-    known = {r.root.resolve(): r for r in runs}
-    out: dict[Path, str] = {}
-    for text in labels:
-        path, sep, name = text.rpartition("=")
-        if not sep or not path or not name.strip():
-            raise InputError(f"compare: --label {text!r}: expected RUN=NAME, a run directory given to compare and the "
-                             f"name of its arm.")
-        where = Path(path).expanduser().resolve()
-        if where not in known:
-            raise InputError(f"compare: --label {text!r} names {path}, which is not one of the runs compared.")
-        out[where] = name.strip()
-    return out
-
-
-def render_compare(runs: list[RunData], out: Path, baselines: list[str] | dict[str, str] | None = None) -> dict[str, Any]:
-    """The page for runs already read: from their folders (`read_run`), or rebuilt from what a caller kept of
-    them (the experiments draw finished runs from their records once their folders are gone, naming each run's
-    arm in `RunData.label` and passing their own baselines)."""
-    from genenv_cli.views.report import charts as ch
-    from genenv_cli.views.report.compare_page import page
-
-    arms, flags = group_arms(runs)
-    pairs = baselines_of(arms, baselines)
-    by_label = {a.label: a for a in arms}
-    out = out.expanduser().resolve()
-    if out.is_dir():
-        out = out / "compare.html"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    colors = {a.label: ch.PALETTE[i % len(ch.PALETTE)] for i, a in enumerate(arms)}
-    bands = {(a.settings.get("curriculum.band_low"), a.settings.get("curriculum.band_high")) for a in arms}
-    band = next(iter(bands)) if len(bands) == 1 else None
-
-    numbers: dict[str, Any] = {}
-    pngs: dict[str, bytes] = {}
-    share = ch.Decor(ylabel="share", percent=True, ylim=(0, None))
-    for cid, (key, title) in CLAIMS.items():
-        series = {a.label: arm_heldout(a) if key == "heldout" else arm_series(a, key) for a in arms}
-        diffs = {label: difference(by_label[label], by_label[base], key) for label, base in pairs.items()}
-        numbers[cid] = {"arms": series, "differences": diffs}
-        if not any(v is not None for s in series.values() for v in s["mean"]):
-            continue  # no run records it: the page says so once, with no empty charts
-
-        def line(label: str, s: dict[str, Any], shown: str | None = None, x: str = "epoch") -> Any:
-            return ch.Arm(shown or label, s[x], s["mean"], s["low"], s["high"], colors[label])
-
-        x = "rollouts" if key == "heldout" else "epoch"  # held-out success against the rollouts consumed
-
-        if len(arms) <= ch.MAX_BANDS:
-            panels = [ch.Panel(title, [line(a.label, series[a.label], x=x) for a in arms])]
-        else:  # one panel per arm, beside its baseline (drawn grey)
-            panels = []
-            for a in arms:
-                own = [line(a.label, series[a.label], x=x)]
-                if a.label in pairs:
-                    base = series[pairs[a.label]]
-                    own.append(ch.Arm(f"baseline: {pairs[a.label]}", base[x], base["mean"], base["low"],
-                                      base["high"], ch.GREY))
-                panels.append(ch.Panel(a.label, own))
-        pngs[cid] = ch.arm_grid(panels, share if key != "heldout" else
-                                ch.Decor(ylabel="success", percent=True, ylim=(0, None)),
-                                xlabel="rollouts consumed" if key == "heldout" else "epoch")
-        if diffs:
-            lines = [line(label, d, f"{label} − {pairs[label]}") for label, d in diffs.items()]
-            together = len(lines) <= ch.MAX_BANDS and len(arms) <= ch.MAX_BANDS
-            diff_panels = ([ch.Panel(f"{title}: arm minus baseline", lines)] if together
-                           else [ch.Panel(a.label, [a]) for a in lines])
-            pngs[f"{cid}-diff"] = ch.arm_grid(diff_panels, ch.Decor(ylabel="difference (% points)", percent=True),
-                                              zero_line=True)
-
-    mixes = {a.label: arm_shape_mix(a) for a in arms}
-    numbers["shape-mix"] = mixes
-    pngs["shape-mix"] = ch.shape_mix([(label, m["epoch"], m["mix"]) for label, m in mixes.items()])
-
-    png_paths = []
-    for cid, png in pngs.items():
-        p = out.parent / f"{cid}.png"
-        p.write_bytes(png)
-        png_paths.append(str(p))
-    for cid in (name for c, _ in CHARTS for name in (c, f"{c}-diff")):  # an earlier page's charts this one lacks
-        if cid not in pngs and (out.parent / f"{cid}.png").is_file():
-            (out.parent / f"{cid}.png").unlink()
-    table = [{"label": a.label, "seeds": [r.seed for r in a.runs], "paths": [shown_path(r.root) for r in a.runs]}
-             for a in arms]
-    write_text_atomic(out, page(table, CHARTS, pairs, flags, numbers, pngs, band))
-    return {"html": str(out), "pngs": png_paths, "flags": flags, "baselines": pairs,
-            "arms": {a.label: [shown_path(r.root) for r in a.runs] for a in arms}, "numbers": numbers}

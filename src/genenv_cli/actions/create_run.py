@@ -113,23 +113,8 @@ def create_run(directory: Path, domains: list[str] | None = None, *, agent_model
     doms = {name: stage_domain(name) for name in names}  # a plugin's import and calls under the guard
     by_domain = seed_specs(list(seeds or []), names, bool(shares))
     target = RunDir(directory).config_path
-    if target.is_dir() and not target.is_symlink():  # named here: the commit's rename would name its temporary file
-        raise ConfigError(f"{target} is a folder where the run's config belongs; `genenv init` does not replace a "
-                          f"folder, even with --force. Move it aside (it holds nothing genenv wrote) and rerun.")
-    if target.exists() and not force:
-        raise ConfigError(f"{target} already exists; edit it, or pass --force to overwrite it.")
-    header, preset_sets, notes = "", [], []
-    if preset is not None:
-        chosen = get_preset(preset)
-        preset_sets, notes = preset_overrides(chosen, vllm_installed())
-        keys = {p.split("=", 1)[0] for p in preset_sets}
-        header = preset_header(chosen, notes, [s for s in sets if s.split("=", 1)[0].strip() in keys])
-    run_keys: dict[str, Any] = {"domain": run_domain, **({"domains": shares} if shares else {})}
-    data = apply_overrides({"run": run_keys}, preset_sets)
-    for section, model in (("agent", agent_model), ("env", env_model)):
-        if model is not None or preset is None:
-            data.setdefault(section, {})["model"] = model or "embedded"
-    data = apply_overrides(data, sets)
+    _refuse_target(target, force)
+    data, header, notes = _settings(run_domain, shares, preset, sets, agent_model, env_model)
     where = "genenv init options" + (f" with preset {preset}" if preset else "")
     cfg = config_from_dict(data, where)
     from genenv_cli.catalogue.trackers import check_installed
@@ -142,21 +127,59 @@ def create_run(directory: Path, domains: list[str] | None = None, *, agent_model
     said = ("domains " + ", ".join(f"{k} {100 * v:.0f}%" for k, v in cfg.run.shares().items())
             if shares else f"domain {run_domain}")
     created = CreatedRun(target, cfg, said, notes)
+    _import_and_commit(created, directory, data, where, header, doms, by_domain, mixed=bool(shares),
+                       validation_share=validation_share, force=force)
+    return created
+
+
+def _refuse_target(target: Path, force: bool) -> None:
+    """The config's path: a folder there is never replaced, a file only with --force."""
+    if target.is_dir() and not target.is_symlink():  # named here: the commit's rename would name its temporary file
+        raise ConfigError(f"{target} is a folder where the run's config belongs; `genenv init` does not replace a "
+                          f"folder, even with --force. Move it aside (it holds nothing genenv wrote) and rerun.")
+    if target.exists() and not force:
+        raise ConfigError(f"{target} already exists; edit it, or pass --force to overwrite it.")
+
+
+def _settings(run_domain: str, shares: dict[str, float], preset: str | None, sets: list[str],
+              agent_model: str | None, env_model: str | None) -> tuple[dict[str, Any], str, list[str]]:
+    """(the config's values: the preset's, the models, the user's --set ones over them; genenv.toml's header
+    naming the preset; the preset's notes)."""
+    header, preset_sets, notes = "", [], []
+    if preset is not None:
+        chosen = get_preset(preset)
+        preset_sets, notes = preset_overrides(chosen, vllm_installed())
+        keys = {p.split("=", 1)[0] for p in preset_sets}
+        header = preset_header(chosen, notes, [s for s in sets if s.split("=", 1)[0].strip() in keys])
+    run_keys: dict[str, Any] = {"domain": run_domain, **({"domains": shares} if shares else {})}
+    data = apply_overrides({"run": run_keys}, preset_sets)
+    for section, model in (("agent", agent_model), ("env", env_model)):
+        if model is not None or preset is None:
+            data.setdefault(section, {})["model"] = model or "embedded"
+    return apply_overrides(data, sets), header, notes
+
+
+def _import_and_commit(created: CreatedRun, directory: Path, data: dict[str, Any], where: str, header: str,
+                       doms: dict[str, Any], by_domain: dict[str, list[Path]], *, mixed: bool,
+                       validation_share: float, force: bool) -> None:
+    """Every domain's seeds staged and checked, then the seed folders and genenv.toml swapped in together;
+    `created` gains the config naming the seeds and a note per domain."""
+    target = created.config_path
     staged: list[StagedSeeds] = []  # every domain's seed folder is built and checked before any replaces the run's
     try:
         for name, paths in by_domain.items():
             if not paths:
                 continue
-            folder = f"{SEEDS_DIR}/{name}" if shares else SEEDS_DIR
+            folder = f"{SEEDS_DIR}/{name}" if mixed else SEEDS_DIR
             one = stage_seeds(doms[name], paths, directory, seed=created.cfg.run.seed,
                               validation_share=validation_share, force=force, folder=folder)
             staged.append(one)
-            if shares:
+            if mixed:
                 data.setdefault("run", {}).setdefault("domain_seeds", {})[name] = f"{folder}/seeds.jsonl"
             else:
                 data.setdefault("run", {})["seeds"] = SEEDS_FILE
             created.cfg = config_from_dict(data, where)
-            created.seed_notes.append(_seed_note(name if shares else None, one, directory / folder))
+            created.seed_notes.append(_seed_note(name if mixed else None, one, directory / folder))
         directory.mkdir(parents=True, exist_ok=True)
         # the seed folders and genenv.toml in one commit: genenv.toml's rename is the commit point, and a failure
         # before it puts every previous seed folder back (rundir.swap_in)
@@ -169,4 +192,3 @@ def create_run(directory: Path, domains: list[str] | None = None, *, agent_model
             shutil.rmtree(one.tmp, ignore_errors=True)
         if directory.is_dir():
             remove_entry(tmp_name(target))
-    return created

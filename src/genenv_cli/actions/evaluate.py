@@ -35,23 +35,16 @@ from __future__ import annotations
 
 import contextlib
 import re
-import time
 from pathlib import Path
 from typing import Any
 
 from genenv_cli.catalogue.config import Config
-from genenv_cli.catalogue.settings import ITEM_TIMEOUT_S
 from genenv_cli.catalogue.suites import stage_benchmark
-from genenv_cli.core.errors import ConfigError, GenenvError, InputError, elide
+from genenv_cli.core.errors import ConfigError, InputError, elide
 from genenv_cli.core.jsonio import json_lines
-from genenv_cli.core.paths import cache_dir
 from genenv_cli.core.safefiles import refuse_links_below, remove_entry
-from genenv_cli.core.sizecaps import DATA, scan_source
 from genenv_cli.core.ui import UI
-from genenv_cli.core.version import __version__
-from genenv_cli.domains.seedfiles import domains_for_run
-from genenv_cli.evals.base import CONTEXT_OVERFLOW, PROTOCOLS, Benchmark, EvalSample, Verdict
-from genenv_cli.machinery.episodes import overflow_reason
+from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, Verdict
 from genenv_cli.rundir import (
     EVALS,
     RunDir,
@@ -67,19 +60,16 @@ from genenv_cli.rundir.checkpoint_records import checkpoint_usable
 from genenv_cli.rundir.datafiles import write_jsonl
 from genenv_cli.rundir.evalfiles import model_tag, result_paths, result_suffix
 from genenv_cli.rundir.stage_state import require_done
+from genenv_cli.stages.eval_samples import (
+    answer_length,
+    generate,
+    load_samples,
+    result_record,
+    sample_rows,
+    score_safely,
+)
 
 STAGE = "evaluate"
-HEADLINE_ORDER = ("accuracy", "success_rate", "em")
-
-
-def headline(summary: dict[str, Any]) -> dict[str, Any]:
-    """The benchmark's headline number: the summary's own `headline` key, else the first of accuracy,
-    success_rate, em in its overall block."""
-    overall = summary.get("overall", {})
-    name = summary.get("headline")
-    if not isinstance(name, str) or name not in overall:
-        name = next((k for k in HEADLINE_ORDER if k in overall), None)
-    return {"name": name, "value": overall.get(name) if name else None}
 
 
 def read_predictions(path: Path) -> dict[str, str]:
@@ -151,35 +141,6 @@ def evaluate(run: RunDir | None, cfg: Config, bench_name: str, *, epoch: int | N
     return result
 
 
-def result_record(bench: Benchmark, bench_name: str, samples: list[EvalSample], verdicts: list[Verdict], notes: list[str | None],
-                  cfg: Config, *, loaded: Any, tag: str, epoch: int | None, protocol: str, split: str | None,
-                  model_info: dict[str, Any], sampling: dict[str, Any] | None, limit: int | None,
-                  label: str | None = None, missing: int = 0) -> dict[str, Any]:
-    """The result file's record of an evaluation (`RUN/evals/<bench>/<tag>.json`; eval-agent's is the same)."""
-    summary = bench.summarize(samples, verdicts, protocol)
-    return {
-        "bench": bench_name, "model_tag": tag, "epoch": epoch, "protocol": protocol, "split": split,
-        "version": loaded.version, "data_source": loaded.source, "data_fingerprint": loaded.fingerprint,
-        "n": len(samples), "headline": headline(summary), "summary": summary, "model": model_info,
-        "sampling": sampling, "config": {"evaluate": cfg.section("evaluate"), "engine": cfg.run.engine,
-                                         "dtype": cfg.run.dtype, "limit": limit, "seed": cfg.run.seed},
-        "label": label,
-        "counts": {"samples": len(samples), "correct": sum(v.correct for v in verdicts),
-                   "missing_predictions": missing,
-                   "too_long": sum(n == "too long" for n in notes),
-                   "context_overflow": sum(v.end == CONTEXT_OVERFLOW for v in verdicts)},
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "genenv_version": __version__,
-    }
-
-
-def sample_rows(samples: list[EvalSample], outputs: list[str], verdicts: list[Verdict],
-                notes: list[str | None]) -> list[dict[str, Any]]:
-    """The samples file's rows: one per sample, its output, verdict and scores."""
-    return [{"id": s.id, "category": s.category, "output": o, "parsed": v.parsed, "correct": v.correct,
-             "reason": v.reason or (n or ""), "scores": v.scores, **({"end": v.end} if v.end else {})}
-            for s, o, v, n in zip(samples, outputs, verdicts, notes, strict=True)]
-
-
 def _check_options(run: RunDir | None, cfg: Config, protocol: str, label: str | None, export: Path | None,
                    *chosen: Any) -> None:
     """The options' own checks, before anything is loaded; `chosen` is --epoch, --model and --predictions."""
@@ -194,22 +155,6 @@ def _check_options(run: RunDir | None, cfg: Config, protocol: str, label: str | 
         trackers.check_installed(cfg, "`evaluate`")
     if sum(x is not None for x in chosen) > 1:
         raise ConfigError("give at most one of --epoch, --model and --predictions.")
-
-
-def load_samples(run: RunDir | None, cfg: Config, bench: Benchmark, bench_name: str, data: Path | None,
-                 split: str | None, version: str | None, protocol: str,
-                 limit: int | None) -> tuple[Any, list[EvalSample]]:
-    """(the suite's loaded data, the samples evaluated: the first `limit` when given)."""
-    root = run.root if run is not None else None
-    bench.configure(cfg, root, domains=domains_for_run(cfg, root) if bench.uses_run_domains else None)
-    if data is not None and data.exists():
-        scan_source(data, DATA, "--data")  # the size caps, in one linear pass, before the suite reads a byte
-    loaded = bench.load(data=data, split=split, version=version, protocol=protocol,
-                        cache_dir=cache_dir() / "benchmarks" / bench_name)
-    samples = loaded.samples[:limit] if limit else loaded.samples
-    if not samples:
-        raise InputError(f"{bench_name}: no samples to evaluate ({loaded.source}, split {split or 'default'}).")
-    return loaded, samples
 
 
 def score_predictions(bench: Benchmark, bench_name: str, samples: list[EvalSample], predictions: Path, protocol: str,
@@ -270,11 +215,6 @@ def recover_results(folder: Path) -> list[str]:
 LABEL = re.compile(r"[A-Za-z0-9._-]{1,40}")
 
 
-def answer_length(bench: Benchmark, cfg: Config) -> int:
-    """New tokens per answer: evaluate.max_new_tokens, or (0, its default) what the benchmark needs."""
-    return cfg.evaluate.max_new_tokens or bench.needed_tokens(cfg)
-
-
 def recorded_settings(result: dict[str, Any]) -> dict[str, Any]:
     """What an earlier result says it was made with, in `planned`'s keys (a key it does not record is left out)."""
     sampling = result.get("sampling") if isinstance(result.get("sampling"), dict) else {}
@@ -318,40 +258,6 @@ def _settings_text(differ: dict[str, tuple[Any, Any]]) -> str:
                      for k, (was, now) in differ.items())
 
 
-def score_safely(bench: Benchmark, sample: EvalSample, output: str, protocol: str,
-                 limit: float = ITEM_TIMEOUT_S) -> Verdict:
-    """The benchmark's verdict; a scorer that raises on a degenerate output, or runs past `limit` seconds
-    (score.item_timeout_s; the built-in parsers are bounded, this is the net under them), gives the empty answer's
-    verdict with the reason, so one sample never costs or stalls the whole evaluation (watchdog.py). A GenenvError
-    is a data error (the benchmark's files, not the model's text) and stops the evaluation with its message."""
-    from genenv_cli.core.watchdog import ItemTimeout, Watchdog, reason
-
-    limit += getattr(bench, "engine_seconds", 0.0)  # a game engine's own time (ALFWorld's replay) is not the model text's
-    with Watchdog(limit) as dog:
-        try:
-            dog.arm()
-            verdict = bench.score(sample, output, protocol)
-            dog.disarm()
-            return verdict
-        except ItemTimeout:
-            why = reason(limit)
-        except GenenvError:  # the benchmark's data is damaged (a database file, a record): an input error, not a score
-            dog.disarm()
-            raise
-        except Exception as exc:  # noqa: BLE001 - model output is data: whatever it holds, it is a wrong answer
-            dog.disarm()
-            why = f"unscorable output: the scorer raised {type(exc).__name__}: {str(exc)[:200]}"
-        try:
-            dog.arm()
-            verdict = bench.score(sample, "", protocol)
-            dog.disarm()
-        except ItemTimeout:
-            verdict = Verdict(False, None, why)
-    verdict.correct = False
-    verdict.reason = why
-    return verdict
-
-
 def export_samples(samples: list[EvalSample], path: Path) -> int:
     """`--export`: the samples as JSON lines a model elsewhere can answer (the inputs, without the scoring)."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -387,87 +293,3 @@ def _pick_model(run: RunDir | None, cfg: Config, epoch: int | None, model: str |
     return name, model_tag(name), None
 
 
-def turn_cap(bench: Benchmark, max_steps: int) -> int:
-    """The most turns an episode of `bench` plays: its run's domains' `max_turns` for the held-out suite, else the
-    step limit (`evaluate.max_steps`)."""
-    domains = getattr(bench, "domains", None) if bench.uses_run_domains else None
-    return max((d.max_turns for d in (domains or {}).values()), default=max_steps)
-
-
-def generate(bench: Benchmark, samples: list[EvalSample], cfg: Config, name: str, tag: str, protocol: str,
-             ui: UI) -> tuple[list[str], list[Verdict], list[str | None], dict[str, Any], dict[str, Any]]:
-    from genenv_cli.machinery.engines import SamplingParams, open_engine
-    from genenv_cli.machinery.models import resolve
-
-    settings = cfg.evaluate
-    max_new = answer_length(bench, cfg)
-    ui.info(f"evaluate {bench.name}: loading {tag}")
-    with ui.working(f"evaluate {bench.name}: loading {tag}"):  # the embedded model converts once, on first use
-        ref = resolve(name, tag=tag)
-        engine = open_engine(ref, engine=cfg.run.engine, device=cfg.run.device, dtype=cfg.run.dtype,
-                             trust_remote_code=cfg.run.trust_remote_code, batch_size=settings.batch_size,
-                             seed=cfg.run.seed, vllm_settings=cfg.vllm)
-    params = SamplingParams(temperature=settings.temperature, top_p=1.0, max_new_tokens=max_new, n=1,
-                            seed=cfg.run.seed)
-    context = _context_limit(engine)
-    limit = context - max_new
-    outputs: list[str] = [""] * len(samples)
-    verdicts: list[Verdict | None] = [None] * len(samples)
-    notes: list[str | None] = [None] * len(samples)
-    lengths: dict[int, int] = {}
-    episode_stats: dict[str, int] = {}
-    try:
-        episodic = [i for i, s in enumerate(samples) if bench.interactive and (not s.messages or s.meta.get("episode")
-                                                                                 or s.messages[-1]["role"] != "user")]
-        single = [i for i in range(len(samples)) if i not in set(episodic)]
-        fits = []
-        for i in single:
-            if context > 0 and (n := len(engine.prompt_ids(samples[i].messages))) > limit:
-                notes[i], lengths[i] = "too long", n
-            else:
-                fits.append(i)
-        if len(fits) < len(single):
-            ui.warn(f"{len(single) - len(fits)} prompts are longer than the model's context ({limit} tokens left for "
-                    f"the prompt); they count as failures (\"end\": \"{CONTEXT_OVERFLOW}\" in the samples file)")
-        with ui.progress(f"evaluate {bench.name}", len(fits), "samples") as bar:
-            gens = engine.generate([samples[i].messages for i in fits], params,
-                                   on_progress=lambda s, t: bar.advance(s, tokens=t))
-        for i, g in zip(fits, gens, strict=True):
-            outputs[i] = g[0].text
-        for i in single:
-            verdicts[i] = v = score_safely(bench, samples[i], outputs[i], protocol, cfg.score.item_timeout_s)
-            if notes[i]:   # never sent: a failure whatever the empty answer would score (BFCL irrelevance: right)
-                v.correct, v.end = False, CONTEXT_OVERFLOW
-                v.reason = overflow_reason(lengths[i], max_new, context)
-                v.scores = {k: 0.0 for k in v.scores}
-        if episodic:
-            from genenv_cli.core.progress import EpisodeProgress
-            from genenv_cli.machinery.episodes import play_episodes
-
-            with ui.progress(f"evaluate {bench.name} episodes", len(episodic), "episodes") as bar:
-                turns = EpisodeProgress(bar, turn_cap(bench, settings.max_steps))
-                played = play_episodes(bench, [samples[i] for i in episodic], engine, params, settings.max_steps,
-                                       context_limit=context, on_done=turns.on_done, on_turn=turns.on_turn,
-                                       stats=episode_stats)
-            for i, (transcript, verdict) in zip(episodic, played, strict=True):
-                verdicts[i] = verdict
-                outputs[i] = "\n".join(m["content"] for m in transcript if m["role"] == "assistant")
-            ended = sum(v.end == CONTEXT_OVERFLOW for _, v in played)
-            if ended:
-                ui.warn(f"{ended} of {len(episodic)} episodes outgrew the model's context ({context} tokens with "
-                        f"{max_new} for the answer); they count as failures "
-                        f'("end": "{CONTEXT_OVERFLOW}" in the samples file)')
-    finally:
-        engine.close()
-    sampling = {"temperature": settings.temperature, "max_new_tokens": max_new, "seed": cfg.run.seed,
-                "engine": engine.name}
-    if episode_stats.get("prompt_tokens"):  # the episodes' prompt tokens and the share kept from earlier turns
-        sampling |= {"episode_prompt_tokens": episode_stats["prompt_tokens"],
-                     "episode_cache_hit_rate": round(episode_stats["cached_tokens"] / episode_stats["prompt_tokens"], 4)}
-    return outputs, verdicts, notes, sampling, ref.identity()  # type: ignore[return-value]
-
-
-def _context_limit(engine: Any) -> int:
-    """The engine's own limit (the hf model's max_position_embeddings, vLLM's max_model_len); 0 when unknown."""
-    limit = getattr(engine, "context_limit", None)
-    return int(limit()) if callable(limit) else 0
