@@ -40,7 +40,7 @@ def test_suite_folder_readme_and_exports(name):
 
 def test_no_suite_module_left_flat():
     flat = sorted(p.stem for p in EVALS.glob("*.py"))
-    assert flat == ["__init__", "base", "datasource", "episodes", "toolrl"], flat
+    assert flat == ["__init__", "base", "datasource", "toolrl"], flat
 
 
 def test_table_columns_come_from_the_registry_in_the_papers_order():
