@@ -96,15 +96,7 @@ def parse_query(rec: Any, idx: int, path: Path) -> tuple[dict[str, Any], str, st
                          f"columns org, dest, days, visiting_city_number, date, people_number, local_constraint, "
                          f"budget, query, level, reference_information (the test split lacks them: it is scored "
                          f"by the official leaderboard only).")
-    lc = rec["local_constraint"]
-    if isinstance(lc, str):
-        try:
-            lc = parse_literal(lc)
-        except ValueError:
-            lc = None
-    if not isinstance(lc, dict):
-        raise InputError(f"{where}: local_constraint must be a dict such as {{'house rule': None, 'cuisine': "
-                         f"None, 'room type': None, 'transportation': None}}, got {str(rec['local_constraint'])[:80]!r}.")
+    lc = _local_constraint(rec["local_constraint"], where)
     level = str(rec["level"]).strip()
     if level not in LEVELS:
         raise InputError(f"{where}: level must be one of easy, medium, hard, got {rec['level']!r}.")
@@ -160,3 +152,16 @@ def split_file(folder: Path, split: str) -> Path | None:
             return found[0]
     return None
 
+
+def _local_constraint(value: Any, where: str) -> dict[str, Any]:
+    """A record's local_constraint: a dict, or its Python repr as the CSV holds it."""
+    lc = value
+    if isinstance(lc, str):
+        try:
+            lc = parse_literal(lc)
+        except ValueError:
+            lc = None
+    if not isinstance(lc, dict):
+        raise InputError(f"{where}: local_constraint must be a dict such as {{'house rule': None, 'cuisine': "
+                         f"None, 'room type': None, 'transportation': None}}, got {str(value)[:80]!r}.")
+    return lc
