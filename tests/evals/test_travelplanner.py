@@ -17,8 +17,8 @@ from genenv_cli.core.errors import InputError
 from genenv_cli.evals.base import EvalSample
 from genenv_cli.families.travelplanner import benchmark as tp
 from genenv_cli.families.travelplanner.benchmark import TravelPlanner
-from genenv_cli.families.travelplanner.checks import name_city
 from genenv_cli.families.travelplanner.database import Database
+from genenv_cli.families.travelplanner.plan_fields import name_city
 from genenv_cli.families.travelplanner.plans import extract_plan
 from paths import FIXTURES
 
