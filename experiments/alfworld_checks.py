@@ -34,7 +34,8 @@ from lab.record import git_commit, machine, versions
 
 from genenv_cli.evals.episodes import play_episodes
 from genenv_cli.families.alfworld.agreement import NotExpressible, compare
-from genenv_cli.families.alfworld.benchmark import ALFWorld, GameRef, collect_games
+from genenv_cli.families.alfworld.benchmark import ALFWorld
+from genenv_cli.families.alfworld.game_files import GameRef, collect_games
 from genenv_cli.families.alfworld.games import alfworld_version
 from genenv_cli.machinery.engines.base import Generation, SamplingParams
 
