@@ -37,7 +37,7 @@ from genenv_cli.domains.family import FamilyDomain
 from genenv_cli.evals.base import EvalSample
 from genenv_cli.families.api_bank.apis import TOOL_SEARCHER_DOC, _catalog
 from genenv_cli.families.api_bank.benchmark import point_sample
-from genenv_cli.families.api_bank.data import (
+from genenv_cli.families.api_bank.release_files import (
     LEVELS,
     _layout,
     _points_from_dialogue,

@@ -28,9 +28,14 @@ from genenv_cli.core.errors import InputError
 from genenv_cli.evals.base import EvalSample, Verdict
 from genenv_cli.families.bfcl.calls import BCall, DecodeError, json_safe
 from genenv_cli.families.bfcl.categories import MULTI_TURN_DOCS, PAPER_CATEGORY, file_name
-from genenv_cli.families.bfcl.data import _check_answer, _check_question, _read_records, _read_records_docs
 from genenv_cli.families.bfcl.decode import decode_answer, decode_python, positional_value
 from genenv_cli.families.bfcl.prompts import annotate_functions, system_prompt
+from genenv_cli.families.bfcl.release_files import (
+    _check_answer,
+    _check_question,
+    _read_records,
+    _read_records_docs,
+)
 
 
 def load_multi_turn(root: Path, version: str, read: list[Path]) -> list[EvalSample]:
