@@ -33,7 +33,8 @@ from typing import Any
 from lab.record import git_commit, machine, versions
 
 from genenv_cli.families.alfworld.agreement import NotExpressible, compare
-from genenv_cli.families.alfworld.benchmark import ALFWorld, GameRef, collect_games
+from genenv_cli.families.alfworld.benchmark import ALFWorld
+from genenv_cli.families.alfworld.game_files import GameRef, collect_games
 from genenv_cli.families.alfworld.games import alfworld_version
 from genenv_cli.machinery.engines.base import Generation, SamplingParams
 from genenv_cli.machinery.episodes import play_episodes

@@ -13,8 +13,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from genenv_cli.families.travelplanner.checks import MEALS, filled, name_city, total_cost
 from genenv_cli.families.travelplanner.database import Database
+from genenv_cli.families.travelplanner.hard_constraints import total_cost
+from genenv_cli.families.travelplanner.plan_fields import MEALS, filled, name_city
 
 HOUSE_RULES = {"smoking": "No smoking", "parties": "No parties", "children under 10": "No children under 10",
                "visitors": "No visitors", "pets": "No pets"}

@@ -57,7 +57,7 @@ def test_the_conversation_only_grows_so_episodes_are_token_level(dom, tiny_model
     prompt rewrites the earlier turn (its command list dropped), which it refuses."""
     from transformers import AutoTokenizer
 
-    from genenv_cli.families.alfworld.benchmark import _turn
+    from genenv_cli.families.alfworld.prompt import user_turn
     from genenv_cli.machinery.engines.base import Generation
 
     tok = AutoTokenizer.from_pretrained(str(tiny_model))
@@ -70,7 +70,7 @@ def test_the_conversation_only_grows_so_episodes_are_token_level(dom, tiny_model
     assert observation_ids(tok, before, e.prompt(), gen)
     rebuilt = copy.deepcopy(e.prompt())
     rebuilt[1]["content"] = rebuilt[1]["content"].split("\n\nAVAILABLE ACTIONS:")[0]  # as evaluation shows history
-    assert rebuilt[1]["content"] != e.prompt()[1]["content"] and _turn("x", None) == "x"
+    assert rebuilt[1]["content"] != e.prompt()[1]["content"] and user_turn("x", None) == "x"
     with pytest.raises(ValueError, match="growing conversation"):
         observation_ids(tok, before, rebuilt, gen)
 
@@ -128,7 +128,7 @@ def test_evaluation_games_are_refused_as_seeds(dom, tmp_path):
 @pytest.mark.slow
 def test_real_training_games_are_read_and_won_by_their_walkthroughs(dom, alfworld_train_sample):
     need_alfworld()
-    from genenv_cli.families.alfworld.benchmark import collect_games
+    from genenv_cli.families.alfworld.game_files import collect_games
 
     seeds = dom.read_seeds(alfworld_train_sample)
     assert sorted(s.shape for s in seeds) == sorted(TRAIN_TYPES) and all(s.split == "" for s in seeds)

@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_domain_promise import Case, check_promise
+from test_domain_promise import check_promise
 
 from alfworld_real import TRAIN_TYPES, need_alfworld
+from genenv_cli.domains.answers import PromiseCase
 
 pytestmark = [pytest.mark.alfworld, pytest.mark.slow]
 
@@ -22,7 +23,7 @@ def test_training_items_from_real_training_games_equal_evaluate_paper_steps(alfw
     need_alfworld()
     monkeypatch.chdir(tmp_path)
     train = alfworld_train_sample / "json_2.1.1" / "train"
-    n, odd = check_promise("alfworld", Case([alfworld_train_sample], train, "paper"), tmp_path)
+    n, odd = check_promise("alfworld", PromiseCase([alfworld_train_sample], train, "paper"), tmp_path)
     assert odd == {"right": [], "wrong": []}, odd
     seeds = [json.loads(line) for line in (tmp_path / "run" / "seeds" / "seeds.jsonl").read_text().splitlines()]
     assert len(seeds) == n and {s["shape"] for s in seeds} == set(TRAIN_TYPES)

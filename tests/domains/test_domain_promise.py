@@ -3,81 +3,67 @@
 For every seed a family domain imports from a benchmark's files (`genenv init --seeds`, read back as training
 reads the run's seeds), the agent's training prompt equals the prompt `genenv evaluate --export` writes for the
 same item, and the domain's reward on a right and on a wrong prediction equals the verdict `genenv evaluate
---predictions` records. The files are the hand-written fixtures in the benchmarks' official formats; docs/domains.md
-says how to run the same check on the real release files (GENENV_PROMISE_DATA).
+--predictions` records. The families are the registry rows marked `family`; each declares its own case (which files
+`init --seeds` and `evaluate --data` take, under which protocol: `promise_case` beside its test answers). The files
+are the hand-written fixtures in the benchmarks' official formats; docs/domains.md says how to run the same check on
+the real release files (GENENV_PROMISE_DATA).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
-from domain_cases import CASES
+from domain_cases import CASES, NoPromiseCase, data_folder, promise_for
 from genenv_cli.catalogue.domains import DOMAINS, get_domain
 from genenv_cli.cli import app
+from genenv_cli.domains.answers import PromiseCase
 from genenv_cli.domains.seedfiles import load_run_seeds
-from paths import FIXTURES
 
-FIX = FIXTURES
 runner = CliRunner()
-
-
-@dataclass
-class Case:
-    """The right and wrong answers are the test answers the domain's registry row names (tests/domain_cases.py)."""
-    seeds: list[Path]                    # the files `init --seeds` takes
-    data: Path                           # what `evaluate --data` takes
-    protocol: str
-
-
-def _alfworld_games() -> list[Path]:
-    return sorted((FIX / "alfworld").rglob("game.scripted.json"))
-
-
-def cases() -> dict[str, Case]:
-    bfcl = FIX / "bfcl"
-    return {
-        "bfcl": Case([p for p in sorted(bfcl.glob("BFCL_v4_*.json"))
-                      if "multi_turn" not in p.name and "live_relevance" not in p.name], bfcl, "official"),
-        "api-bank": Case([FIX / "api_bank"], FIX / "api_bank", "official"),
-        "bamboogle": Case([FIX / "bamboogle" / "bamboogle.json"], FIX / "bamboogle" / "bamboogle.json", "official"),
-        "alfworld": Case(_alfworld_games(), FIX / "alfworld", "paper"),
-        # the domain trains on the training split only: the fixture's queries as train.csv
-        "travelplanner": Case([FIX / "travelplanner" / "train.csv"], FIX / "travelplanner" / "train.csv", "official"),
-    }
-
-
-def _real_cases() -> dict[str, Case]:
-    """GENENV_PROMISE_DATA=NAME=PATH[,NAME=PATH...]: the same check on a benchmark's real files (seeds and
-    --data both PATH; a folder of BFCL question files is taken file by file)."""
-    out: dict[str, Case] = {}
-    base = cases()
-    for spec in filter(None, os.environ.get("GENENV_PROMISE_DATA", "").split(",")):
-        name, _, path = spec.partition("=")
-        p = Path(path)
-        seeds = [p]
-        if name == "bfcl" and p.is_dir():
-            seeds = [f for f in sorted(p.glob("BFCL_v*_*.json"))
-                     if re.search(r"_(simple|multiple|parallel|irrelevance|live_simple|live_multiple|live_parallel)",
-                                  f.name) and "live_relevance" not in f.name]
-        if name == "alfworld" and p.is_dir():  # one game file per --seeds
-            seeds = sorted(p.rglob("game.tw-pddl")) or sorted(p.rglob("game.scripted.json"))
-        out[name] = Case(seeds, p, base[name].protocol)
-    return out
-
-
 FAMILY = sorted(n for n in DOMAINS.names() if DOMAINS.facts(n).get("family"))  # the registry rows say which
 
 
-def test_every_family_domain_is_covered():
-    assert set(FAMILY) == set(cases()) == {"bfcl", "api-bank", "bamboogle", "alfworld", "travelplanner"}
+def declared(name: str, data: Path) -> PromiseCase:
+    """The family's own promise case for `data` (tests/domain_cases.py: `promise_for`); a family that declares none
+    fails the test, saying what is missing, rather than going unchecked."""
+    try:
+        return promise_for(name, data)
+    except NoPromiseCase as exc:
+        pytest.fail(str(exc))
+
+
+def _real_cases() -> dict[str, PromiseCase]:
+    """GENENV_PROMISE_DATA=NAME=PATH[,NAME=PATH...]: the same check on a benchmark's real files, each family's case
+    declared for PATH as for its hand-written files."""
+    out: dict[str, PromiseCase] = {}
+    for spec in filter(None, os.environ.get("GENENV_PROMISE_DATA", "").split(",")):
+        name, _, path = spec.partition("=")
+        out[name] = declared(name, Path(path))
+    return out
+
+
+def test_every_family_domain_declares_its_promise_case():
+    assert FAMILY, "no registry row is a benchmark family"
+    for name in FAMILY:
+        case = declared(name, data_folder(name))
+        assert case.seeds and all(p.exists() for p in [*case.seeds, case.data]), (name, case)
+
+
+def test_a_family_without_a_promise_case_fails_saying_so():
+    DOMAINS.register("family-without-promise", "genenv_cli.domains.arith:ArithDomain", family=True,
+                     test_answers="genenv_cli.domains.answers.arith:contract_answers")
+    try:
+        with pytest.raises(NoPromiseCase, match="'family-without-promise' declares no promise case: its test answers "
+                                                "module genenv_cli.domains.answers.arith needs a `promise_case"):
+            promise_for("family-without-promise", data_folder("arith"))
+    finally:
+        DOMAINS.unregister("family-without-promise")
 
 
 def invoke(*args: Any) -> str:
@@ -86,7 +72,7 @@ def invoke(*args: Any) -> str:
     return result.output
 
 
-def check_promise(name: str, case: Case, tmp_path: Path) -> tuple[int, dict[str, list[str]]]:
+def check_promise(name: str, case: PromiseCase, tmp_path: Path) -> tuple[int, dict[str, list[str]]]:
     dom = get_domain(name)
     run = tmp_path / "run"
     invoke("init", run, "--domain", name, *[x for s in case.seeds for x in ("--seeds", s)])
@@ -135,7 +121,7 @@ def _verdicts(bench: str, predictions: Path, cwd: Path) -> dict[str, bool]:
 @pytest.mark.parametrize("name", FAMILY)
 def test_training_prompt_and_reward_equal_evaluate(name, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    n, odd = check_promise(name, cases()[name], tmp_path)
+    n, odd = check_promise(name, declared(name, data_folder(name)), tmp_path)
     assert n >= 3 and odd == {"right": [], "wrong": []}, odd
 
 

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from genenv_cli.core.errors import InputError
-from genenv_cli.families.alfworld.benchmark import ALFWorld, normalize, parse_action, parse_action_list
+from genenv_cli.families.alfworld.benchmark import ALFWorld
+from genenv_cli.families.alfworld.commands import normalize, parse_action, parse_action_list
 from genenv_cli.families.alfworld.games import NOTHING_HAPPENS, ScriptedGame
 from paths import FIXTURES
 

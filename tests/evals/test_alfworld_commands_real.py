@@ -53,7 +53,7 @@ def _alfworld_itself(game: Path, commands: list[str]) -> list[tuple[str, bool]]:
 
 def _genenv_episode(bench, sample, commands: list[str]) -> list[tuple[str, bool]]:
     """(observation shown, won) after each command, played through genenv's episode as a model's answers."""
-    from genenv_cli.families.alfworld.benchmark import process_observation
+    from genenv_cli.families.alfworld.prompt import process_observation
 
     episode = bench.start_episode(sample)
     out = []
@@ -72,7 +72,8 @@ def _genenv_episode(bench, sample, commands: list[str]) -> list[tuple[str, bool]
 @pytest.mark.parametrize("index", GAMES)
 def test_awkward_commands_fare_in_genenv_as_in_alfworld_itself(alfworld_valid, index):
     need_alfworld()
-    from genenv_cli.families.alfworld.benchmark import ALFWorld, process_observation
+    from genenv_cli.families.alfworld.benchmark import ALFWorld
+    from genenv_cli.families.alfworld.prompt import process_observation
 
     exact, lenient = ALFWorld(), ALFWorld(commands="lenient")
     loaded = exact.load(data=alfworld_valid, split="valid_unseen", version=None, protocol="official",

@@ -19,8 +19,8 @@ from typer.testing import CliRunner
 
 from alfworld_real import need_alfworld
 from genenv_cli.cli import app
-from genenv_cli.families.alfworld.benchmark import collect_games
 from genenv_cli.families.alfworld.domain import EVAL_GAMES
+from genenv_cli.families.alfworld.game_files import collect_games
 
 pytestmark = [pytest.mark.alfworld, pytest.mark.slow]
 SPLITS = ("valid_seen", "valid_unseen")

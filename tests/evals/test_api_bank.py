@@ -12,7 +12,7 @@ import pytest
 from genenv_cli.core.callparse import Call
 from genenv_cli.core.errors import InputError
 from genenv_cli.families.api_bank import APIBank
-from genenv_cli.families.api_bank import data as ab_data
+from genenv_cli.families.api_bank import release_files as ab_files
 from genenv_cli.families.api_bank.prompts import OFFICIAL_PROMPT, PAPER_FINAL_USER
 from genenv_cli.families.api_bank.scoring import check_official
 from paths import FIXTURES
@@ -149,7 +149,7 @@ def test_no_data_no_network(monkeypatch, tmp_path):
     def offline(url, dest, tried):
         tried.append(f"{url}: offline")
         return None
-    monkeypatch.setattr(ab_data, "try_download", offline)
+    monkeypatch.setattr(ab_files, "try_download", offline)
     with pytest.raises(InputError, match="--data PATH") as err:
         APIBank().load(data=None, split=None, version=None, protocol="official", cache_dir=tmp_path)
     assert "api.github.com" in str(err.value) and "offline" in str(err.value)
@@ -165,19 +165,19 @@ def test_download_layout(monkeypatch, tmp_path):
         if url.startswith("https://api.github.com/"):
             folder = url.split("/contents/api-bank/")[1].split("?")[0]
             src = FIX / folder
-            assert f"?ref={ab_data.COMMIT}" in url
+            assert f"?ref={ab_files.COMMIT}" in url
             dest.write_text(json.dumps([{"name": p.name, "type": "file"} for p in sorted(src.iterdir())]))
-        elif url == ab_data._LEVEL3_URL:
+        elif url == ab_files._LEVEL3_URL:
             shutil.copy(FIX / "test-data" / "level-3.json", dest)
         else:
-            assert url.startswith(f"https://raw.githubusercontent.com/{ab_data.REPO}/{ab_data.COMMIT}/api-bank/")
-            shutil.copy(FIX / url.split(f"{ab_data.COMMIT}/api-bank/")[1], dest)
+            assert url.startswith(f"https://raw.githubusercontent.com/{ab_files.REPO}/{ab_files.COMMIT}/api-bank/")
+            shutil.copy(FIX / url.split(f"{ab_files.COMMIT}/api-bank/")[1], dest)
         return dest
 
-    monkeypatch.setattr(ab_data, "try_download", fake)
+    monkeypatch.setattr(ab_files, "try_download", fake)
     data = APIBank().load(data=None, split=None, version=None, protocol="official", cache_dir=tmp_path)
     assert [s.id for s in data.samples] == OFFICIAL_IDS
-    assert data.version.startswith(ab_data.VERSION) and data.fingerprint == load().fingerprint
+    assert data.version.startswith(ab_files.VERSION) and data.fingerprint == load().fingerprint
     n = len(calls)
     assert n == 3 + 3 + 2 + 3 + 1  # 3 listings, 3 + 2 dialogues, 3 api files, level-3.json
     APIBank().load(data=None, split=None, version=None, protocol="official", cache_dir=tmp_path)

@@ -18,7 +18,7 @@ from genenv_cli.core.callparse import standardize_string
 from genenv_cli.core.errors import InputError
 from genenv_cli.families.bfcl import BFCL
 from genenv_cli.families.bfcl import categories as bfcl_categories
-from genenv_cli.families.bfcl import data as bfcl_data
+from genenv_cli.families.bfcl import release_files as bfcl_files
 from genenv_cli.families.bfcl.ast_checker import check_calls
 from genenv_cli.families.bfcl.calls import BCall, DecodeError
 from genenv_cli.families.bfcl.decode import decode_answer
@@ -340,8 +340,8 @@ def test_download_goes_to_the_cache_with_pinned_urls(tmp_path, monkeypatch):
         shutil.copy(src, dest)
         return dest
 
-    monkeypatch.setattr(bfcl_data, "wheel_data_dir", lambda: None)
-    monkeypatch.setattr(bfcl_data, "try_download", fake_download)
+    monkeypatch.setattr(bfcl_files, "wheel_data_dir", lambda: None)
+    monkeypatch.setattr(bfcl_files, "try_download", fake_download)
     data = load(tmp_path, data=None, split="simple_python,java", version="v3")
     assert requested == [bfcl_categories.RAW_URL.format(commit=bfcl_categories.COMMITS["v3"], path=p) for p in (
         "BFCL_v3_simple.json", "possible_answer/BFCL_v3_simple.json", "BFCL_v3_java.json",

@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from genenv_cli.core.callparse import parse_literal
 from genenv_cli.core.errors import InputError
 from genenv_cli.evals.base import EvalSample
 from genenv_cli.families.travelplanner import benchmark as tp
 from genenv_cli.families.travelplanner.benchmark import TravelPlanner
-from genenv_cli.families.travelplanner.checks import name_city
 from genenv_cli.families.travelplanner.database import Database
+from genenv_cli.families.travelplanner.plan_fields import name_city
 from genenv_cli.families.travelplanner.plans import extract_plan
 from paths import FIXTURES
 
@@ -129,7 +130,7 @@ def test_load_other_formats(bench, tmp_path, fmt):
     recs = _records()
     for r in recs:  # as a `datasets` JSON export could hold them: numbers as numbers, the dict as a dict
         r["days"] = int(r["days"])
-        r["local_constraint"] = tp.parse_literal(r["local_constraint"])
+        r["local_constraint"] = parse_literal(r["local_constraint"])
     if fmt == "jsonl":
         (folder / "validation.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     elif fmt == "json":

@@ -92,11 +92,11 @@ def test_a_huge_bamboogle_cell_is_refused_whatever_read_a_csv_before(tmp_path):
 
     from genenv_cli.core.errors import InputError
     from genenv_cli.families.bamboogle.benchmark import read_bamboogle
-    from genenv_cli.families.travelplanner.benchmark import _read_records
+    from genenv_cli.families.travelplanner.queries import read_records
 
     split = tmp_path / "validation.csv"
     split.write_text("query,days\n" + '"' + "q" * 200_000 + '",3\n')
-    assert len(_read_records(split)[0]["query"]) == 200_000
+    assert len(read_records(split)[0]["query"]) == 200_000
     assert csv.field_size_limit() == 131_072
     big = tmp_path / "big.csv"
     big.write_text('Question,Answer\nWho wrote Hamlet?,Shakespeare\n"' + "x" * 140_000 + '",y\n')

@@ -27,7 +27,7 @@ from genenv_cli.catalogue.suites import get_benchmark
 from genenv_cli.core.callparse import parse_python_calls, parse_tool_calls, unfence
 from genenv_cli.domains.arith import ArithDomain, read_answer
 from genenv_cli.domains.base import EnvContext
-from genenv_cli.families.alfworld.benchmark import parse_action
+from genenv_cli.families.alfworld.commands import parse_action
 from genenv_cli.families.bamboogle.benchmark import _last_tag, extract_answer
 from genenv_cli.families.bfcl.decode import decode_answer
 from genenv_cli.families.travelplanner.plans import _balanced, _drop_think, extract_plan
@@ -275,6 +275,6 @@ def _old_balanced(text: str, start: int) -> str | None:
 def test_alfworld_reads_the_action_the_old_pattern_read(text):
     m = re.search(r"<action>(.*?)</action>", text, re.DOTALL | re.IGNORECASE)
     if m:
-        from genenv_cli.families.alfworld.benchmark import _clean
+        from genenv_cli.families.alfworld.commands import _clean
 
         assert parse_action(text) == _clean(m.group(1))

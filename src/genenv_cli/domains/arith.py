@@ -64,76 +64,76 @@ def tokenize(text: str) -> list[str]:
     return tokens
 
 
+class _Parser:
+    """Recursive descent over the tokens of one expression, counting operations, digits and nesting on the way."""
+
+    def __init__(self, tokens: list[str]):
+        self.tokens, self.pos = tokens, 0
+        self.ops = self.digits = self.depth = 0
+
+    def peek(self) -> str | None:
+        return self.tokens[self.pos] if self.pos < len(self.tokens) else None
+
+    def take(self) -> str:
+        tok = self.tokens[self.pos]
+        self.pos += 1
+        return tok
+
+    def factor(self) -> int:
+        tok = self.peek()
+        if tok is None:
+            raise ArithError("expression ends too early")
+        if tok.isdigit():
+            self.take()
+            self.digits = max(self.digits, len(tok.lstrip("0") or "0"))
+            return int(tok)
+        if tok in ("-", "("):
+            self.depth += 1
+            if self.depth > MAX_NESTING:
+                raise ArithError(f"nested more than {MAX_NESTING} deep")
+            self.take()
+            if tok == "-":
+                val = -self.factor()
+            else:
+                val = self.expr()
+                if self.peek() != ")":
+                    raise ArithError("unbalanced parenthesis")
+                self.take()
+            self.depth -= 1
+            return val
+        raise ArithError(f"unexpected {tok!r}")
+
+    def term(self) -> int:
+        val = self.factor()
+        while self.peek() == "*":
+            self.take()
+            self.ops += 1
+            val *= self.factor()
+            if abs(val) > MAX_ABS:
+                raise ArithError("result too large")
+        return val
+
+    def expr(self) -> int:
+        val = self.term()
+        while self.peek() in ("+", "-"):
+            op = self.take()
+            self.ops += 1
+            rhs = self.term()
+            val = val + rhs if op == "+" else val - rhs
+        return val
+
+
 def evaluate_expression(text: str) -> tuple[int, int, int]:
     """(value, operations, max digits) of an integer expression. Grammar:
     expr := term (('+'|'-') term)*;  term := factor ('*' factor)*;  factor := INT | '-' factor | '(' expr ')'."""
     tokens = tokenize(text)
     if not tokens:
         raise ArithError("empty expression")
-    pos = 0
-    ops = 0
-    digits = 0
-    depth = 0
-
-    def peek() -> str | None:
-        return tokens[pos] if pos < len(tokens) else None
-
-    def take() -> str:
-        nonlocal pos
-        tok = tokens[pos]
-        pos += 1
-        return tok
-
-    def factor() -> int:
-        nonlocal digits, depth
-        tok = peek()
-        if tok is None:
-            raise ArithError("expression ends too early")
-        if tok.isdigit():
-            take()
-            digits = max(digits, len(tok.lstrip("0") or "0"))
-            return int(tok)
-        if tok in ("-", "("):
-            depth += 1
-            if depth > MAX_NESTING:
-                raise ArithError(f"nested more than {MAX_NESTING} deep")
-            take()
-            if tok == "-":
-                val = -factor()
-            else:
-                val = expr()
-                if peek() != ")":
-                    raise ArithError("unbalanced parenthesis")
-                take()
-            depth -= 1
-            return val
-        raise ArithError(f"unexpected {tok!r}")
-
-    def term() -> int:
-        nonlocal ops
-        val = factor()
-        while peek() == "*":
-            take()
-            ops += 1
-            val *= factor()
-            if abs(val) > MAX_ABS:
-                raise ArithError("result too large")
-        return val
-
-    def expr() -> int:
-        nonlocal ops
-        val = term()
-        while peek() in ("+", "-"):
-            op = take()
-            ops += 1
-            rhs = term()
-            val = val + rhs if op == "+" else val - rhs
-        return val
-
-    value = expr()
-    if pos != len(tokens):
-        raise ArithError(f"unexpected {tokens[pos]!r}")
-    return value, ops, digits
+    parser = _Parser(tokens)
+    value = parser.expr()
+    if parser.pos != len(tokens):
+        raise ArithError(f"unexpected {tokens[parser.pos]!r}")
+    return value, parser.ops, parser.digits
 
 
 KINDS = {"+": "add", "-": "sub", "*": "mul"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from genenv_cli.domains.answers import Payload, family_item_text, seed_of_sample
+from genenv_cli.domains.answers import Payload, PromiseCase, family_item_text, seed_of_sample
 from genenv_cli.domains.checks import DomainCase, SuiteData
 
 
@@ -19,3 +19,12 @@ def contract_answers(data: Path) -> DomainCase:
         gold=lambda p: f"ACTION: {p['action']}", wrong=_wrong, env_text=family_item_text,
         answers=lambda p: [f"> {p['action'].upper()}.", "I am not sure what to do."],
         suite_data=(SuiteData(data),), pair=seed_of_sample)
+
+
+def promise_case(data: Path) -> PromiseCase:
+    """`data`: ALFWorld's games (a folder: one `--seeds` per game file, the release's game.tw-pddl files, else the
+    scripted ones), scored under the paper's step-level protocol, which the domain trains on."""
+    seeds = [data]
+    if data.is_dir():
+        seeds = sorted(data.rglob("game.tw-pddl")) or sorted(data.rglob("game.scripted.json"))
+    return PromiseCase(seeds, data, "paper")

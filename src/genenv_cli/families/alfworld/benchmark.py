@@ -60,144 +60,34 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from genenv_cli.core.errors import ConfigError, InputError
-from genenv_cli.core.jsonio import json_document
 from genenv_cli.domains.base import END_DONE, END_TURN_CAP
 from genenv_cli.evals.base import PROTOCOLS, Benchmark, Episode, EvalSample, LoadedData, PaperColumn, Verdict
 from genenv_cli.evals.datasource import sha256_paths
-from genenv_cli.families.alfworld.commands import (  # noqa: F401 - _clean, parse_action_list: read from here too
+from genenv_cli.families.alfworld.commands import (
     COMMAND_RULES,
-    _clean,
     action_items,
     command_of,
     normalize,
     parse_action,
-    parse_action_list,
-    resolve,
 )
+from genenv_cli.families.alfworld.game_files import GameRef, close_game, collect_games, has_games, open_game
 from genenv_cli.families.alfworld.games import (
     INSTALL_HINT,
-    SCRIPTED_FILE,
     TASK_TYPES,
-    WELCOME,
     GameBackend,
-    ScriptedGame,
-    TextWorldGame,
     alfworld_version,
-    load_scripted_spec,
     require_alfworld,
 )
+from genenv_cli.families.alfworld.prompt import SYSTEM_PROMPT, process_observation, user_turn
 
 MAX_STEPS = 50
 SPLITS = ["valid_unseen", "valid_seen"]
 VERSIONS = ["alfworld-0.4.2"]
 PAPER_REFERENCE = {"GenEnv 7B": 54.5, "Qwen2.5-7B-Instruct": 14.2}
-
-SYSTEM_PROMPT = (
-    "Interact with a household to solve a task. You are an agent in a household environment. At the start you "
-    "are given a description of the room and the task to accomplish. Each turn you are also given the list of "
-    "AVAILABLE ACTIONS: choose exactly one of them and answer with it on one line, in this format:\n"
-    "ACTION: <one of the available actions>\n"
-    "The environment then tells you what happened. If it answers \"Nothing happens.\", your action was not "
-    "valid; choose another one. The episode ends when the task is done or after {max_steps} actions."
-)
-
-
-def process_observation(obs: str, first: bool = False) -> str:
-    """The text shown to the agent: the opening without TextWorld's banner (as ReAct's loop does), and the
-    "You arrive at loc N. " prefix of older ALFWorld releases dropped (ReAct's process_ob)."""
-    obs = obs.strip("\n")
-    if first and obs.lstrip().startswith(WELCOME):
-        obs = "\n".join(obs.split("\n\n")[1:])
-    if obs.startswith("You arrive at loc "):
-        obs = obs[obs.find(". ") + 2:]
-    return obs.strip()
-
-
-def _turn(obs: str, admissible: list[str] | None, first: bool = False) -> str:
-    text = f"Here is your task.\n{obs}" if first else obs
-    if admissible:
-        text += "\n\nAVAILABLE ACTIONS:\n" + "\n".join(admissible)
-    return text
-
-
-# --------------------------------------------------------------------------------------------- game discovery
-
-@dataclass
-class GameRef:
-    id: str                      # path relative to the split folder
-    path: Path                   # the game file
-    task_type: str
-    kind: str                    # "scripted" | "textworld"
-    expert_plan: list[str] | None
-    files: list[Path]            # what the fingerprint covers
-
-
-def _read_json(path: Path) -> Any:
-    return json_document(path, "an ALFWorld data file (alfworld-download writes them)")
-
-
-def _has_games(folder: Path) -> bool:
-    return any(folder.rglob(SCRIPTED_FILE)) or any(folder.rglob("game.tw-pddl"))
-
-
-def folder_task_type(trial: Path) -> str | None:
-    """The task type a trial folder's parent names (`pick_two_obj_and_place-CD-None-Safe-307`), or None."""
-    head = trial.parent.name.split("-", 1)[0]
-    return head if head in TASK_TYPES else None
-
-
-def collect_games(split_dir: Path) -> list[GameRef]:
-    """The playable games under a split folder, sorted by id (filters as AlfredTWEnv.collect_game_files; a
-    `game.tw-pddl` without `traj_data.json` beside it, as in the training split's archive, takes its task type from
-    its task folder's name, where alfworld's collector would skip it)."""
-    refs: list[GameRef] = []
-    for root, _dirs, files in os.walk(split_dir):
-        folder = Path(root)
-        if SCRIPTED_FILE in files:
-            path = folder / SCRIPTED_FILE
-            spec = load_scripted_spec(path)
-            refs.append(GameRef(path.relative_to(split_dir).as_posix(), path, spec["task_type"], "scripted",
-                                list(spec["expert_plan"]), [path]))
-            continue
-        if "traj_data.json" not in files and "game.tw-pddl" not in files:
-            continue
-        if "movable" in root or "Sliced" in root:
-            continue
-        task_type = folder_task_type(folder)
-        if "traj_data.json" in files:
-            traj = _read_json(folder / "traj_data.json")
-            task_type = traj.get("task_type") if isinstance(traj, dict) else None
-        if task_type not in TASK_TYPES:
-            continue
-        game_file = folder / "game.tw-pddl"
-        if not game_file.exists():
-            continue
-        game = _read_json(game_file)
-        if not isinstance(game, dict) or not game.get("solvable"):
-            continue
-        walk = game.get("walkthrough")
-        plan = list(walk) if isinstance(walk, list) and all(isinstance(a, str) for a in walk) and walk else None
-        refs.append(GameRef(game_file.relative_to(split_dir).as_posix(), game_file, task_type, "textworld", plan,
-                            [game_file, folder / "traj_data.json"]))
-    refs.sort(key=lambda r: r.id)
-    return refs
-
-
-def _close(game: GameBackend) -> None:
-    close = getattr(game, "close", None)
-    if callable(close):
-        close()
-
-
-def open_game(kind: str, path: Path, walkthrough: bool = False) -> GameBackend:
-    if kind == "scripted":
-        return ScriptedGame.from_file(path)
-    return TextWorldGame(path, walkthrough=walkthrough)
 
 
 # ----------------------------------------------------------------------------------------------- benchmark
@@ -235,7 +125,7 @@ class ALFWorld(Benchmark):
         for cand in (base / "json_2.1.1" / split, base / split):
             if cand.is_dir():
                 return cand
-        if itself and base.is_dir() and _has_games(base):
+        if itself and base.is_dir() and has_games(base):
             return base
         return None
 
@@ -258,7 +148,7 @@ class ALFWorld(Benchmark):
         bases.append(("alfworld's default cache", Path("~/.cache/alfworld").expanduser()))
         for label, base in bases:
             found = self._split_dir(base, split, itself=False) if base.is_dir() else None
-            if found is not None and _has_games(found):
+            if found is not None and has_games(found):
                 return found
             tried.append(f"{label} {base}: no json_2.1.1/{split}")
         raise InputError(f"no ALFWorld game files found ({'; '.join(tried)}). The games cannot be downloaded "
@@ -324,7 +214,7 @@ class ALFWorld(Benchmark):
                 obs, _done, info = game.step(command)
                 shown = process_observation(obs)
         finally:
-            _close(game)
+            close_game(game)
         if not info["won"]:
             raise InputError(f"{ref.path}: the expert trajectory ({len(plan)} steps) does not win the game.")
         return steps
@@ -344,9 +234,9 @@ class ALFWorld(Benchmark):
         k = len(actions)
         messages = [self._system()]
         for j in range(k):
-            messages.append({"role": "user", "content": _turn(shown[j], None, first=j == 0)})
+            messages.append({"role": "user", "content": user_turn(shown[j], None, first=j == 0)})
             messages.append({"role": "assistant", "content": f"ACTION: {actions[j]}"})
-        messages.append({"role": "user", "content": _turn(shown[k], admissible, first=k == 0)})
+        messages.append({"role": "user", "content": user_turn(shown[k], admissible, first=k == 0)})
         info: dict[str, Any] = {"protocol": "paper", **meta, "step": k}
         if steps is not None:
             info["steps"] = steps
@@ -384,7 +274,7 @@ class ALFWorld(Benchmark):
                 if info["won"]:
                     break
         finally:
-            _close(game)
+            close_game(game)
         return self._episode_verdict(info["won"], played, len(items), limit)
 
     @staticmethod
@@ -469,9 +359,9 @@ class _GameEpisode(Episode):
     def _messages(self, current: str, admissible: list[str] | None) -> list[dict[str, str]]:
         msgs = [self.bench._system(self.max_steps)]
         for j, (o, out) in enumerate(self.history):
-            msgs.append({"role": "user", "content": _turn(o, None, first=j == 0)})
+            msgs.append({"role": "user", "content": user_turn(o, None, first=j == 0)})
             msgs.append({"role": "assistant", "content": out})
-        msgs.append({"role": "user", "content": _turn(current, admissible, first=not self.history)})
+        msgs.append({"role": "user", "content": user_turn(current, admissible, first=not self.history)})
         return msgs
 
     def prompt(self) -> list[dict[str, str]] | None:
@@ -503,7 +393,7 @@ class _GameEpisode(Episode):
     def close(self) -> None:
         if self.game is not None:
             game, self.game = self.game, None
-            _close(game)
+            close_game(game)
 
 
 class _OneTurn(Episode):

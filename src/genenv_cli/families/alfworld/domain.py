@@ -51,7 +51,9 @@ from genenv_cli.core.errors import InputError
 from genenv_cli.domains.base import EnvContext, Reject, SeedTask
 from genenv_cli.domains.family import FamilyDomain
 from genenv_cli.evals.base import EvalSample
-from genenv_cli.families.alfworld.benchmark import MAX_STEPS, collect_games, normalize, resolve
+from genenv_cli.families.alfworld.benchmark import MAX_STEPS
+from genenv_cli.families.alfworld.commands import normalize, resolve
+from genenv_cli.families.alfworld.game_files import collect_games
 from genenv_cli.families.alfworld.games import SCRIPTED_FILE, TASK_TYPES
 
 SHAPES = TASK_TYPES

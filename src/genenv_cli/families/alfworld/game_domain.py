@@ -46,17 +46,12 @@ from genenv_cli.domains.base import (
     stats_lines,
 )
 from genenv_cli.domains.family import first_json_object
-from genenv_cli.families.alfworld.benchmark import (
-    MAX_STEPS,
-    SYSTEM_PROMPT,
-    _turn,
-    collect_games,
-    parse_action,
-    process_observation,
-    resolve,
-)
+from genenv_cli.families.alfworld.benchmark import MAX_STEPS
+from genenv_cli.families.alfworld.commands import parse_action, resolve
 from genenv_cli.families.alfworld.domain import game_folder, refuse_evaluation_games
+from genenv_cli.families.alfworld.game_files import collect_games
 from genenv_cli.families.alfworld.games import ScriptedGame, TextWorldGame, check_scripted_spec
+from genenv_cli.families.alfworld.prompt import SYSTEM_PROMPT, process_observation, user_turn
 
 SHAPES = ("look_at_obj_in_light", "pick_and_place_simple", "pick_clean_then_place_in_recep",
           "pick_cool_then_place_in_recep", "pick_heat_then_place_in_recep", "pick_two_obj_and_place")
@@ -89,14 +84,14 @@ class ALFWorldGameEnvironment(Environment):
 
     def first_messages(self) -> list[dict[str, str]]:
         return [{"role": "system", "content": SYSTEM_PROMPT.format(max_steps=self.payload["max_steps"])},
-                {"role": "user", "content": _turn(self.opening, self.info["admissible_commands"], first=True)}]
+                {"role": "user", "content": user_turn(self.opening, self.info["admissible_commands"], first=True)}]
 
     def step(self, action: str) -> Step:
         command = resolve(parse_action(action), self.info["admissible_commands"])
         obs, _done, self.info = self.game.step(command)
         if self.info["won"]:
             return Step(None, True, 1.0, TaskVerdict(1.0, 1.0, True, None))
-        return Step(_turn(process_observation(obs), self.info["admissible_commands"]), False)
+        return Step(user_turn(process_observation(obs), self.info["admissible_commands"]), False)
 
     def close(self) -> None:
         close = getattr(self.game, "close", None)

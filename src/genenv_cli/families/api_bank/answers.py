@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.domains.answers import Payload, family_item_text
+from genenv_cli.domains.answers import Payload, PromiseCase, family_item_text
 from genenv_cli.domains.checks import DomainCase, SuiteData
 from genenv_cli.families.api_bank.domain import gold_answer
 
@@ -47,3 +47,8 @@ def contract_answers(data: Path) -> DomainCase:
     return DomainCase(
         gold=gold_answer, wrong=_wrong, env_text=family_item_text, answers=_answers,
         suite_data=(SuiteData(data),), pair=pair)
+
+
+def promise_case(data: Path) -> PromiseCase:
+    """`data`: the api-bank release folder (or one level folder or dialogue file), for seeds and suite alike."""
+    return PromiseCase([data], data, "official")

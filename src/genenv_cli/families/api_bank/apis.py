@@ -12,7 +12,7 @@ from typing import Any
 
 from genenv_cli.core.callparse import CallParseError, literal_value
 from genenv_cli.core.safefiles import read_regular
-from genenv_cli.families.api_bank.data import _Point
+from genenv_cli.families.api_bank.release_files import _Point
 
 # ToolSearcher's interface (the search API levels 2 and 3 offer), used when no apis/ folder is given.
 TOOL_SEARCHER_DOC = {

@@ -1,4 +1,4 @@
-"""The API-Bank benchmark as `genenv evaluate` runs it: loading (data.py, apis.py, prompts.py), scoring
+"""The API-Bank benchmark as `genenv evaluate` runs it: loading (release_files.py, apis.py, prompts.py), scoring
 (parsing.py, scoring.py) and the summary (summary.py)."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, 
 from genenv_cli.evals.datasource import no_data_error, sha256_paths
 from genenv_cli.families.api_bank import scoring, summary
 from genenv_cli.families.api_bank.apis import _catalog, _tool_schema
-from genenv_cli.families.api_bank.data import (
+from genenv_cli.families.api_bank.prompts import _doc, _official_messages, _paper_messages, _result_output
+from genenv_cli.families.api_bank.release_files import (
     COMMIT,
     HF_REPO,
     HF_REVISION,
@@ -24,7 +25,6 @@ from genenv_cli.families.api_bank.data import (
     download,
     read_points,
 )
-from genenv_cli.families.api_bank.prompts import _doc, _official_messages, _paper_messages, _result_output
 
 
 class APIBank(Benchmark):

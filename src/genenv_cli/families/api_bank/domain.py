@@ -37,7 +37,7 @@ from genenv_cli.domains.family import FamilyDomain
 from genenv_cli.evals.base import EvalSample
 from genenv_cli.families.api_bank.apis import TOOL_SEARCHER_DOC, _catalog
 from genenv_cli.families.api_bank.benchmark import point_sample
-from genenv_cli.families.api_bank.data import (
+from genenv_cli.families.api_bank.release_files import (
     LEVELS,
     _layout,
     _points_from_dialogue,
@@ -246,56 +246,22 @@ class APIBankDomain(FamilyDomain):
         if not isinstance(apis, list):
             return "apis must be a list of API descriptions"
         docs: dict[str, dict] = {}
-        for i, d in enumerate(apis, 1):
-            if not isinstance(d, dict) or not isinstance(d.get("name"), str) or not re.fullmatch(r"[A-Za-z_]\w*", d["name"]):
-                return f"API description {i} needs a \"name\" that is an identifier"
-            if d["name"] in docs:
-                return f"API {d['name']} is described twice"
-            params = d.get("input_parameters")
-            if not isinstance(params, dict) or not all(
-                    isinstance(s, dict) and isinstance(s.get("type"), str) for s in params.values()):
-                return f"{d['name']}: input_parameters must map each parameter to {{\"type\", \"description\"}}"
-            if generated and any(s["type"] not in TYPES for s in params.values()):
-                return f"{d['name']}: parameter types must be one of {', '.join(TYPES)}"
-            if not isinstance(d.get("description", ""), str):
-                return f"{d['name']}: description must be text"
-            docs[d["name"]] = d
+        if problem := _api_docs_problem(apis, docs, generated):
+            return problem
         docs.setdefault("ToolSearcher", TOOL_SEARCHER_DOC)
         dialogue = payload.get("dialogue")
         if not isinstance(dialogue, list) or not dialogue:
             return "dialogue must be a non-empty list of turns"
-        for i, t in enumerate(dialogue, 1):
-            role = t.get("role") if isinstance(t, dict) else None
-            if role in ("User", "AI"):
-                if not isinstance(t.get("text"), str) or not t["text"].strip():
-                    return f"turn {i}: a {role} turn needs a non-empty \"text\""
-            elif role == "API":
-                if not isinstance(t.get("api_name"), str) or not isinstance(t.get("param_dict"), dict):
-                    return f"turn {i}: an API turn needs \"api_name\" and an object \"param_dict\""
-                if t.get("result") is not None and not isinstance(t["result"], dict):
-                    return f"turn {i}: \"result\" must be an object"
-            else:
-                return f"turn {i}: role must be User, AI or API"
+        if problem := _dialogue_problem(dialogue):
+            return problem
         calls = _api_turns(dialogue)
         k = payload.get("k")
         if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k < len(calls):
             return f"k must index one of the dialogue's {len(calls)} API turns"
         if payload["level"] != "level-3" and not any(t["role"] == "User" for t in dialogue[:dialogue.index(calls[k])]):
             return "the dialogue has no User turn before the call"
-        for i, call in enumerate(calls):
-            doc = docs.get(call["api_name"])
-            if doc is None:
-                return f"the dialogue calls {call['api_name']}, which no API description describes"
-            params = doc.get("input_parameters", {})
-            for key, value in call["param_dict"].items():
-                if key not in params:
-                    return f"{call['api_name']} has no input parameter {key!r}"
-                if not _value_ok(value, str(params[key].get("type"))):
-                    return f"{call['api_name']}.{key} is declared {params[key].get('type')}, got {json.dumps(value)[:40]}"
-            if generated and i == k:
-                left = [p for p in params if p not in call["param_dict"]]
-                if left:
-                    return f"the expected call leaves out {call['api_name']}'s parameter(s) {', '.join(left)}"
+        if problem := _calls_problem(calls, docs, k, generated):
+            return problem
         if payload["level"] == "level-3" and not isinstance(payload.get("requirement"), str):
             return "a level-3 item needs its \"requirement\""
         try:
@@ -311,3 +277,59 @@ class APIBankDomain(FamilyDomain):
         end = payload["dialogue"].index(calls[payload["k"]])
         text = [t["text"] for t in payload["dialogue"][:end] if t["role"] == "User"]
         return " ".join([payload.get("requirement") or "", *text, calls[payload["k"]]["api_name"]])
+
+
+def _api_docs_problem(apis: list, docs: dict[str, dict], generated: bool) -> str | None:
+    """What is wrong with a payload's API descriptions, or None; fills `docs` ({name: description}) on the way."""
+    for i, d in enumerate(apis, 1):
+        if not isinstance(d, dict) or not isinstance(d.get("name"), str) or not re.fullmatch(r"[A-Za-z_]\w*", d["name"]):
+            return f"API description {i} needs a \"name\" that is an identifier"
+        if d["name"] in docs:
+            return f"API {d['name']} is described twice"
+        params = d.get("input_parameters")
+        if not isinstance(params, dict) or not all(
+                isinstance(s, dict) and isinstance(s.get("type"), str) for s in params.values()):
+            return f"{d['name']}: input_parameters must map each parameter to {{\"type\", \"description\"}}"
+        if generated and any(s["type"] not in TYPES for s in params.values()):
+            return f"{d['name']}: parameter types must be one of {', '.join(TYPES)}"
+        if not isinstance(d.get("description", ""), str):
+            return f"{d['name']}: description must be text"
+        docs[d["name"]] = d
+    return None
+
+
+def _dialogue_problem(dialogue: list) -> str | None:
+    """What is wrong with one of a dialogue's turns, or None."""
+    for i, t in enumerate(dialogue, 1):
+        role = t.get("role") if isinstance(t, dict) else None
+        if role in ("User", "AI"):
+            if not isinstance(t.get("text"), str) or not t["text"].strip():
+                return f"turn {i}: a {role} turn needs a non-empty \"text\""
+        elif role == "API":
+            if not isinstance(t.get("api_name"), str) or not isinstance(t.get("param_dict"), dict):
+                return f"turn {i}: an API turn needs \"api_name\" and an object \"param_dict\""
+            if t.get("result") is not None and not isinstance(t["result"], dict):
+                return f"turn {i}: \"result\" must be an object"
+        else:
+            return f"turn {i}: role must be User, AI or API"
+    return None
+
+
+def _calls_problem(calls: list[dict], docs: dict[str, dict], k: int, generated: bool) -> str | None:
+    """Whether each API turn calls a described API with declared, well-typed parameters (and, in a generated item,
+    whether the expected call, turn k, gives every parameter), or None."""
+    for i, call in enumerate(calls):
+        doc = docs.get(call["api_name"])
+        if doc is None:
+            return f"the dialogue calls {call['api_name']}, which no API description describes"
+        params = doc.get("input_parameters", {})
+        for key, value in call["param_dict"].items():
+            if key not in params:
+                return f"{call['api_name']} has no input parameter {key!r}"
+            if not _value_ok(value, str(params[key].get("type"))):
+                return f"{call['api_name']}.{key} is declared {params[key].get('type')}, got {json.dumps(value)[:40]}"
+        if generated and i == k:
+            left = [p for p in params if p not in call["param_dict"]]
+            if left:
+                return f"the expected call leaves out {call['api_name']}'s parameter(s) {', '.join(left)}"
+    return None

@@ -20,7 +20,7 @@ import json
 from typing import Any
 
 from genenv_cli.evals import toolrl
-from genenv_cli.families.api_bank.data import _Point
+from genenv_cli.families.api_bank.release_files import _Point
 
 # The official chat prompt (evaluator.py's api_call_prompt), followed by the API descriptions.
 OFFICIAL_PROMPT = """Based on the given API description and the existing conversation history 1..t, please \

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from genenv_cli.evals.base import EvalSample, Verdict
-from genenv_cli.families.api_bank.data import LEVELS
+from genenv_cli.families.api_bank.release_files import LEVELS
 
 PAPER_REFERENCE = {"GenEnv 7B": 79.1, "Qwen2.5-7B-Instruct": 61.6}
 

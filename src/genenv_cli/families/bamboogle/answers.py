@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from genenv_cli.domains.answers import Payload, family_item_text, seed_of_sample
+from genenv_cli.domains.answers import Payload, PromiseCase, family_item_text, seed_of_sample
 from genenv_cli.domains.checks import DomainCase, SuiteData
 
 # the release's three formats of the same records, each loaded by the suite
@@ -24,3 +24,10 @@ def contract_answers(data: Path) -> DomainCase:
         gold=lambda p: f"<answer> {p['answer'][0]} </answer>", wrong=lambda p: "<answer>certainly not this</answer>",
         env_text=family_item_text, answers=_answers, suite_data=tuple(SuiteData(data / n) for n in FILES),
         pair=seed_of_sample)
+
+
+def promise_case(data: Path) -> PromiseCase:
+    """`data`: a records file, or a folder; a folder holding bamboogle.json is read through that file (the
+    hand-written folder holds the same records in three formats)."""
+    source = data / "bamboogle.json" if (data / "bamboogle.json").is_file() else data
+    return PromiseCase([source], source, "official")

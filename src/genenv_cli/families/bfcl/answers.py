@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from genenv_cli.core.plaintext import plain_answer_problem
-from genenv_cli.domains.answers import Payload, family_item_text, seed_of_sample
+from genenv_cli.domains.answers import Payload, PromiseCase, family_item_text, seed_of_sample
 from genenv_cli.domains.checks import DomainCase, SuiteData
 from genenv_cli.families.bfcl.domain import gold_answer
 
@@ -13,6 +14,8 @@ from genenv_cli.families.bfcl.domain import gold_answer
 CATEGORIES = ["simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance", "live_simple",
               "live_multiple", "live_parallel", "live_parallel_multiple", "live_irrelevance", "simple_javascript",
               "simple_java"]
+# the question files a folder's seeds are taken from, by the category their name holds
+SEED_FILE = re.compile(r"_(simple|multiple|parallel|irrelevance|live_simple|live_multiple|live_parallel)")
 
 
 def _wrong(p: Payload) -> str:
@@ -41,3 +44,13 @@ def contract_answers(data: Path) -> DomainCase:
     return DomainCase(
         gold=gold_answer, wrong=_wrong, env_text=family_item_text, answers=_answers,
         suite_data=(SuiteData(data, ",".join(CATEGORIES)),), pair=seed_of_sample, stricter=_stricter)
+
+
+def promise_case(data: Path) -> PromiseCase:
+    """`data`: one question file, or a folder of them taken file by file: those of the single-turn AST and
+    irrelevance categories the domain trains on (neither multi-turn nor live_relevance)."""
+    seeds = [data]
+    if data.is_dir():
+        seeds = [f for f in sorted(data.glob("BFCL_v*_*.json")) if SEED_FILE.search(f.name)
+                 and "live_relevance" not in f.name]
+    return PromiseCase(seeds, data, "official")

@@ -133,66 +133,77 @@ def _check_one(doc: dict, call: BCall, answer: dict, language: str) -> None:
     for param, value in call.args.items():
         if param not in props or param not in allowed_params:
             raise _Fail("simple_function_checker:unexpected_param", f"Unexpected parameter: {param!r}.")
-        spec = props[param]
-        type_name = spec.get("type")
-        nested: type | None = None
-        if language in ("java", "javascript"):
-            table = JAVA_TYPES if language == "java" else JS_TYPES
-            if type_name not in table:
-                raise CheckError(f"unsupported {language} type {type_name!r} for parameter {param!r}")
-            expected = table[type_name]
-            if type(value) is not str:
-                raise _Fail(f"type_error:{'java' if language == 'java' else 'js'}", f"Incorrect type for "
-                            f"parameter {param!r}. Expected type String, got {type(value).__name__}. "
-                            f"Parameter value: {value!r}.")
-            item_type = None
-            if type_name in NESTED_CONVERTED:
-                item_type = (spec.get("items") or {}).get("type")
-                if item_type not in table:
-                    raise CheckError(f"unsupported {language} element type {item_type!r} for {param!r}")
-                nested = table[item_type]
-            convert = java_value if language == "java" else js_value
-            value = convert(value, type_name, item_type)
-        else:
-            if type_name not in PY_TYPES:
-                raise CheckError(f"unsupported type {type_name!r} for parameter {param!r}")
-            expected = PY_TYPES[type_name]
-            if type_name in NESTED_PY:
-                item_type = (spec.get("items") or {}).get("type")
-                if item_type is not None:
-                    if item_type not in PY_TYPES:
-                        raise CheckError(f"unsupported element type {item_type!r} for parameter {param!r}")
-                    nested = PY_TYPES[item_type]
-        if type_name == "tuple" and type(value) is tuple:
-            value = list(value)
-        if language == "python" and type_name == "float" and type(value) is int:
-            value = float(value)
-        allowed = allowed_params[param]
-        is_variable = _type_check(param, value, allowed, expected, nested)
-        if not is_variable:
-            if expected is dict:
-                _dict_ok(param, value, allowed)
-                continue
-            if expected is list and nested is dict:
-                _list_dict_ok(param, value, allowed)
-                continue
-            if expected is str:
-                if standardize_string(value) not in [standardize_string(x) for x in allowed if type(x) is str]:
-                    raise _Fail("value_error:string", f"Invalid value for parameter {param!r}: {value!r}. "
-                                f"Expected one of {allowed!r}. Case insensitive.")
-                continue
-            if expected is list:
-                if [_std(x) for x in value] not in [[_std(x) for x in option] for option in allowed]:
-                    raise _Fail("value_error:list/tuple", f"Invalid value for parameter {param!r}: "
-                                f"{value!r}. Expected one of {allowed!r}.")
-                continue
-        if value not in allowed:
-            raise _Fail("value_error:others", f"Invalid value for parameter {param!r}: {value!r}. "
-                        f"Expected one of {allowed!r}.")
+        value, expected, nested = _typed_value(param, value, props[param], language)
+        _check_value(param, value, allowed_params[param], expected, nested)
     for param, allowed in allowed_params.items():
         if param not in call.args and "" not in allowed:
             raise _Fail("simple_function_checker:missing_optional", f"Optional parameter {param!r} not "
                         f"provided and not marked as optional.")
+
+
+def _typed_value(param: str, value: Any, spec: dict, language: str) -> tuple[Any, type, type | None]:
+    """(value, expected type, expected element type) of one given parameter: a Java/JavaScript value (a string)
+    converted by BFCL's converters, a Python tuple as a list and an int given for a float as a float."""
+    type_name = spec.get("type")
+    nested: type | None = None
+    if language in ("java", "javascript"):
+        table = JAVA_TYPES if language == "java" else JS_TYPES
+        if type_name not in table:
+            raise CheckError(f"unsupported {language} type {type_name!r} for parameter {param!r}")
+        expected = table[type_name]
+        if type(value) is not str:
+            raise _Fail(f"type_error:{'java' if language == 'java' else 'js'}", f"Incorrect type for "
+                        f"parameter {param!r}. Expected type String, got {type(value).__name__}. "
+                        f"Parameter value: {value!r}.")
+        item_type = None
+        if type_name in NESTED_CONVERTED:
+            item_type = (spec.get("items") or {}).get("type")
+            if item_type not in table:
+                raise CheckError(f"unsupported {language} element type {item_type!r} for {param!r}")
+            nested = table[item_type]
+        convert = java_value if language == "java" else js_value
+        value = convert(value, type_name, item_type)
+    else:
+        if type_name not in PY_TYPES:
+            raise CheckError(f"unsupported type {type_name!r} for parameter {param!r}")
+        expected = PY_TYPES[type_name]
+        if type_name in NESTED_PY:
+            item_type = (spec.get("items") or {}).get("type")
+            if item_type is not None:
+                if item_type not in PY_TYPES:
+                    raise CheckError(f"unsupported element type {item_type!r} for parameter {param!r}")
+                nested = PY_TYPES[item_type]
+    if type_name == "tuple" and type(value) is tuple:
+        value = list(value)
+    if language == "python" and type_name == "float" and type(value) is int:
+        value = float(value)
+    return value, expected, nested
+
+
+def _check_value(param: str, value: Any, allowed: list, expected: type, nested: type | None) -> None:
+    """One typed value against its allowed values: by type first, then dicts, lists of dicts, strings and lists
+    by their own rules (unless the value is a "variable"), anything else by membership; raises _Fail."""
+    is_variable = _type_check(param, value, allowed, expected, nested)
+    if not is_variable:
+        if expected is dict:
+            _dict_ok(param, value, allowed)
+            return
+        if expected is list and nested is dict:
+            _list_dict_ok(param, value, allowed)
+            return
+        if expected is str:
+            if standardize_string(value) not in [standardize_string(x) for x in allowed if type(x) is str]:
+                raise _Fail("value_error:string", f"Invalid value for parameter {param!r}: {value!r}. "
+                            f"Expected one of {allowed!r}. Case insensitive.")
+            return
+        if expected is list:
+            if [_std(x) for x in value] not in [[_std(x) for x in option] for option in allowed]:
+                raise _Fail("value_error:list/tuple", f"Invalid value for parameter {param!r}: "
+                            f"{value!r}. Expected one of {allowed!r}.")
+            return
+    if value not in allowed:
+        raise _Fail("value_error:others", f"Invalid value for parameter {param!r}: {value!r}. "
+                    f"Expected one of {allowed!r}.")
 
 
 def _find_doc(docs: list[dict] | dict, name: str) -> dict:

@@ -1,4 +1,4 @@
-"""The BFCL benchmark as `genenv evaluate` runs it: loading (data.py, multi_turn.py), scoring (scoring.py) and
+"""The BFCL benchmark as `genenv evaluate` runs it: loading (release_files.py, multi_turn.py), scoring (scoring.py) and
 the summary (summary.py)."""
 
 from __future__ import annotations
@@ -17,8 +17,13 @@ from genenv_cli.families.bfcl.categories import (
     PAPER_REFERENCE,
     UNSUPPORTED,
 )
-from genenv_cli.families.bfcl.data import load_single_turn, locate, resolve_categories, resolve_version
 from genenv_cli.families.bfcl.multi_turn import load_multi_turn
+from genenv_cli.families.bfcl.release_files import (
+    load_single_turn,
+    locate,
+    resolve_categories,
+    resolve_version,
+)
 
 
 class BFCL(Benchmark):

@@ -28,9 +28,14 @@ from genenv_cli.core.errors import InputError
 from genenv_cli.evals.base import EvalSample, Verdict
 from genenv_cli.families.bfcl.calls import BCall, DecodeError, json_safe
 from genenv_cli.families.bfcl.categories import MULTI_TURN_DOCS, PAPER_CATEGORY, file_name
-from genenv_cli.families.bfcl.data import _check_answer, _check_question, _read_records, _read_records_docs
 from genenv_cli.families.bfcl.decode import decode_answer, decode_python, positional_value
 from genenv_cli.families.bfcl.prompts import annotate_functions, system_prompt
+from genenv_cli.families.bfcl.release_files import (
+    _check_answer,
+    _check_question,
+    _read_records,
+    _read_records_docs,
+)
 
 
 def load_multi_turn(root: Path, version: str, read: list[Path]) -> list[EvalSample]:
@@ -49,52 +54,74 @@ def load_multi_turn(root: Path, version: str, read: list[Path]) -> list[EvalSamp
     samples = []
     for where, rec in questions:
         _check_question(where, rec, need_functions=False)
-        classes = rec.get("involved_classes")
-        if not isinstance(classes, list) or not all(c in MULTI_TURN_DOCS for c in classes):
-            raise InputError(f"{where} (id {rec['id']}): \"involved_classes\" must list BFCL "
-                             f"API classes ({', '.join(MULTI_TURN_DOCS)})")
-        functions: list[dict] = []
-        for cls in classes:
-            if cls not in docs_cache:
-                dpath = root / "multi_turn_func_doc" / MULTI_TURN_DOCS[cls]
-                if not dpath.is_file():
-                    raise InputError(f"missing function documents {dpath} (needed by {rec['id']})")
-                docs_cache[cls] = [r for _, r in _read_records_docs(dpath)]
-                read.append(dpath)
-            functions += docs_cache[cls]
+        functions = _class_functions(root, where, rec, docs_cache, read)
         if rec["id"] not in answers:
             raise InputError(f"{where}: id {rec['id']} has no ground truth in {apath}")
         answer_at, truth = answers[rec["id"]]
         if len(truth) != len(rec["question"]):
             raise InputError(f"{answer_at} (id {rec['id']}): {len(truth)} ground-truth turns for "
                              f"{len(rec['question'])} question turns")
-        by_name = {f["name"]: f for f in functions}
-        gold_turns = []
-        for k, turn in enumerate(truth):
-            calls = []
-            for s in turn:
-                try:
-                    parsed = decode_python(s)
-                except DecodeError as exc:
-                    raise InputError(f"{answer_at} (id {rec['id']}), turn {k}: cannot parse "
-                                     f"ground-truth call {s!r} ({exc})") from None
-                calls += [_named(c, by_name) for c in parsed]
-            gold_turns.append(calls)
-        shown = annotate_functions(functions, "python")
-        head = system_prompt(shown, version)
-        history: list[dict[str, str]] = [{"role": "system", "content": head}]
-        for k, turn_msgs in enumerate(rec["question"]):
-            user = [{"role": m["role"], "content": m["content"]} for m in turn_msgs]
-            if user and user[0]["role"] == "system":  # BFCL merges a question system message
-                history[0]["content"] += "\n\n" + user.pop(0)["content"]
-            messages = history + user
-            samples.append(EvalSample(
-                id=f"{rec['id']}#turn{k}", category=PAPER_CATEGORY, messages=copy.deepcopy(messages),
-                gold={"calls": [c.to_json() for c in gold_turns[k]], "ground_truth": truth[k]},
-                tools=shown,
-                meta={"functions": functions, "language": "python", "version": version,
-                      "bfcl_id": rec["id"], "turn": k, "tools_in_prompt": True}))
-            history = messages + [{"role": "assistant", "content": render_calls(gold_turns[k])}]
+        gold_turns = _gold_turns(answer_at, rec["id"], truth, {f["name"]: f for f in functions})
+        samples += _turn_samples(rec, functions, truth, gold_turns, version)
+    return samples
+
+
+def _class_functions(root: Path, where: str, rec: dict, docs_cache: dict[str, list[dict]],
+                     read: list[Path]) -> list[dict]:
+    """The function documents of the API classes a dialogue involves (each class's file read once, into
+    `docs_cache`, and added to `read`)."""
+    classes = rec.get("involved_classes")
+    if not isinstance(classes, list) or not all(c in MULTI_TURN_DOCS for c in classes):
+        raise InputError(f"{where} (id {rec['id']}): \"involved_classes\" must list BFCL "
+                         f"API classes ({', '.join(MULTI_TURN_DOCS)})")
+    functions: list[dict] = []
+    for cls in classes:
+        if cls not in docs_cache:
+            dpath = root / "multi_turn_func_doc" / MULTI_TURN_DOCS[cls]
+            if not dpath.is_file():
+                raise InputError(f"missing function documents {dpath} (needed by {rec['id']})")
+            docs_cache[cls] = [r for _, r in _read_records_docs(dpath)]
+            read.append(dpath)
+        functions += docs_cache[cls]
+    return functions
+
+
+def _gold_turns(answer_at: str, rec_id: str, truth: list[list[str]], by_name: dict[str, dict]) -> list[list[BCall]]:
+    """Each turn's ground-truth calls, decoded and named against the dialogue's functions."""
+    gold_turns = []
+    for k, turn in enumerate(truth):
+        calls = []
+        for s in turn:
+            try:
+                parsed = decode_python(s)
+            except DecodeError as exc:
+                raise InputError(f"{answer_at} (id {rec_id}), turn {k}: cannot parse "
+                                 f"ground-truth call {s!r} ({exc})") from None
+            calls += [_named(c, by_name) for c in parsed]
+        gold_turns.append(calls)
+    return gold_turns
+
+
+def _turn_samples(rec: dict, functions: list[dict], truth: list, gold_turns: list[list[BCall]],
+                  version: str) -> list[EvalSample]:
+    """One sample per turn of a dialogue; each turn's history holds the earlier turns answered with their gold
+    calls."""
+    shown = annotate_functions(functions, "python")
+    head = system_prompt(shown, version)
+    history: list[dict[str, str]] = [{"role": "system", "content": head}]
+    samples = []
+    for k, turn_msgs in enumerate(rec["question"]):
+        user = [{"role": m["role"], "content": m["content"]} for m in turn_msgs]
+        if user and user[0]["role"] == "system":  # BFCL merges a question system message
+            history[0]["content"] += "\n\n" + user.pop(0)["content"]
+        messages = history + user
+        samples.append(EvalSample(
+            id=f"{rec['id']}#turn{k}", category=PAPER_CATEGORY, messages=copy.deepcopy(messages),
+            gold={"calls": [c.to_json() for c in gold_turns[k]], "ground_truth": truth[k]},
+            tools=shown,
+            meta={"functions": functions, "language": "python", "version": version,
+                  "bfcl_id": rec["id"], "turn": k, "tools_in_prompt": True}))
+        history = messages + [{"role": "assistant", "content": render_calls(gold_turns[k])}]
     return samples
 
 

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.domains.answers import Payload, family_item_text, seed_of_sample
+from genenv_cli.domains.answers import Payload, PromiseCase, family_item_text, seed_of_sample
 from genenv_cli.domains.checks import DomainCase, SuiteData
 
 
@@ -40,3 +40,10 @@ def contract_answers(data: Path) -> DomainCase:
 
     return DomainCase(gold=gold, wrong=lambda p: "No plan.", env_text=family_item_text, answers=answers,
                       suite_data=(SuiteData(data),), pair=seed_of_sample)
+
+
+def promise_case(data: Path) -> PromiseCase:
+    """`data`: the training split the domain trains on (train.csv, or the official repository's release folder);
+    a folder holding train.csv is read through that file, for seeds and suite alike."""
+    source = data / "train.csv" if (data / "train.csv").is_file() else data
+    return PromiseCase([source], source, "official")

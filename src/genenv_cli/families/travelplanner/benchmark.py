@@ -4,7 +4,8 @@ checked against the reference database with the official commonsense and hard co
 Official sources: github.com/OSU-NLP-Group/TravelPlanner (`evaluation/eval.py`,
 `evaluation/commonsense_constraint.py`, `evaluation/hard_constraint.py`, `tools/*/apis.py`,
 `agents/prompts.py`, `tools/planner/sole_planning.py`, `postprocess/`) and the Hugging Face dataset
-`osunlp/TravelPlanner`. The checks live in `checks.py`, the database in `database.py`.
+`osunlp/TravelPlanner`. The checks live in `checks.py`, the database in `database.py`, the split files'
+query records in `queries.py`, the prompt in `prompt.py`.
 
 Data. `--data` names a folder holding the split file — `validation.csv` as the dataset ships it (also
 `.jsonl`, `.json`, `.parquet`, or `validation/*.parquet` as the Hub's parquet export lays it out) —
@@ -65,8 +66,6 @@ final pass rate officially). The paper's numbers: GenEnv 7B 16.6, Qwen2.5-7B-Ins
 
 from __future__ import annotations
 
-import contextlib
-import csv
 import functools
 import os
 import shutil
@@ -74,23 +73,25 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from genenv_cli.core.callparse import (
-    parse_literal,
-)
 from genenv_cli.core.errors import InputError
-from genenv_cli.core.jsonio import json_document, json_lines
-from genenv_cli.core.safefiles import open_regular
 from genenv_cli.evals.base import PROTOCOLS, Benchmark, EvalSample, LoadedData, PaperColumn, Verdict
-from genenv_cli.evals.datasource import csv_field_limit, no_data_error, sha256_paths, try_download
+from genenv_cli.evals.datasource import no_data_error, sha256_paths, try_download
 from genenv_cli.families.travelplanner.checks import (
     COMMONSENSE,
     HARD,
-    LOCAL_CONSTRAINTS,
     evaluate_plan,
     hard_total,
 )
 from genenv_cli.families.travelplanner.database import FILES, Database, QueryDatabase, find_database
 from genenv_cli.families.travelplanner.plans import extract_plan
+from genenv_cli.families.travelplanner.prompt import make_sample
+from genenv_cli.families.travelplanner.queries import (
+    LEVELS,
+    default_split,
+    parse_query,
+    read_records,
+    split_file,
+)
 from genenv_cli.families.travelplanner.release import (
     CHATS,
     find_ref_info,
@@ -100,50 +101,11 @@ from genenv_cli.families.travelplanner.release import (
     release_records,
 )
 
-LEVELS = ["easy", "medium", "hard"]
 PAPER_REFERENCE = {"GenEnv 7B": 16.6, "Qwen2.5-7B-Instruct": 14.3}
 HF_URL = "https://huggingface.co/datasets/osunlp/TravelPlanner/resolve/{version}/{split}.csv"
 DRIVE_ID = "1pF1Sw6pBmq2sFkJvm-LzJOqrmfWoQgxE"
 DRIVE_URL = f"https://drive.usercontent.google.com/download?id={DRIVE_ID}&export=download&confirm=t"
-SPLIT_SUFFIXES = (".csv", ".jsonl", ".json", ".parquet")
 
-SYSTEM_PROMPT = """\
-You are a proficient planner. Based on the provided information and query, please give me a detailed plan, \
-including specifics such as flight numbers (e.g., F0123456), restaurant names, and accommodation names. Note \
-that all the information in your plan should be derived from the provided data. You must adhere to the format \
-given in the example. Additionally, all details should align with commonsense. The symbol '-' indicates that \
-information is unnecessary. For example, in the provided sample, you do not need to plan after returning to the \
-departure city. When you travel to two cities in one day, you should note it in the 'current_city' field as in \
-the example (i.e., from A to B).
-
-Write the plan as a JSON list with one object per day, inside a ```json code block. Each object has the keys \
-"days", "current_city", "transportation", "breakfast", "attraction", "lunch", "dinner" and "accommodation". \
-Write each restaurant, attraction and accommodation as "Name, City", end every attraction with ";", and use \
-"-" where there is nothing to plan.
-
-***** Example *****
-Query: Could you create a travel plan for 7 people from Ithaca to Charlotte spanning 3 days, from March 8th to \
-March 14th, 2022, with a budget of $30,200?
-Travel Plan:
-```json
-[
-  {"days": 1, "current_city": "from Ithaca to Charlotte", \
-"transportation": "Flight Number: F3633413, from Ithaca to Charlotte, Departure Time: 05:38, Arrival Time: 07:46", \
-"breakfast": "Nagaland's Kitchen, Charlotte", "attraction": "The Charlotte Museum of History, Charlotte;", \
-"lunch": "Cafe Maple Street, Charlotte", "dinner": "Bombay Vada Pav, Charlotte", \
-"accommodation": "Affordable Spacious Refurbished Room in Bushwick!, Charlotte"},
-  {"days": 2, "current_city": "Charlotte", "transportation": "-", "breakfast": "Olive Tree Cafe, Charlotte", \
-"attraction": "The Mint Museum, Charlotte;Romare Bearden Park, Charlotte;", "lunch": "Birbal Ji Dhaba, Charlotte", \
-"dinner": "Pind Balluchi, Charlotte", "accommodation": "Affordable Spacious Refurbished Room in Bushwick!, Charlotte"},
-  {"days": 3, "current_city": "from Charlotte to Ithaca", \
-"transportation": "Flight Number: F3786167, from Charlotte to Ithaca, Departure Time: 21:42, Arrival Time: 23:26", \
-"breakfast": "Subway, Charlotte", "attraction": "Books Monument, Charlotte;", "lunch": "Olive Tree Cafe, Charlotte", \
-"dinner": "Kylin Skybar, Charlotte", "accommodation": "-"}
-]
-```
-***** Example Ends *****"""
-
-USER_PROMPT = "Given information: {reference}\nQuery: {query}\nTravel Plan:"
 
 def open_database(root: Path) -> Database:
     """The database in this folder, shared by every instance in the process, so `score` works on samples loaded
@@ -166,159 +128,6 @@ def sample_database(sample: EvalSample, loaded: Database | None = None) -> Datab
         raise InputError(f"TravelPlanner sample {sample.id} names no database; load the benchmark first.")
     flights = sample.gold.get("flights")
     return QueryDatabase(db, flights) if flights is not None else db
-
-
-# ---------------------------------------------------------------------------- split files
-
-def _default_split(data: Path | None) -> str:
-    """validation, unless --data is the official repository's training release (no validation file there)."""
-    if data is not None:
-        folder = Path(data).expanduser()
-        if folder.is_file():
-            return "train" if folder.name == CHATS else "validation"
-        if (folder / CHATS).is_file() and _split_file(folder, "validation") is None:
-            return "train"
-    return "validation"
-
-
-def _read_records(path: Path) -> list[dict[str, Any]]:
-    suffix = path.suffix.lower()
-    try:
-        if suffix == ".csv":
-            with csv_field_limit(2**31 - 1), open(open_regular(path), newline="", encoding="utf-8-sig") as fh:
-                return list(csv.DictReader(fh))
-        if suffix == ".parquet":
-            import polars as pl
-
-            os.close(open_regular(path))  # a regular file, never a device or a pipe
-            return pl.read_parquet(path).to_dicts()
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise InputError(f"TravelPlanner split file {path} cannot be read ({exc}).") from None
-    except Exception as exc:  # polars' parquet errors
-        raise InputError(f"TravelPlanner split file {path} is not a readable parquet file ({exc}).") from None
-    if suffix == ".json":
-        data = json_document(path, "a JSON list of query records")
-        if isinstance(data, dict) and isinstance(data.get("data"), list):
-            data = data["data"]
-        if not isinstance(data, list):
-            raise InputError(f"{path}: expected a JSON list of query records, got {type(data).__name__}.")
-        return data
-    return [rec for _, rec in json_lines(path, "one query record per line")]
-
-
-def _int(value: Any, field: str, where: str) -> int:
-    if isinstance(value, bool):
-        raise InputError(f"{where}: field {field!r} must be a whole number, got {value!r}.")
-    if isinstance(value, int):
-        return value
-    try:
-        f = float(str(value).strip())
-    except ValueError:
-        f = float("nan")
-    if not f.is_integer():
-        raise InputError(f"{where}: field {field!r} must be a whole number, got {value!r}.")
-    return int(f)
-
-
-def _number(value: Any, field: str, where: str) -> int | float:
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return value
-    try:
-        f = float(str(value).replace(",", "").strip())
-    except ValueError:
-        raise InputError(f"{where}: field {field!r} must be a number, got {value!r}.") from None
-    return int(f) if f.is_integer() else f
-
-
-def _query(rec: Any, idx: int, path: Path) -> tuple[dict[str, Any], str, str]:
-    """(gold query record, query text, reference information) of record `idx` (1-based)."""
-    where = f"{path}, record {idx}"
-    if not isinstance(rec, dict):
-        raise InputError(f"{where}: expected an object with the TravelPlanner fields, got {type(rec).__name__}.")
-    need = ["org", "dest", "days", "visiting_city_number", "people_number", "local_constraint", "budget",
-            "query", "level"]
-    absent = [k for k in need if rec.get(k) in (None, "")]
-    if absent:
-        raise InputError(f"{where}: missing field(s) {', '.join(absent)}. Expected the osunlp/TravelPlanner "
-                         f"columns org, dest, days, visiting_city_number, date, people_number, local_constraint, "
-                         f"budget, query, level, reference_information (the test split lacks them: it is scored "
-                         f"by the official leaderboard only).")
-    lc = rec["local_constraint"]
-    if isinstance(lc, str):
-        try:
-            lc = parse_literal(lc)
-        except ValueError:
-            lc = None
-    if not isinstance(lc, dict):
-        raise InputError(f"{where}: local_constraint must be a dict such as {{'house rule': None, 'cuisine': "
-                         f"None, 'room type': None, 'transportation': None}}, got {str(rec['local_constraint'])[:80]!r}.")
-    level = str(rec["level"]).strip()
-    if level not in LEVELS:
-        raise InputError(f"{where}: level must be one of easy, medium, hard, got {rec['level']!r}.")
-    date = rec.get("date")
-    if isinstance(date, str):
-        with contextlib.suppress(ValueError):
-            date = parse_literal(date)
-    ref = rec.get("reference_information")
-    if ref is None or ref == "":
-        raise InputError(f"{where}: reference_information is missing; sole-planning needs the split file of the "
-                         f"osunlp/TravelPlanner dataset with that column.")
-    if not isinstance(ref, str):
-        ref = str(ref)  # the CSV holds the Python repr of the list; reproduce it
-    gold: dict[str, Any] = {
-        "idx": idx,
-        "org": str(rec["org"]),
-        "dest": str(rec["dest"]),
-        "days": _int(rec["days"], "days", where),
-        "visiting_city_number": _int(rec["visiting_city_number"], "visiting_city_number", where),
-        "date": date,
-        "people_number": _int(rec["people_number"], "people_number", where),
-        "local_constraint": {k: lc.get(k) for k in LOCAL_CONSTRAINTS},
-        "budget": _number(rec["budget"], "budget", where),
-        "level": level,
-    }
-    if isinstance(rec.get("flights"), list):  # the query's own flight rows (a database without a flights table)
-        gold["flights"] = rec["flights"]
-    if gold["days"] < 1:
-        raise InputError(f"{where}: days must be at least 1, got {rec['days']!r}.")
-    plan = rec.get("annotated_plan")
-    if plan not in (None, ""):
-        if isinstance(plan, str):
-            with contextlib.suppress(ValueError):
-                plan = parse_literal(plan)
-        if isinstance(plan, list):  # annotation files may lead with the query record itself
-            plan = [d for d in plan if not (isinstance(d, dict) and "org" in d and "current_city" not in d)]
-        gold["annotated_plan"] = plan
-    return gold, str(rec["query"]), ref
-
-
-def make_sample(sample_id: str, gold: dict[str, Any], query: str, reference: str, db_root: Path) -> EvalSample:
-    """The sole-planning sample of one query (the prompt above), scored against the database at `db_root`.
-    The `travelplanner` training domain builds its samples here too."""
-    return EvalSample(
-        id=sample_id, category=gold["level"],
-        messages=[{"role": "system", "content": SYSTEM_PROMPT},
-                  {"role": "user", "content": USER_PROMPT.format(reference=reference, query=query)}],
-        gold=gold,
-        meta={"days": gold["days"], "query": query, "database": str(db_root)})
-
-
-def parse_query(rec: Any, idx: int, path: Path) -> tuple[dict[str, Any], str, str]:
-    """(gold query record, query text, reference information) of one split-file record; InputError names it."""
-    return _query(rec, idx, path)
-
-
-def _split_file(folder: Path, split: str) -> Path | None:
-    for suffix in SPLIT_SUFFIXES:
-        if (folder / f"{split}{suffix}").is_file():
-            return folder / f"{split}{suffix}"
-    if split == "train" and (folder / CHATS).is_file():
-        return folder / CHATS
-    for pattern in (f"{split}-*.parquet", f"{split}/*.parquet", f"data/{split}-*.parquet"):
-        found = sorted(folder.glob(pattern))
-        if found:
-            return found[0]
-    return None
 
 
 # ---------------------------------------------------------------------------- benchmark
@@ -345,8 +154,32 @@ class TravelPlanner(Benchmark):
     # ------------------------------------------------------------------ loading
     def load(self, *, data: Path | None, split: str | None, version: str | None, protocol: str,
              cache_dir: Path) -> LoadedData:
-        split = split or _default_split(data)
+        split = split or default_split(data)
         version = version or self.versions[0]
+        self._check_request(split, version, protocol)
+        split_path, db_root, source_kind = self._locate(data, split, version, cache_dir)
+        db = open_database(db_root)
+        missing = db.missing()
+        if missing:
+            raise InputError(f"the TravelPlanner database at {db_root} is incomplete: missing "
+                             f"{', '.join(missing)}. Unzip the official database there (layout: "
+                             f"{', '.join(FILES.values())}).")
+        records, read = _split_records(split_path, split, db)
+        samples = []
+        for idx, rec in enumerate(records, 1):
+            gold, query, ref = parse_query(rec, idx, split_path)
+            samples.append(make_sample(str(idx), gold, query, ref, db.root))
+        self._db = db
+        where = "local file" if source_kind == "local" else f"Hub revision {version}"
+        flights = "" if db.has_flight_table() else ", each query's flights from its reference information"
+        return LoadedData(
+            samples=samples,
+            version=f"osunlp/TravelPlanner {split} ({where}, {len(samples)} queries) + database{flights}",
+            source="; ".join(map(str, [*read, db.root])),
+            fingerprint=sha256_paths([*read, *db.paths()]))
+
+    def _check_request(self, split: str, version: str, protocol: str) -> None:
+        """InputError unless the protocol, split and data version are ones this suite has."""
         if protocol not in PROTOCOLS:
             raise InputError(f"unknown protocol {protocol!r}; expected one of {', '.join(PROTOCOLS)}.")
         if split == "test":
@@ -358,6 +191,10 @@ class TravelPlanner(Benchmark):
         if version not in self.versions:
             raise InputError(f"unknown TravelPlanner data version {version!r}; expected one of "
                              f"{', '.join(self.versions)}.")
+
+    def _locate(self, data: Path | None, split: str, version: str, cache_dir: Path) -> tuple[Path, Path, str]:
+        """(split file, database folder, "local" or "hub"): from --data, else downloaded into the cache; InputError
+        saying what was tried when either cannot be had."""
         tried: list[str] = []
         split_path: Path | None = None
         db_root: Path | None = None
@@ -366,7 +203,7 @@ class TravelPlanner(Benchmark):
             if data.is_file():
                 split_path, db_root = data, find_database(data.parent)
             elif data.is_dir():
-                split_path, db_root = _split_file(data, split), find_database(data)
+                split_path, db_root = split_file(data, split), find_database(data)
             else:
                 raise InputError(f"--data {data} does not exist; expected a folder holding {split}.csv (or .jsonl, "
                                  f".json, .parquet) and database/, or the split file itself.")
@@ -386,50 +223,7 @@ class TravelPlanner(Benchmark):
             err = no_data_error(self.name, self.sources, tried)
             raise InputError(f"{err} Expected layout: FOLDER/{split}.csv (or .jsonl/.json/.parquet) and "
                              f"FOLDER/database/ with {', '.join(FILES.values())}; pass --data FOLDER.")
-        db = open_database(db_root)
-        missing = db.missing()
-        if missing:
-            raise InputError(f"the TravelPlanner database at {db_root} is incomplete: missing "
-                             f"{', '.join(missing)}. Unzip the official database there (layout: "
-                             f"{', '.join(FILES.values())}).")
-        read = [split_path]
-        ref_info = find_ref_info(split_path.parent, split) or find_ref_info(db.root.parent, split)
-        if split_path.name == CHATS:  # the official repository's release of the training split
-            if ref_info is None:
-                raise InputError(f"{split_path} is the training split's chat examples; their reference information "
-                                 f"({ref_info_name('train')}) must be beside it or in its database/ folder.")
-            records = release_records(split_path, ref_info, db.cities)
-            read.append(ref_info)
-        else:
-            records = _read_records(split_path)
-            if not db.has_flight_table():
-                if ref_info is None:
-                    raise InputError(f"the TravelPlanner database at {db.root} has no flights table "
-                                     f"({FILES['flights']}); give the split's reference information "
-                                     f"({ref_info_name(split)}) beside {split_path.name} to take each query's "
-                                     f"flights from it, or add the official flights table.")
-                refs = read_ref_info(ref_info)
-                if len(refs) != len(records):
-                    raise InputError(f"{ref_info} holds {len(refs)} queries, {split_path} {len(records)}: expected "
-                                     f"the same queries line for line.")
-                for n, (rec, ref) in enumerate(zip(records, refs, strict=True), 1):
-                    if isinstance(rec, dict):
-                        rec["flights"] = flight_rows(ref, f"{ref_info}, line {n}")
-                read.append(ref_info)
-        if not records:
-            raise InputError(f"{split_path}: no query records.")
-        samples = []
-        for idx, rec in enumerate(records, 1):
-            gold, query, ref = _query(rec, idx, split_path)
-            samples.append(make_sample(str(idx), gold, query, ref, db.root))
-        self._db = db
-        where = "local file" if source_kind == "local" else f"Hub revision {version}"
-        flights = "" if db.has_flight_table() else ", each query's flights from its reference information"
-        return LoadedData(
-            samples=samples,
-            version=f"osunlp/TravelPlanner {split} ({where}, {len(samples)} queries) + database{flights}",
-            source="; ".join(map(str, [*read, db.root])),
-            fingerprint=sha256_paths([*read, *db.paths()]))
+        return split_path, db_root, source_kind
 
     def _cached_database(self, base: Path, tried: list[str]) -> Path | None:
         """The database under the cache, fetching and unpacking the official zip on first use."""
@@ -579,3 +373,36 @@ def _constraint_counts(pairs: list[tuple[EvalSample, Verdict]]) -> dict[str, dic
                 total += int(counted and lc.get(field) is not None)
         out[label] = {"pass": sum(int((v.scores or {}).get(key) == 1.0) for _, v in pairs), "total": total}
     return out
+
+
+def _split_records(split_path: Path, split: str, db: Database) -> tuple[list[Any], list[Path]]:
+    """(query records, files read) of a split file: the training release's chats rebuilt with their reference
+    information, or the split file's records, each given its flights from the reference information when the
+    database has no flights table."""
+    read = [split_path]
+    ref_info = find_ref_info(split_path.parent, split) or find_ref_info(db.root.parent, split)
+    if split_path.name == CHATS:  # the official repository's release of the training split
+        if ref_info is None:
+            raise InputError(f"{split_path} is the training split's chat examples; their reference information "
+                             f"({ref_info_name('train')}) must be beside it or in its database/ folder.")
+        records = release_records(split_path, ref_info, db.cities)
+        read.append(ref_info)
+    else:
+        records = read_records(split_path)
+        if not db.has_flight_table():
+            if ref_info is None:
+                raise InputError(f"the TravelPlanner database at {db.root} has no flights table "
+                                 f"({FILES['flights']}); give the split's reference information "
+                                 f"({ref_info_name(split)}) beside {split_path.name} to take each query's "
+                                 f"flights from it, or add the official flights table.")
+            refs = read_ref_info(ref_info)
+            if len(refs) != len(records):
+                raise InputError(f"{ref_info} holds {len(refs)} queries, {split_path} {len(records)}: expected "
+                                 f"the same queries line for line.")
+            for n, (rec, ref) in enumerate(zip(records, refs, strict=True), 1):
+                if isinstance(rec, dict):
+                    rec["flights"] = flight_rows(ref, f"{ref_info}, line {n}")
+            read.append(ref_info)
+    if not records:
+        raise InputError(f"{split_path}: no query records.")
+    return records, read
