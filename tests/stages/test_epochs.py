@@ -189,6 +189,7 @@ def test_static_mode_reuses_one_variation_set(tmp_path, arith_model, monkeypatch
 
 
 @pytest.mark.e2e
+@pytest.mark.heavy  # pipelines/epoch.sh's stages as processes, killed and resumed: 100 s on 2 cores
 def test_shell_pipeline_runs_an_epoch_and_resumes(tmp_path, arith_model):
     run = arith_run(tmp_path, arith_model)
     script = ROOT / "pipelines" / "coevolve.sh"
