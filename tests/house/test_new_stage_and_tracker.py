@@ -251,6 +251,7 @@ def test_a_plugin_row_that_fails_to_import_is_the_plugins_error(plugin_site, bod
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # an epoch of the tiny model under `genenv run`, a process per stage: 40 s on 2 cores
 def test_plugins_of_every_kind_run_under_genenv_run(tmp_path, make_run, plugin_site):
     """docs/extending.md's stage, tracker, engine and commit subscriber, installed as pip installs a package, each
     one file with its row: under `genenv run` (a process per stage) the stage runs after the stage its row names

@@ -87,7 +87,6 @@ def two_epochs(tmp_path_factory, arith_model) -> Path:
 
 @pytest.mark.slow
 @pytest.mark.e2e
-@pytest.mark.heavy  # two whole epochs under `genenv run`, then two stages rerun: about 3 minutes on 2 cores
 @_needs("tensorboard")
 def test_tensorboard_holds_every_epoch_figure_once_also_after_reruns(two_epochs, tmp_path):
     root = tmp_path / "run"
