@@ -14,7 +14,8 @@ from paths import ROOT
 @pytest.mark.slow
 @pytest.mark.parametrize("script,args", [
     ("score_throughput", ["--rollouts", "4000"]),
-    ("pool_scaling", ["--tasks", "8", "--k", "2", "--repeat", "1"]),
+    pytest.param("pool_scaling", ["--tasks", "8", "--k", "2", "--repeat", "1"],
+                 marks=pytest.mark.heavy),  # scores 50 epochs' pools: about 30 s on 2 cores
     ("cli_startup", ["--repeat", "1"]),
 ])
 def test_benchmark_script_runs(tmp_path, script, args):

@@ -51,6 +51,7 @@ def _rows(n_fresh: int, n_replay: int) -> list[dict]:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # two gloo processes launched per case: about 22 s each on 2 cores
 @pytest.mark.parametrize("n_fresh", [12, 13])   # 4 batches of 3 (2 per rank), then 5 (one rank has a spare call)
 def test_two_gloo_processes_compute_the_table_one_process_computes(tiny_model, tmp_path, n_fresh):
     from transformers import AutoModelForCausalLM
