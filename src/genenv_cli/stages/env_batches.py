@@ -75,14 +75,12 @@ class Sampling:
 
 
 def open_env_engine(cfg: Config, epoch: int, model_name: str, model_tag: str, ui: UI) -> Any:
-    from genenv_cli.machinery.engines import open_engine
+    from genenv_cli.machinery.engines import open_run_engine
     from genenv_cli.machinery.models import resolve
 
     ui.info(f"generate-tasks epoch {epoch}: loading environment model {model_tag}")
     with ui.working(f"generate-tasks e{epoch}: loading environment model {model_tag}"):
-        return open_engine(resolve(model_name, tag=model_tag), engine=cfg.run.engine, device=cfg.run.device,
-                           dtype=cfg.run.dtype, trust_remote_code=cfg.run.trust_remote_code,
-                           batch_size=cfg.generate.batch_size, seed=cfg.run.seed, vllm_settings=cfg.vllm)
+        return open_run_engine(resolve(model_name, tag=model_tag), cfg, batch_size=cfg.generate.batch_size)
 
 
 def sample_batches(s: Sampling, contexts: list[EnvContext], wanted: int, shared: Any = None) -> list[dict[str, Any]]:

@@ -166,15 +166,13 @@ def generate(bench: Benchmark, samples: list[EvalSample], cfg: Config, name: str
 
 def _open_model(name: str, tag: str, bench: Benchmark, cfg: Config, ui: UI) -> tuple[Any, Any]:
     """(the model's reference, its engine opened with the run's settings)."""
-    from genenv_cli.machinery.engines import open_engine
+    from genenv_cli.machinery.engines import open_run_engine
     from genenv_cli.machinery.models import resolve
 
     ui.info(f"evaluate {bench.name}: loading {tag}")
     with ui.working(f"evaluate {bench.name}: loading {tag}"):  # the embedded model converts once, on first use
         ref = resolve(name, tag=tag)
-        engine = open_engine(ref, engine=cfg.run.engine, device=cfg.run.device, dtype=cfg.run.dtype,
-                             trust_remote_code=cfg.run.trust_remote_code, batch_size=cfg.evaluate.batch_size,
-                             seed=cfg.run.seed, vllm_settings=cfg.vllm)
+        engine = open_run_engine(ref, cfg, batch_size=cfg.evaluate.batch_size)
     return ref, engine
 
 

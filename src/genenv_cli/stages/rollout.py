@@ -165,14 +165,12 @@ def _rollout(cfg: Config, epoch: int, domains: dict[str, Domain], tasks: list[di
 
 
 def _open_agent_engine(cfg: Config, epoch: int, model_name: str, model_tag: str, ui: UI) -> Any:
-    from genenv_cli.machinery.engines import open_engine
+    from genenv_cli.machinery.engines import open_run_engine
     from genenv_cli.machinery.models import resolve
 
     ui.info(f"rollout epoch {epoch}: loading agent model {model_tag}")
     with ui.working(f"rollout e{epoch}: loading agent model {model_tag}"):
-        return open_engine(resolve(model_name, tag=model_tag), engine=cfg.run.engine, device=cfg.run.device,
-                           dtype=cfg.run.dtype, trust_remote_code=cfg.run.trust_remote_code,
-                           batch_size=cfg.rollout.batch_size, seed=cfg.run.seed, vllm_settings=cfg.vllm)
+        return open_run_engine(resolve(model_name, tag=model_tag), cfg, batch_size=cfg.rollout.batch_size)
 
 
 def _generation_row(g: Any) -> dict[str, Any]:

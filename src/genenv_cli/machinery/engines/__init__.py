@@ -100,3 +100,11 @@ def open_engine(ref, *, engine: str = "auto", device: str = "auto", dtype: str =
     return ENGINES.get(kind)(ref, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
                              batch_size=batch_size, seed=seed, vllm_settings=vllm_settings)
 
+
+def open_run_engine(ref, cfg, *, batch_size: int) -> Engine:
+    """`open_engine` with a run's settings (`cfg`, its Config: the engine, device, dtype, remote code, seed and
+    [vllm]); `batch_size` is the calling stage's own."""
+    return open_engine(ref, engine=cfg.run.engine, device=cfg.run.device, dtype=cfg.run.dtype,
+                       trust_remote_code=cfg.run.trust_remote_code, batch_size=batch_size, seed=cfg.run.seed,
+                       vllm_settings=cfg.vllm)
+
